@@ -1,0 +1,52 @@
+import type { Unit } from '../units';
+import type { DescriptorEntry } from '../service/types';
+
+/** Counting algorithms (rule field `algorithm`, default `fixed_window`). */
+export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket' | 'gcra' | 'sliding_log';
+
+/** One `rate_limit` block of a rule file, validated and frozen. */
+export interface RateLimitRule {
+  /** The rule's path as the reference prints it: `domain.key_value.key2` (value omitted when empty). */
+  readonly fullKey: string;
+  /** `rate_limit.name`; the target of other rules' `replaces`. */
+  readonly name?: string;
+  readonly requestsPerUnit: number;
+  /** Absent only for `unlimited` rules without a unit. */
+  readonly unit?: Unit;
+  readonly unlimited: boolean;
+  readonly algorithm: Algorithm;
+  /** Unit seconds × `unit_multiplier` (default 1). */
+  readonly windowSeconds: number;
+  /** token_bucket / gcra capacity; defaults to requestsPerUnit. */
+  readonly burst: number;
+  readonly shadowMode: boolean;
+  readonly quotaMode: boolean;
+  /** Names of rules this one removes from the request. */
+  readonly replaces: readonly string[];
+}
+
+/** What matching one request descriptor against a domain's tree found. */
+export interface RuleMatch {
+  /** The limit of the matched node; undefined when the node whitelists (no limit). */
+  readonly rule?: RateLimitRule;
+  /**
+   * The entries the counter is keyed by: the request's entries, except that a value matched
+   * by a `share_threshold` wildcard is replaced by the wildcard pattern so all values share one counter.
+   */
+  readonly counterEntries: readonly DescriptorEntry[];
+  /** Metric label path (`domain.key_value...`), honouring detailed_metric / value_to_metric. */
+  readonly metricKey: string;
+  /** The matched node's `metadata` map, if any. */
+  readonly metadata?: Readonly<Record<string, unknown>>;
+}
+
+/** An immutable, compiled set of rules. A reload builds a new one and swaps one reference. */
+export interface RuleSet {
+  hasDomain(domain: string): boolean;
+  /** Matches one request descriptor; undefined when nothing matches (or the domain is unknown). */
+  match(domain: string, entries: readonly DescriptorEntry[]): RuleMatch | undefined;
+  /** All rules with a limit, in file order, for `/rlconfig`. */
+  readonly rules: readonly RateLimitRule[];
+  /** Number of domains loaded. */
+  readonly domainCount: number;
+}

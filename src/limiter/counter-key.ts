@@ -1,0 +1,36 @@
+import type { CounterId, LimitSpec } from './limiter';
+
+// Characters with a meaning in a key: `{` `}` delimit the Redis Cluster hash tag, `:` separates
+// parts, `=` separates an entry's key from its value, `%` introduces an escape. Percent-encoding
+// them makes the encoding injective (no two descriptors share a key) and keeps every request
+// value inside the tag.
+const SPECIAL = /[%{}:=]/g;
+const HAS_SPECIAL = /[%{}:=]/;
+
+function escapeChar(c: string): string {
+  return c === '%' ? '%25' : c === '{' ? '%7B' : c === '}' ? '%7D' : c === ':' ? '%3A' : '%3D';
+}
+
+/** Escapes one request-supplied part so that it is ordinary data inside a key. */
+export function escapeKeyPart(part: string): string {
+  return HAS_SPECIAL.test(part) ? part.replace(SPECIAL, escapeChar) : part;
+}
+
+/**
+ * The identity of one counter: `{<domain>:<k1>=<v1>:<k2>=<v2>...}:<algorithm>:<windowSeconds>`.
+ * The braces are the Redis Cluster hash tag, so every key of one counter shares a slot while
+ * different counters spread over the cluster. The limit is deliberately left out: raising a
+ * limit keeps the count, while another algorithm or window starts a fresh counter.
+ */
+export function counterIdentity(counter: CounterId, spec: LimitSpec): string {
+  let tag = escapeKeyPart(counter.domain);
+  for (const entry of counter.entries) {
+    tag += ':' + escapeKeyPart(entry.key) + '=' + escapeKeyPart(entry.value);
+  }
+  return '{' + tag + '}:' + spec.algorithm + ':' + spec.windowSeconds;
+}
+
+/** The full Redis key of a counter. `prefix` is CACHE_KEY_PREFIX (validated to hold no braces). */
+export function counterKey(prefix: string, counter: CounterId, spec: LimitSpec): string {
+  return prefix + 'rl:' + counterIdentity(counter, spec);
+}

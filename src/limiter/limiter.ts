@@ -1,0 +1,60 @@
+import type { Algorithm } from '../config/rule-types';
+import type { DescriptorEntry } from '../service/types';
+
+/** Who is counted: a domain and the descriptor entries that identify the counter. */
+export interface CounterId {
+  readonly domain: string;
+  readonly entries: readonly DescriptorEntry[];
+}
+
+/** How it is counted. The limit is not part of a counter's identity; algorithm and window are. */
+export interface LimitSpec {
+  readonly algorithm: Algorithm;
+  readonly limit: number;
+  readonly windowSeconds: number;
+  /** Capacity for token_bucket / gcra. */
+  readonly burst: number;
+}
+
+/** One counter to check: who, which rule, how much (hits 0 = peek without consuming). */
+export interface LimitCheck {
+  readonly counter: CounterId;
+  readonly spec: LimitSpec;
+  readonly hits: number;
+}
+
+/** What the algorithm decided, in milliseconds. */
+export interface LimitResult {
+  readonly allowed: boolean;
+  /** Counter value after this call as the algorithm sees it (fixed window: hits counted so far). */
+  readonly used: number;
+  readonly remaining: number;
+  /** Time until the counter is fully reset. */
+  readonly resetMs: number;
+  /** When denied: time until this request would be allowed; 0 when allowed. */
+  readonly retryAfterMs: number;
+  /** True when the answer came from the local over-limit cache, without the backend. */
+  readonly fromLocalCache?: boolean;
+}
+
+export interface CheckOptions {
+  /** Epoch milliseconds by which the answer is needed. */
+  readonly deadline: number;
+  /**
+   * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when any check would go over its limit, no counter
+   * of this call is incremented.
+   */
+  readonly stopIncrementWhenOverLimit: boolean;
+}
+
+/** The seam between the service and storage. Memory and Redis backends pass the same suite. */
+export interface Limiter {
+  /**
+   * Results are in the same order as `checks`. Rejects with BackendUnavailableError or
+   * DeadlineExceededError only when the backend cannot answer by `options.deadline`.
+   */
+  check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]>;
+  /** False while the backend is unreachable as a whole. */
+  isHealthy(): boolean;
+  close(): Promise<void>;
+}
