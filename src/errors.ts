@@ -1,6 +1,6 @@
 /**
  * The error family of floodgate. Each class has a stable code; the transport layers map codes
- * to gRPC status and HTTP status in one place each (src/grpc/status-map.ts, src/http).
+ * to gRPC status and HTTP status in one place each (src/error-status.ts).
  */
 export type ErrorCode =
   | 'INVALID_REQUEST'

@@ -1,0 +1,31 @@
+import type { LogLevel } from './settings';
+
+const ORDER: Readonly<Record<LogLevel, number>> = { DEBUG: 10, INFO: 20, WARN: 30, ERROR: 40 };
+
+export interface Logger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/** A small levelled logger writing text or JSON lines to stderr. */
+export function createLogger(level: LogLevel, format: 'text' | 'json', write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
+  const min = ORDER[level];
+  const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>): void => {
+    if (ORDER[lvl] < min) return;
+    const time = new Date().toISOString();
+    if (format === 'json') {
+      write(JSON.stringify({ time, level: lvl.toLowerCase(), msg, ...fields }) + '\n');
+    } else {
+      const extra = fields ? ' ' + Object.entries(fields).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ') : '';
+      write(`time="${time}" level=${lvl.toLowerCase()} msg="${msg}"${extra}\n`);
+    }
+  };
+  return {
+    debug: (m, f) => emit('DEBUG', m, f),
+    info: (m, f) => emit('INFO', m, f),
+    warn: (m, f) => emit('WARN', m, f),
+    error: (m, f) => emit('ERROR', m, f),
+  };
+}
