@@ -1,0 +1,39 @@
+import type { RuleHitCounts } from '../metrics/metrics';
+
+/**
+ * Splits one descriptor's hits into the reference's stat buckets. Counts are in hits, so a
+ * request that crosses a threshold splits its hits: the part below the near-limit line is
+ * "within", the part between it and the limit is also "near", the part above is "over".
+ */
+export function hitCounts(
+  limit: number,
+  used: number,
+  hits: number,
+  allowed: boolean,
+  nearLimitRatio: number,
+  fromLocalCache: boolean,
+  shadow: boolean,
+): RuleHitCounts {
+  const counts: RuleHitCounts = { totalHits: hits, withinLimit: 0, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 };
+  // float32 rounding as in the reference, so that thresholds match its dashboards exactly.
+  const near = Math.floor(Math.fround(Math.fround(limit) * nearLimitRatio));
+  if (fromLocalCache) {
+    counts.overLimit = hits;
+    counts.overLimitWithLocalCache = hits;
+  } else if (!allowed) {
+    const before = used - hits;
+    if (used <= limit || before >= limit) {
+      // Either the algorithm did not count the refused hits, or all of them were over already.
+      counts.overLimit = hits;
+    } else {
+      counts.overLimit = used - limit;
+      counts.nearLimit = limit - Math.max(near, before);
+    }
+  } else {
+    const before = used - hits;
+    if (used > near) counts.nearLimit = before >= near ? hits : used - near;
+    counts.withinLimit = hits;
+  }
+  if (!allowed && shadow) counts.shadowMode = hits;
+  return counts;
+}

@@ -1,0 +1,34 @@
+import { InvalidRequestError } from '../errors';
+import type { RequestLimits } from '../settings';
+import type { RateLimitRequest } from './types';
+
+/**
+ * Rejects requests that cannot be answered honestly or that are too large to count. The
+ * reference answers some of these with a plain error and crashes on others.
+ */
+export function validateRequest(request: RateLimitRequest, limits: RequestLimits): void {
+  if (request.domain === '') throw new InvalidRequestError('rate limit domain must not be empty');
+  const descriptors = request.descriptors;
+  if (descriptors.length === 0) throw new InvalidRequestError('rate limit descriptor list must not be empty');
+  if (descriptors.length > limits.maxDescriptors) {
+    throw new InvalidRequestError(`too many descriptors: ${descriptors.length} (at most ${limits.maxDescriptors})`);
+  }
+  if (Buffer.byteLength(request.domain) > limits.maxValueBytes) {
+    throw new InvalidRequestError(`domain is longer than ${limits.maxValueBytes} bytes`);
+  }
+  for (let i = 0; i < descriptors.length; i++) {
+    const entries = (descriptors[i] as RateLimitRequest['descriptors'][number]).entries;
+    if (entries.length > limits.maxEntries) {
+      throw new InvalidRequestError(`descriptor ${i} has too many entries: ${entries.length} (at most ${limits.maxEntries})`);
+    }
+    for (const entry of entries) {
+      // String length bounds the UTF-8 size from below and by 3x from above: measure only when close.
+      if (entry.key.length * 3 > limits.maxKeyBytes && Buffer.byteLength(entry.key) > limits.maxKeyBytes) {
+        throw new InvalidRequestError(`descriptor ${i} has a key longer than ${limits.maxKeyBytes} bytes`);
+      }
+      if (entry.value.length * 3 > limits.maxValueBytes && Buffer.byteLength(entry.value) > limits.maxValueBytes) {
+        throw new InvalidRequestError(`descriptor ${i} has a value longer than ${limits.maxValueBytes} bytes (key '${entry.key.slice(0, 64)}')`);
+      }
+    }
+  }
+}
