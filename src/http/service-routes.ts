@@ -1,0 +1,39 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { httpStatusOf } from '../error-status';
+import { InvalidRequestError } from '../errors';
+import { requestFromWire } from '../grpc/convert';
+import type { HealthState } from '../health';
+import type { RateLimitService } from '../service/rate-limit-service';
+import { readBody, type Route } from './http-listener';
+import { responseToJson, wireRequestFromJson } from './json-codec';
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body) + '\n');
+}
+
+/** `/healthcheck`: 200 `OK` when healthy, 500 otherwise (the reference's contract). */
+export function healthcheckRoute(health: HealthState): Route {
+  return (_req, res) => {
+    if (health.isServing()) res.writeHead(200, { 'content-type': 'text/plain' }).end('OK');
+    else res.writeHead(500, { 'content-type': 'text/plain' }).end('NOT_SERVING');
+  };
+}
+
+/** `/json` (POST): the RLS call in protobuf JSON; 200 OK, 429 OVER_LIMIT, 400 bad request. */
+export function jsonRoute(service: RateLimitService, defaultDeadlineMs: number): Route {
+  return (req: IncomingMessage, res: ServerResponse) => {
+    if (req.method !== 'POST') {
+      res.writeHead(405, { allow: 'POST', 'content-type': 'text/plain' }).end('method not allowed\n');
+      return;
+    }
+    readBody(req)
+      .catch(() => {
+        throw new InvalidRequestError('request body is too large or was not received');
+      })
+      .then((body) => service.shouldRateLimit(requestFromWire(wireRequestFromJson(body)), Date.now() + defaultDeadlineMs))
+      .then(
+        (response) => sendJson(res, response.overallCode === 'OVER_LIMIT' ? 429 : 200, responseToJson(response)),
+        (err: unknown) => sendJson(res, httpStatusOf(err), { error: err instanceof Error ? err.message : String(err) }),
+      );
+  };
+}
