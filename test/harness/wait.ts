@@ -1,0 +1,46 @@
+/** Options of {@link waitUntil}. */
+export interface WaitOptions {
+  /** Give up after this many milliseconds. */
+  readonly timeoutMs: number;
+  /** Pause between attempts. */
+  readonly intervalMs?: number;
+  /** Extra text for the timeout error, e.g. the tail of a server log. Called only on timeout. */
+  readonly diagnostics?: () => string;
+}
+
+/**
+ * Polls `probe` until it returns a value other than `undefined`/`false`, or throws a clear error
+ * when the deadline passes. A probe that throws counts as "not yet"; its last error is reported.
+ */
+export async function waitUntil<T>(
+  what: string,
+  probe: () => Promise<T | undefined | false> | T | undefined | false,
+  options: WaitOptions,
+): Promise<T> {
+  const deadline = Date.now() + options.timeoutMs;
+  const interval = options.intervalMs ?? 50;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() >= deadline) break;
+    await sleep(Math.min(interval, Math.max(0, deadline - Date.now())));
+  }
+  let message = `timed out after ${options.timeoutMs} ms waiting for ${what}`;
+  if (lastError !== undefined) message += `\nlast error: ${errorText(lastError)}`;
+  const extra = options.diagnostics?.();
+  if (extra) message += `\n${extra}`;
+  throw new Error(message);
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
