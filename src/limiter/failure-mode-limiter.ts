@@ -1,0 +1,66 @@
+import { BackendUnavailableError, DeadlineExceededError } from '../errors';
+import type { FailureMode } from '../settings';
+import type { CheckOptions, LimitCheck, LimitResult, Limiter } from './limiter';
+import type { MemoryLimiter } from './memory-limiter';
+
+export interface FailureModeOptions {
+  readonly mode: FailureMode;
+  /** Counts per instance while the backend is away (mode `local`). */
+  readonly local?: MemoryLimiter;
+  /** Part of the caller's budget kept back so the fallback answer still arrives in time. */
+  readonly reserveMs?: number;
+  readonly onFallback?: (mode: FailureMode, err: Error) => void;
+}
+
+function isBackendFailure(err: unknown): err is Error {
+  return err instanceof BackendUnavailableError || err instanceof DeadlineExceededError;
+}
+
+function fixedAnswer(checks: readonly LimitCheck[], allowed: boolean): LimitResult[] {
+  return checks.map((c) => {
+    const windowMs = c.spec.windowSeconds * 1000;
+    return { allowed, used: allowed ? 0 : c.spec.limit + c.hits, remaining: allowed ? c.spec.limit : 0, resetMs: windowMs, retryAfterMs: allowed ? 0 : windowMs };
+  });
+}
+
+/**
+ * Decides what a call gets when the backend cannot answer in time (BACKEND_FAILURE_MODE):
+ * the error itself (so Envoy's failure_mode_deny decides), OK, OVER_LIMIT, or a per-instance
+ * count in memory until the backend is back.
+ */
+export class FailureModeLimiter implements Limiter {
+  private readonly reserveMs: number;
+
+  constructor(
+    private readonly inner: Limiter,
+    private readonly options: FailureModeOptions,
+  ) {
+    if (options.mode === 'local' && options.local === undefined) throw new Error('failure mode local needs a memory limiter');
+    this.reserveMs = options.mode === 'error' ? 0 : (options.reserveMs ?? 2);
+  }
+
+  async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
+    try {
+      return await this.inner.check(checks, { ...options, deadline: options.deadline - this.reserveMs });
+    } catch (err) {
+      if (!isBackendFailure(err) || this.options.mode === 'error') throw err;
+      this.options.onFallback?.(this.options.mode, err);
+      switch (this.options.mode) {
+        case 'allow':
+          return fixedAnswer(checks, true);
+        case 'deny':
+          return fixedAnswer(checks, false);
+        case 'local':
+          return (this.options.local as MemoryLimiter).checkNow(checks, options.stopIncrementWhenOverLimit);
+      }
+    }
+  }
+
+  isHealthy(): boolean {
+    return this.inner.isHealthy();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.inner.close(), this.options.local?.close()]);
+  }
+}

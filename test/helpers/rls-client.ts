@@ -1,0 +1,53 @@
+import * as grpc from '@grpc/grpc-js';
+import { loadProtos } from '../../src/grpc/protos';
+import type { WireResponse } from '../../src/grpc/wire-types';
+
+/** What a test sends: plain objects in proto-loader's keepCase form. */
+export interface TestDescriptor {
+  entries: { key: string; value: string }[];
+  limit?: { requests_per_unit: number; unit: string | number };
+  hits_addend?: { value: number };
+}
+export interface TestRequest {
+  domain: string;
+  descriptors: TestDescriptor[];
+  hits_addend?: number;
+}
+
+export interface RlsTestClient {
+  shouldRateLimit(request: TestRequest, timeoutMs?: number): Promise<WireResponse>;
+  healthCheck(service?: string): Promise<string>;
+  close(): void;
+}
+
+/** A real gRPC client built from the project's own protos. */
+export function rlsClient(address: string): RlsTestClient {
+  const protos = loadProtos();
+  const rls = new protos.rlsClient(address, grpc.credentials.createInsecure());
+  const health = new protos.healthClient(address, grpc.credentials.createInsecure());
+  return {
+    shouldRateLimit(request, timeoutMs = 5000) {
+      return new Promise((resolve, reject) => {
+        rls.ShouldRateLimit!(request, { deadline: Date.now() + timeoutMs }, (err: grpc.ServiceError | null, res: WireResponse) =>
+          err ? reject(err) : resolve(res),
+        );
+      });
+    },
+    healthCheck(service = '') {
+      return new Promise((resolve, reject) => {
+        health.Check!({ service }, { deadline: Date.now() + 5000 }, (err: grpc.ServiceError | null, res: { status: string }) =>
+          err ? reject(err) : resolve(res.status),
+        );
+      });
+    },
+    close() {
+      rls.close();
+      health.close();
+    },
+  };
+}
+
+/** Shorthand for a request with one descriptor of the given entries. */
+export function oneDescriptor(domain: string, entries: Record<string, string>, extra: Partial<TestDescriptor> = {}): TestRequest {
+  return { domain, descriptors: [{ entries: Object.entries(entries).map(([key, value]) => ({ key, value })), ...extra }] };
+}
