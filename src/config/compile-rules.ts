@@ -1,0 +1,270 @@
+import { ConfigError } from '../errors';
+import { UNIT_SECONDS } from '../units';
+import type { DescriptorEntry } from '../service/types';
+import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './parse-rule-file';
+import type { RateLimitRule, RuleMatch, RuleSet } from './rule-types';
+
+/** How a node is reached from its request entry. */
+type NodeKind = 'exact' | 'wildcard' | 'any';
+
+/** One compiled descriptor. Immutable after compilation. */
+interface RuleNode {
+  readonly kind: NodeKind;
+  readonly key: string;
+  /** The file's value: a literal, a `*` pattern, or '' (any). */
+  readonly value: string;
+  readonly pattern?: RegExp;
+  readonly rule?: RateLimitRule;
+  readonly children?: Level;
+  /** `domain.key_value...` as written in the file; also the metric key when nothing is dynamic. */
+  readonly fullKey: string;
+  readonly metadata?: Readonly<Record<string, unknown>>;
+  readonly valueToMetric: boolean;
+  readonly detailedMetric: boolean;
+  /** A share_threshold wildcard: all matching values count as the pattern. */
+  readonly shared: boolean;
+  /** Some node on the path (this one included) shares a counter: counterEntries must be rebuilt. */
+  readonly dynamicCounter: boolean;
+  /** The metric key depends on request values (detailed_metric / value_to_metric on the path). */
+  readonly dynamicMetric: boolean;
+}
+
+/** The children of a node (or a domain's top level) for one entry key. */
+interface KeyGroup {
+  readonly exact: Map<string, RuleNode>;
+  /** In file order: the first matching pattern wins. */
+  readonly wildcards: RuleNode[];
+  any?: RuleNode;
+}
+
+type Level = Map<string, KeyGroup>;
+
+interface DomainTree {
+  readonly level: Level;
+  /** Composite keys (`key` or `key_value`) of the top level, to reject duplicates across merged files. */
+  readonly compositeKeys: Set<string>;
+}
+
+/**
+ * Compiles validated rule files into an immutable RuleSet whose `match` is a few map lookups
+ * per entry. Throws ConfigError for a domain defined twice (unless merging) and for a
+ * descriptor that another merged file already defines.
+ */
+export function compileRules(configs: readonly DomainConfig[], options: { mergeDomainConfig: boolean }): RuleSet {
+  const domains = new Map<string, DomainTree>();
+  const rules: RateLimitRule[] = [];
+  for (const config of configs) {
+    let tree = domains.get(config.domain);
+    if (tree !== undefined && !options.mergeDomainConfig) {
+      throw new ConfigError(`${config.fileName}: duplicate domain '${config.domain}' in config file`);
+    }
+    if (tree === undefined) {
+      tree = { level: new Map(), compositeKeys: new Set() };
+      domains.set(config.domain, tree);
+    }
+    addTopLevel(tree, config, rules);
+  }
+  return ruleSet(domains, Object.freeze(rules));
+}
+
+function addTopLevel(tree: DomainTree, config: DomainConfig, rules: RateLimitRule[]): void {
+  for (const descriptor of config.descriptors) {
+    const composite = compositeKey(descriptor);
+    if (tree.compositeKeys.has(composite)) {
+      throw new ConfigError(
+        `${config.fileName}: duplicate descriptor composite key '${config.domain}.${composite}'`,
+      );
+    }
+    tree.compositeKeys.add(composite);
+    addNode(tree.level, descriptor, `${config.domain}.`, { shared: false, valueToMetric: false }, rules);
+  }
+}
+
+interface PathFlags {
+  readonly shared: boolean;
+  readonly valueToMetric: boolean;
+}
+
+function compositeKey(d: DescriptorConfig): string {
+  return d.value === '' ? d.key : `${d.key}_${d.value}`;
+}
+
+function addNode(level: Level, d: DescriptorConfig, parentKey: string, path: PathFlags, rules: RateLimitRule[]): void {
+  const fullKey = parentKey + compositeKey(d);
+  const kind: NodeKind = d.value === '' ? 'any' : d.value.includes('*') ? 'wildcard' : 'exact';
+  const shared = kind === 'wildcard' && d.shareThreshold;
+  // value_to_metric only changes the key where the file's text differs from the request's value.
+  const flags: PathFlags = {
+    shared: path.shared || shared,
+    valueToMetric: path.valueToMetric || (d.valueToMetric && kind !== 'exact'),
+  };
+  const rule = d.rateLimit && compileRule(d, d.rateLimit, fullKey);
+  if (rule !== undefined) rules.push(rule);
+  const children = compileChildren(d.descriptors, `${fullKey}.`, flags, rules);
+  const node: RuleNode = Object.freeze({
+    kind,
+    key: d.key,
+    value: d.value,
+    ...(kind === 'wildcard' && { pattern: wildcardPattern(d.value) }),
+    ...(rule && { rule }),
+    ...(children && { children }),
+    fullKey,
+    ...(d.metadata && { metadata: d.metadata }),
+    valueToMetric: d.valueToMetric,
+    detailedMetric: d.detailedMetric,
+    shared,
+    dynamicCounter: flags.shared,
+    dynamicMetric: flags.valueToMetric || d.detailedMetric,
+  });
+  insert(level, node);
+}
+
+function compileChildren(
+  descriptors: readonly DescriptorConfig[],
+  parentKey: string,
+  path: PathFlags,
+  rules: RateLimitRule[],
+): Level | undefined {
+  if (descriptors.length === 0) return undefined;
+  const level: Level = new Map();
+  for (const child of descriptors) addNode(level, child, parentKey, path, rules);
+  return level;
+}
+
+function insert(level: Level, node: RuleNode): void {
+  let group = level.get(node.key);
+  if (group === undefined) {
+    group = { exact: new Map(), wildcards: [] };
+    level.set(node.key, group);
+  }
+  if (node.kind === 'exact') group.exact.set(node.value, node);
+  else if (node.kind === 'wildcard') group.wildcards.push(node);
+  else group.any = node;
+}
+
+function compileRule(d: DescriptorConfig, limit: RateLimitConfig, fullKey: string): RateLimitRule {
+  return Object.freeze({
+    fullKey,
+    ...(limit.name !== undefined && { name: limit.name }),
+    requestsPerUnit: limit.requestsPerUnit,
+    ...(limit.unit !== undefined && { unit: limit.unit }),
+    unlimited: limit.unlimited,
+    algorithm: limit.algorithm,
+    windowSeconds: limit.unit === undefined ? 0 : UNIT_SECONDS[limit.unit] * limit.unitMultiplier,
+    burst: limit.burst,
+    shadowMode: d.shadowMode,
+    quotaMode: d.quotaMode,
+    replaces: Object.freeze([...limit.replaces]),
+  });
+}
+
+/** `*` matches any run of characters (also none), anywhere and any number of times. */
+export function wildcardPattern(value: string): RegExp {
+  const body = value
+    .split('*')
+    .map((part) => part.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&'))
+    .join('.*');
+  return new RegExp(`^${body}$`, 's');
+}
+
+// ---- matching ----
+
+function ruleSet(domains: Map<string, DomainTree>, rules: readonly RateLimitRule[]): RuleSet {
+  return Object.freeze({
+    rules,
+    domainCount: domains.size,
+    hasDomain: (domain: string): boolean => domains.has(domain),
+    match: (domain: string, entries: readonly DescriptorEntry[]): RuleMatch | undefined => {
+      const tree = domains.get(domain);
+      if (tree === undefined || entries.length === 0) return undefined;
+      const node = walk(tree.level, entries);
+      return node && toMatch(domain, node, tree.level, entries);
+    },
+  });
+}
+
+/** The node matched by the request's last entry, or undefined (depth must be equal). */
+function walk(top: Level, entries: readonly DescriptorEntry[]): RuleNode | undefined {
+  let level: Level | undefined = top;
+  let node: RuleNode | undefined;
+  for (const entry of entries) {
+    if (level === undefined) return undefined;
+    node = step(level, entry);
+    if (node === undefined) return undefined;
+    level = node.children;
+  }
+  return node;
+}
+
+/** Exact value first, then wildcards in file order, then the key alone. */
+function step(level: Level, entry: DescriptorEntry): RuleNode | undefined {
+  const group = level.get(entry.key);
+  if (group === undefined) return undefined;
+  const exact = group.exact.get(entry.value);
+  if (exact !== undefined) return exact;
+  for (const candidate of group.wildcards) {
+    if ((candidate.pattern as RegExp).test(entry.value)) return candidate;
+  }
+  return group.any;
+}
+
+function toMatch(domain: string, node: RuleNode, top: Level, entries: readonly DescriptorEntry[]): RuleMatch {
+  if (!node.dynamicCounter && !node.dynamicMetric) {
+    return Object.freeze({ rule: node.rule, counterEntries: entries, metricKey: node.fullKey, metadata: node.metadata });
+  }
+  // Rare path: walk again to learn which node matched each entry.
+  const path = pathNodes(top, entries);
+  return Object.freeze({
+    rule: node.rule,
+    counterEntries: node.dynamicCounter ? sharedEntries(path, entries) : entries,
+    metricKey: node.dynamicMetric ? dynamicMetricKey(domain, node, path, entries) : node.fullKey,
+    metadata: node.metadata,
+  });
+}
+
+function pathNodes(top: Level, entries: readonly DescriptorEntry[]): RuleNode[] {
+  const path: RuleNode[] = [];
+  let level: Level | undefined = top;
+  for (const entry of entries) {
+    const node = step(level as Level, entry) as RuleNode;
+    path.push(node);
+    level = node.children;
+  }
+  return path;
+}
+
+/** The entries with every share_threshold wildcard's value replaced by its pattern. */
+function sharedEntries(path: readonly RuleNode[], entries: readonly DescriptorEntry[]): readonly DescriptorEntry[] {
+  return Object.freeze(
+    entries.map((entry, i) => {
+      const node = path[i] as RuleNode;
+      return node.shared ? Object.freeze({ key: entry.key, value: node.value }) : entry;
+    }),
+  );
+}
+
+/**
+ * The metric key as the reference builds it. detailed_metric (on the matched node): every
+ * entry's runtime `key_value`. Otherwise per level: the file's text, except that
+ * value_to_metric on a wildcard or key-only node shows the runtime value. A share_threshold
+ * wildcard always shows its pattern.
+ */
+function dynamicMetricKey(domain: string, node: RuleNode, path: readonly RuleNode[], entries: readonly DescriptorEntry[]): string {
+  const detailed = node.detailedMetric;
+  const anyShared = detailed && path.some((n) => n.shared);
+  const parts = entries.map((entry, i) => {
+    const n = path[i] as RuleNode;
+    if (n.shared) return `${entry.key}_${n.value}`;
+    // The reference joins key and value with '_' even for an empty value here, unless
+    // share_threshold is also in play; kept for identical metric names.
+    if (detailed) return anyShared ? keyValue(entry) : `${entry.key}_${entry.value}`;
+    if (n.kind === 'exact') return `${n.key}_${n.value}`;
+    if (n.valueToMetric) return keyValue(entry);
+    return n.kind === 'wildcard' ? `${n.key}_${n.value}` : n.key;
+  });
+  return `${domain}.${parts.join('.')}`;
+}
+
+function keyValue(entry: DescriptorEntry): string {
+  return entry.value === '' ? entry.key : `${entry.key}_${entry.value}`;
+}

@@ -1,0 +1,80 @@
+import { goText, type YMap, type YNode } from './yaml-tree';
+
+/**
+ * Keys of the reference's rule files. Like the reference, the check is flat: a known key is
+ * accepted at any level (and ignored where it means nothing), so every file the reference
+ * loads, we load too.
+ */
+const REFERENCE_KEYS: ReadonlySet<string> = new Set([
+  'domain',
+  'key',
+  'value',
+  'descriptors',
+  'rate_limit',
+  'unit',
+  'requests_per_unit',
+  'unlimited',
+  'shadow_mode',
+  'quota_mode',
+  'name',
+  'replaces',
+  'detailed_metric',
+  'value_to_metric',
+  'share_threshold',
+  'metadata',
+]);
+
+/** Our extensions; being new, they are accepted only where they mean something: in `rate_limit`. */
+const RATE_LIMIT_EXTENSION_KEYS: ReadonlySet<string> = new Set(['algorithm', 'unit_multiplier', 'burst']);
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/**
+ * Checks every key of the document before any field is read, in the reference's words.
+ * Returns the first problem's message, or undefined when the keys are fine.
+ */
+export function validateYamlKeys(root: YMap): string | undefined {
+  return checkMap(root, false);
+}
+
+function checkMap(map: YMap, inRateLimit: boolean): string | undefined {
+  for (const { key, value } of map.entries) {
+    if (key.kind !== 'scalar' || key.type !== 'str') {
+      return `config error, key is not of type string: ${goText(key)}`;
+    }
+    const name = key.text;
+    if (!REFERENCE_KEYS.has(name) && !(inRateLimit && RATE_LIMIT_EXTENSION_KEYS.has(name))) {
+      return `config error, unknown key '${name}'`;
+    }
+    // metadata is free-form by design: its keys are the user's, not ours.
+    if (name === 'metadata') continue;
+    const problem = checkValue(value, name === 'rate_limit');
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+function checkValue(value: YNode, isRateLimit: boolean): string | undefined {
+  if (value.kind === 'map') return checkMap(value, isRateLimit);
+  if (value.kind === 'seq') return checkList(value.items);
+  // The reference's generic decode accepts strings, ints, bools and null as leaves; a float
+  // (or an integer beyond int64) is none of those and fails with this terse message.
+  if (value.type === 'float') return 'error checking config';
+  if (value.type === 'int') {
+    const n = value.value as bigint;
+    if (n < INT64_MIN || n > INT64_MAX) return 'error checking config';
+  }
+  return undefined;
+}
+
+function checkList(items: readonly YNode[]): string | undefined {
+  for (const item of items) {
+    if (item.kind !== 'map') {
+      return `config error, yaml file contains list of type other than map: ${goText(item)}`;
+    }
+    const problem = checkMap(item, false);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}

@@ -1,0 +1,156 @@
+import {
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  LineCounter,
+  parseDocument,
+  type Document,
+  type Node as YamlNode,
+  type YAMLError,
+} from 'yaml';
+
+/**
+ * A YAML document reduced to what rule-file validation needs: maps keep their key nodes
+ * (keys may be non-strings), scalars keep their source text, every node knows its line.
+ *
+ * The reference (Go, yaml.v2) resolves YAML 1.1 scalars (`yes`/`on` are bools, `0123` is
+ * octal) but fills string fields from a scalar's source text, so `value: 0123` means the
+ * string "0123". Keeping both the typed value and the text lets us do the same.
+ */
+export type YNode = YMap | YSeq | YScalar;
+
+export interface YMap {
+  readonly kind: 'map';
+  readonly line: number;
+  readonly entries: readonly { readonly key: YNode; readonly value: YNode }[];
+}
+
+export interface YSeq {
+  readonly kind: 'seq';
+  readonly line: number;
+  readonly items: readonly YNode[];
+}
+
+export type ScalarType = 'str' | 'int' | 'float' | 'bool' | 'null';
+
+export interface YScalar {
+  readonly kind: 'scalar';
+  readonly line: number;
+  readonly type: ScalarType;
+  /** string for str, bigint for int, number for float, boolean for bool, null for null. */
+  readonly value: string | bigint | number | boolean | null;
+  /** The scalar as written (quoted scalars: the unescaped string). */
+  readonly text: string;
+}
+
+/** Thrown for syntax errors; the message reads like yaml.v2's (`yaml: line N: ...`). */
+export class YamlSyntaxError extends Error {}
+
+// Aliases may expand exponentially ("billion laughs") or refer to themselves; a rule file is
+// small, so generous fixed bounds stop both without limiting real files.
+const MAX_NODES = 200_000;
+const MAX_DEPTH = 64;
+
+/** Parses one YAML document (YAML 1.1 rules, as yaml.v2) into a {@link YNode} tree; null for an empty document. */
+export function yamlTree(text: string): YNode | null {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, {
+    version: '1.1',
+    intAsBigInt: true,
+    uniqueKeys: true,
+    lineCounter,
+    prettyErrors: false,
+  });
+  const first = doc.errors[0];
+  if (first !== undefined) throw new YamlSyntaxError(syntaxMessage(first, lineCounter));
+  if (doc.contents === null) return null;
+  const state = { doc, lineCounter, budget: MAX_NODES };
+  return convert(doc.contents as YamlNode, state, 0);
+}
+
+interface ConvertState {
+  readonly doc: Document;
+  readonly lineCounter: LineCounter;
+  budget: number;
+}
+
+function syntaxMessage(err: YAMLError, lineCounter: LineCounter): string {
+  const line = lineCounter.linePos(err.pos[0]).line;
+  // Pretty errors would append " at line L, column C:" and an excerpt; keep the reason only.
+  const reason = err.message.replace(/ at line \d+, column \d+[\s\S]*$/, '');
+  return `yaml: line ${line}: ${reason}`;
+}
+
+function convert(node: YamlNode | null, state: ConvertState, depth: number): YNode {
+  if (--state.budget < 0 || depth > MAX_DEPTH) {
+    throw new YamlSyntaxError('yaml: document is too large or too deeply nested (check aliases)');
+  }
+  if (node === null) return { kind: 'scalar', line: 0, type: 'null', value: null, text: '' };
+  const line = node.range ? state.lineCounter.linePos(node.range[0]).line : 0;
+  if (isAlias(node)) {
+    const target = node.resolve(state.doc);
+    if (target === undefined) throw new YamlSyntaxError(`yaml: line ${line}: unknown anchor '${node.source}' referenced`);
+    return convert(target, state, depth + 1);
+  }
+  if (isMap(node)) {
+    const entries = node.items.map((pair) => ({
+      key: convert(pair.key as YamlNode | null, state, depth + 1),
+      value: convert(pair.value as YamlNode | null, state, depth + 1),
+    }));
+    return { kind: 'map', line, entries };
+  }
+  if (isSeq(node)) {
+    const items = node.items.map((item) => convert(item as YamlNode | null, state, depth + 1));
+    return { kind: 'seq', line, items };
+  }
+  if (isScalar(node)) return scalar(node.value, node.source, line);
+  throw new YamlSyntaxError(`yaml: line ${line}: unsupported node`);
+}
+
+function scalar(value: unknown, source: string | undefined, line: number): YScalar {
+  const text = typeof value === 'string' ? value : (source ?? String(value));
+  if (typeof value === 'string') return { kind: 'scalar', line, type: 'str', value, text };
+  if (typeof value === 'bigint') return { kind: 'scalar', line, type: 'int', value, text };
+  if (typeof value === 'number') return { kind: 'scalar', line, type: 'float', value, text };
+  if (typeof value === 'boolean') return { kind: 'scalar', line, type: 'bool', value, text };
+  if (value === null || value === undefined) return { kind: 'scalar', line, type: 'null', value: null, text };
+  // Timestamps and other resolved types: yaml.v2 keeps them as strings in generic maps.
+  return { kind: 'scalar', line, type: 'str', value: text, text };
+}
+
+/** Formats a node the way Go's `%v` prints what yaml.v2 decoded (used in error messages). */
+export function goText(node: YNode): string {
+  if (node.kind === 'seq') return `[${node.items.map(goText).join(' ')}]`;
+  if (node.kind === 'map') {
+    const parts = node.entries.map((e) => `${goText(e.key)}:${goText(e.value)}`).sort();
+    return `map[${parts.join(' ')}]`;
+  }
+  switch (node.type) {
+    case 'null':
+      return '<nil>';
+    case 'float':
+      return goFloat(node.value as number);
+    case 'str':
+      return node.text;
+    default:
+      return String(node.value);
+  }
+}
+
+/** Go's `%v` for float64 (strconv 'g', shortest): exponent form below 1e-4 and from 1e6. */
+function goFloat(n: number): string {
+  if (Number.isNaN(n)) return 'NaN';
+  if (!Number.isFinite(n)) return n > 0 ? '+Inf' : '-Inf';
+  if (n === 0) return '0';
+  const [mantissa = '', expText = '0'] = n.toExponential().split('e');
+  const exp = Number(expText);
+  if (exp >= -4 && exp < 6) return String(n);
+  const sign = exp < 0 ? '-' : '+';
+  return `${mantissa}e${sign}${String(Math.abs(exp)).padStart(2, '0')}`;
+}
+
+/** The YAML tag yaml.v2 names in "cannot unmarshal" messages. */
+export function yamlTag(node: YNode): string {
+  return node.kind === 'scalar' ? `!!${node.type}` : `!!${node.kind}`;
+}
