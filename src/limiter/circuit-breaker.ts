@@ -1,0 +1,40 @@
+/**
+ * Stops calling a backend that keeps failing, and lets one probe through now and then.
+ * closed: calls go through; after `failureThreshold` consecutive failures → open.
+ * open: calls are refused at once for `openMs`; then one call is let through as a probe.
+ * A success anywhere closes it again.
+ */
+export class CircuitBreaker {
+  private consecutiveFailures = 0;
+  private openUntil = 0;
+  private probing = false;
+
+  constructor(
+    private readonly failureThreshold = 3,
+    private readonly openMs = 500,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** True when a call may go to the backend now. */
+  allow(): boolean {
+    if (this.consecutiveFailures < this.failureThreshold) return true;
+    if (this.now() < this.openUntil || this.probing) return false;
+    this.probing = true;
+    return true;
+  }
+
+  get isOpen(): boolean {
+    return this.consecutiveFailures >= this.failureThreshold;
+  }
+
+  success(): void {
+    this.consecutiveFailures = 0;
+    this.probing = false;
+  }
+
+  failure(): void {
+    this.consecutiveFailures++;
+    this.probing = false;
+    if (this.consecutiveFailures >= this.failureThreshold) this.openUntil = this.now() + this.openMs;
+  }
+}

@@ -1,0 +1,49 @@
+import type { Logger } from '../log';
+import type { ServiceMetrics } from '../metrics/metrics';
+import type { Settings } from '../settings';
+import { FailureModeLimiter } from './failure-mode-limiter';
+import type { Limiter } from './limiter';
+import { MemoryLimiter } from './memory-limiter';
+import { OverLimitCache } from './over-limit-cache';
+import { createRedisClient, type RedisClient } from './redis/redis-client';
+import { RedisLimiter } from './redis/redis-limiter';
+
+export interface LimiterDeps {
+  readonly logger: Logger;
+  readonly metrics: ServiceMetrics;
+}
+
+function logConnectionErrors(client: RedisClient, name: string, logger: Logger): void {
+  // ioredis emits 'error' for every failed reconnect; without a listener Node would crash.
+  let last = '';
+  client.on('error', (err: Error) => {
+    if (err.message !== last) logger.warn(`${name}: ${err.message}`);
+    last = err.message;
+  });
+  client.on('ready', () => {
+    last = '';
+    logger.info(`${name}: ready`);
+  });
+}
+
+/**
+ * Builds the limiter stack the settings describe. For Redis, from the outside in: the failure
+ * mode (so a fallback answer is never cached), the local over-limit cache, the Redis limiter.
+ */
+export function createLimiter(settings: Settings, deps: LimiterDeps): Limiter {
+  if (settings.backendType === 'memory' || settings.redis === undefined) return new MemoryLimiter();
+  const client = createRedisClient(settings.redis);
+  logConnectionErrors(client, 'redis', deps.logger);
+  let perSecondClient: RedisClient | undefined;
+  if (settings.redisPerSecond !== undefined) {
+    perSecondClient = createRedisClient(settings.redisPerSecond);
+    logConnectionErrors(perSecondClient, 'redis (per second)', deps.logger);
+  }
+  let limiter: Limiter = new RedisLimiter({ client, ...(perSecondClient ? { perSecondClient } : {}), keyPrefix: settings.cacheKeyPrefix });
+  if (settings.localCacheSizeInBytes > 0) limiter = new OverLimitCache(limiter, { maxBytes: settings.localCacheSizeInBytes });
+  return new FailureModeLimiter(limiter, {
+    mode: settings.backendFailureMode,
+    ...(settings.backendFailureMode === 'local' ? { local: new MemoryLimiter() } : {}),
+    onFallback: (mode, err) => deps.logger.debug(`backend failed, answering with failure mode ${mode}`, { error: err.message }),
+  });
+}

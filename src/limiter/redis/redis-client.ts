@@ -1,0 +1,88 @@
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import Redis, { Cluster, type RedisOptions } from 'ioredis';
+import { SettingsError } from '../../errors';
+import type { RedisSettings } from '../../settings';
+
+export type RedisClient = Redis | Cluster;
+
+function hostPort(spec: string, what: string): { host: string; port: number } {
+  const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(spec.trim());
+  if (!m) throw new SettingsError(`invalid value for REDIS_URL: '${spec}' (${what} must be host:port)`);
+  return { host: m[1] as string, port: Number(m[2]) };
+}
+
+function tlsOptions(s: RedisSettings): ConnectionOptions | undefined {
+  if (!s.tls) return undefined;
+  return {
+    ...(s.tlsCaCert ? { ca: readFileSync(s.tlsCaCert) } : {}),
+    ...(s.tlsClientCert ? { cert: readFileSync(s.tlsClientCert) } : {}),
+    ...(s.tlsClientKey ? { key: readFileSync(s.tlsClientKey) } : {}),
+    ...(s.tlsSkipHostnameVerification ? { checkServerIdentity: () => undefined } : {}),
+  };
+}
+
+/**
+ * Connection options that make the client fail fast: no offline queue (a command while
+ * disconnected fails at once instead of waiting), no per-command retries, a command timeout of
+ * REDIS_TIMEOUT, and reconnection in the background with a short capped backoff.
+ */
+function baseOptions(s: RedisSettings): RedisOptions {
+  const tls = tlsOptions(s);
+  return {
+    ...(s.username ? { username: s.username } : {}),
+    ...(s.password ? { password: s.password } : {}),
+    ...(tls ? { tls } : {}),
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: s.timeoutMs > 0 ? s.timeoutMs : undefined,
+    connectTimeout: Math.max(100, Math.min(s.timeoutMs || 10_000, 10_000)),
+    retryStrategy: (times) => Math.min(50 * times, 1000),
+    enableAutoPipelining: true,
+    lazyConnect: false,
+  };
+}
+
+/** Builds the ioredis client for REDIS_TYPE SINGLE (tcp or unix), SENTINEL or CLUSTER. */
+export function createRedisClient(s: RedisSettings): RedisClient {
+  const options = baseOptions(s);
+  switch (s.type) {
+    case 'SINGLE':
+      return s.socketType === 'unix' ? new Redis({ ...options, path: s.url }) : new Redis({ ...options, ...hostPort(s.url, 'the address') });
+    case 'SENTINEL': {
+      const [name, ...sentinels] = s.url.split(',');
+      if (!name || sentinels.length === 0) {
+        throw new SettingsError(`invalid value for REDIS_URL: '${s.url}' (SENTINEL needs master,host:port[,host:port...])`);
+      }
+      return new Redis({
+        ...options,
+        name,
+        sentinels: sentinels.map((x) => hostPort(x, 'a sentinel')),
+        ...(s.password ? { sentinelPassword: s.password } : {}),
+        ...(s.username ? { sentinelUsername: s.username } : {}),
+      });
+    }
+    case 'CLUSTER': {
+      const seeds = s.url.split(',').map((x) => hostPort(x, 'a cluster seed'));
+      return new Cluster(seeds, {
+        enableOfflineQueue: false,
+        enableAutoPipelining: true,
+        scaleReads: 'master',
+        // Failover: refresh the slot map soon after a node is lost, and retry a command on
+        // CLUSTERDOWN / TRYAGAIN briefly; the caller's deadline bounds the wait anyway.
+        retryDelayOnFailover: 50,
+        retryDelayOnClusterDown: 50,
+        retryDelayOnTryAgain: 50,
+        slotsRefreshTimeout: 1000,
+        clusterRetryStrategy: (times) => Math.min(50 * times, 1000),
+        redisOptions: options,
+        ...(s.tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
+      });
+    }
+  }
+}
+
+/** True while the client can serve commands (for a cluster: the slot map is known and usable). */
+export function isClientReady(client: RedisClient): boolean {
+  return client.status === 'ready';
+}
