@@ -1,0 +1,238 @@
+import { watch, type FSWatcher } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { basename, dirname, resolve } from 'node:path';
+import type { ConfigError } from '../errors';
+import { directoryFingerprint } from './directory-fingerprint';
+import type { RuleSet } from './rule-types';
+
+export interface RulesWatcherOptions {
+  /** RUNTIME_ROOT */
+  readonly root: string;
+  /** RUNTIME_SUBDIRECTORY */
+  readonly subdirectory: string;
+  /** RUNTIME_APPDIRECTORY: the rule files live in root/subdirectory/appDirectory. */
+  readonly appDirectory: string;
+  /**
+   * RUNTIME_WATCH_ROOT. true: also watch the root (and its parent, for a root that is itself a
+   * swapped symlink) so a Kubernetes `..data` swap anywhere above the files is seen at once.
+   * false: watch the rule directory itself.
+   */
+  readonly watchRoot: boolean;
+  /** Loads the rules (normally loadRules on the rule directory). */
+  readonly load: () => Promise<RuleSet>;
+  /** A reload succeeded; the caller swaps its rules. */
+  readonly onLoaded: (rules: RuleSet) => void;
+  /** A reload failed; the caller keeps its current rules. */
+  readonly onError: (err: ConfigError | Error) => void;
+  /** Quiet time after the last file event before reloading; default 100 ms. */
+  readonly debounceMs?: number;
+  /** Poll period of the fallback that catches missed events; default 1000 ms. */
+  readonly pollIntervalMs?: number;
+}
+
+interface WantedDirectory {
+  readonly ino: bigint;
+  /** Only events for this entry name count (the root's parent is shared with unrelated files). */
+  readonly only?: string;
+}
+
+interface ArmedWatcher {
+  readonly watcher: FSWatcher;
+  readonly ino: bigint;
+}
+
+/**
+ * Reloads the rules when the rule files change. fs.watch (inotify) makes a change visible at
+ * once; a poll of a cheap directory fingerprint catches whatever inotify misses (events lost,
+ * watched directories replaced), so a change takes effect within about a second either way.
+ * A reload happens only when the fingerprint changed, so bursts and unrelated events cost a
+ * few stats, not a parse.
+ */
+export class RulesWatcher {
+  private readonly options: RulesWatcherOptions;
+  private readonly ruleDir: string;
+  private readonly debounceMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly watchers = new Map<string, ArmedWatcher>();
+  private lastFingerprint: string | undefined;
+  private debounceTimer: NodeJS.Timeout | undefined;
+  private burstStartedAt: number | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private startPromise: Promise<void> | undefined;
+  private checking = false;
+  private checkAgain = false;
+  private closed = false;
+
+  constructor(options: RulesWatcherOptions) {
+    this.options = options;
+    this.ruleDir = resolve(options.root, options.subdirectory, options.appDirectory);
+    this.debounceMs = options.debounceMs ?? 100;
+    this.pollIntervalMs = options.pollIntervalMs ?? 1000;
+  }
+
+  /**
+   * Takes the current state of the rule directory as the baseline and starts watching. Every
+   * change after the returned promise resolves is reloaded; call it before the initial load
+   * for no gap at all. Never rejects.
+   */
+  start(): Promise<void> {
+    this.startPromise ??= this.check(true).then(() => this.schedulePoll());
+    return this.startPromise;
+  }
+
+  /** Stops watching; a reload in flight finishes but is not reported. */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.debounceTimer);
+    clearTimeout(this.pollTimer);
+    for (const { watcher } of this.watchers.values()) watcher.close();
+    this.watchers.clear();
+  }
+
+  private schedulePoll(): void {
+    if (this.closed) return;
+    this.pollTimer = setTimeout(() => {
+      void this.check(false).then(() => this.schedulePoll());
+    }, this.pollIntervalMs);
+    this.pollTimer.unref();
+  }
+
+  /** Trailing debounce, capped so a steady stream of events cannot postpone a reload forever. */
+  private onFileEvent(): void {
+    if (this.closed) return;
+    const now = Date.now();
+    this.burstStartedAt ??= now;
+    const maxWaitMs = Math.max(this.debounceMs, 500);
+    const delay = Math.max(0, Math.min(this.debounceMs, this.burstStartedAt + maxWaitMs - now));
+    clearTimeout(this.debounceTimer);
+    this.debounceTimer = setTimeout(() => {
+      this.burstStartedAt = undefined;
+      void this.check(false);
+    }, delay);
+    this.debounceTimer.unref();
+  }
+
+  /** One check at a time; a request during a check runs another right after it. Never rejects. */
+  private async check(baselineOnly: boolean): Promise<void> {
+    if (this.closed) return;
+    if (this.checking) {
+      this.checkAgain = true;
+      return;
+    }
+    this.checking = true;
+    try {
+      let first = true;
+      do {
+        this.checkAgain = false;
+        await this.checkOnce(first && baselineOnly);
+        first = false;
+      } while (this.checkAgain && !this.closed);
+    } catch (err) {
+      this.report(err);
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  private async checkOnce(baselineOnly: boolean): Promise<void> {
+    await this.arm();
+    // Taken before loading: a change during the load then differs from it and reloads again.
+    const fingerprint = await directoryFingerprint(this.ruleDir);
+    if (this.closed || fingerprint === this.lastFingerprint) return;
+    const isBaseline = baselineOnly || this.lastFingerprint === undefined;
+    // Set even when the load fails, so a broken file is reported once, not every poll.
+    this.lastFingerprint = fingerprint;
+    if (!isBaseline) await this.reload();
+  }
+
+  private async reload(): Promise<void> {
+    let rules: RuleSet;
+    try {
+      rules = await this.options.load();
+    } catch (err) {
+      if (!this.closed) this.report(err);
+      return;
+    }
+    if (this.closed) return;
+    try {
+      this.options.onLoaded(rules);
+    } catch (err) {
+      this.report(err);
+    }
+  }
+
+  private report(err: unknown): void {
+    try {
+      this.options.onError(err instanceof Error ? err : new Error(String(err)));
+    } catch {
+      // A throwing error handler must not stop the watcher.
+    }
+  }
+
+  // ---- fs.watch management ----
+
+  /** Opens watchers for the wanted directories and replaces those whose directory was swapped. */
+  private async arm(): Promise<void> {
+    const wanted = await this.wantedDirectories();
+    if (this.closed) return;
+    for (const [path, armed] of this.watchers) {
+      if (wanted.get(path)?.ino !== armed.ino) {
+        armed.watcher.close();
+        this.watchers.delete(path);
+      }
+    }
+    for (const [path, want] of wanted) {
+      if (!this.watchers.has(path)) this.open(path, want);
+    }
+  }
+
+  private async wantedDirectories(): Promise<Map<string, WantedDirectory>> {
+    const { root, subdirectory, watchRoot } = this.options;
+    const candidates: { path: string; only?: string }[] = [];
+    if (watchRoot) {
+      const top = resolve(root);
+      if (dirname(top) !== top) candidates.push({ path: dirname(top), only: basename(top) });
+      candidates.push({ path: top }, { path: resolve(top, subdirectory) });
+    }
+    candidates.push({ path: this.ruleDir });
+    const wanted = new Map<string, WantedDirectory>();
+    for (const { path, only } of candidates) {
+      const ino = await directoryInode(path);
+      if (ino === undefined) continue;
+      // A path listed twice (empty subdirectory) is watched once, unfiltered if either asks.
+      const filter = wanted.has(path) ? undefined : only;
+      wanted.set(path, { ino, ...(filter !== undefined && { only: filter }) });
+    }
+    return wanted;
+  }
+
+  private open(path: string, want: WantedDirectory): void {
+    let watcher: FSWatcher;
+    try {
+      // Not persistent: watching files must never keep the process alive.
+      watcher = watch(path, { persistent: false }, (_event, filename) => {
+        if (want.only !== undefined && filename !== null && filename !== want.only) return;
+        this.onFileEvent();
+      });
+    } catch {
+      // Directory just vanished, or inotify limits reached: the poll still sees every change.
+      return;
+    }
+    watcher.on('error', () => {
+      watcher.close();
+      if (this.watchers.get(path)?.watcher === watcher) this.watchers.delete(path);
+      this.onFileEvent();
+    });
+    this.watchers.set(path, { watcher, ino: want.ino });
+  }
+}
+
+async function directoryInode(path: string): Promise<bigint | undefined> {
+  try {
+    const info = await stat(path, { bigint: true });
+    return info.isDirectory() ? info.ino : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
