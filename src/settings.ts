@@ -93,13 +93,16 @@ function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: strin
   const inferred = type === 'SINGLE' && url.includes('/') ? 'unix' : 'tcp';
   const auth = str(env, `${prefix}_AUTH`, '');
   const colon = auth.indexOf(':');
-  const tlsCaCert = str(env, `${prefix}_TLS_CACERT`, '') || undefined;
-  const tlsClientCert = str(env, `${prefix}_TLS_CLIENT_CERT`, '') || undefined;
-  const tlsClientKey = str(env, `${prefix}_TLS_CLIENT_KEY`, '') || undefined;
+  // The reference has one set of REDIS_TLS_* files for both connections; REDIS_PERSECOND_TLS_*
+  // (ours) may override them for the per-second one.
+  const tlsFile = (suffix: string) => str(env, `${prefix}_${suffix}`, '') || str(env, `REDIS_${suffix}`, '') || undefined;
+  const tlsCaCert = tlsFile('TLS_CACERT');
+  const tlsClientCert = tlsFile('TLS_CLIENT_CERT');
+  const tlsClientKey = tlsFile('TLS_CLIENT_KEY');
   if ((tlsClientCert === undefined) !== (tlsClientKey === undefined)) {
     throw new SettingsError(`invalid value for ${prefix}_TLS_CLIENT_CERT/${prefix}_TLS_CLIENT_KEY: both or neither must be set`);
   }
-  return {
+  return Object.freeze({
     type,
     url,
     socketType: oneOf(env, `${prefix}_SOCKET_TYPE`, inferred, ['tcp', 'unix']),
@@ -113,7 +116,7 @@ function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: strin
     timeoutMs: duration(env, 'REDIS_TIMEOUT', 10_000),
     pipelineWindowMs: duration(env, `${prefix}_PIPELINE_WINDOW`, 0),
     pipelineLimit: int(env, `${prefix}_PIPELINE_LIMIT`, 0, 0, 1_000_000),
-  };
+  });
 }
 
 function backendSettings(env: Env) {
@@ -139,7 +142,7 @@ function grpcTls(env: Env): Settings['grpcTls'] {
   }
   const clientCaCert = str(env, 'GRPC_CLIENT_TLS_CACERT', '') || undefined;
   const clientSan = str(env, 'GRPC_CLIENT_TLS_SAN', '') || undefined;
-  return { cert, key, ...(clientCaCert ? { clientCaCert } : {}), ...(clientSan ? { clientSan } : {}) };
+  return Object.freeze({ cert, key, ...(clientCaCert ? { clientCaCert } : {}), ...(clientSan ? { clientSan } : {}) });
 }
 
 function cacheKeyPrefix(env: Env): string {

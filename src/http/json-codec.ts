@@ -1,6 +1,6 @@
 import { InvalidRequestError } from '../errors';
 import type { RateLimitResponse } from '../service/types';
-import type { WireDescriptor, WireRequest } from '../grpc/wire-types';
+import type { WireDescriptor, WireRequest, WireUnit } from '../grpc/wire-types';
 
 // The /json endpoint speaks protobuf's JSON mapping: camelCase names (the original snake_case
 // names are accepted too, as protobuf parsers do), enums as names, Duration as "<n>s", and
@@ -23,11 +23,25 @@ function asString(v: unknown, what: string): string {
   return v;
 }
 
-function asUint(v: unknown, what: string): number {
+const UINT32_MAX = 0xffffffff;
+
+function asUint(v: unknown, what: string, max = Number.MAX_SAFE_INTEGER): number {
   if (v === undefined || v === null) return 0;
   const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) throw new InvalidRequestError(`${what} must be a non-negative integer`);
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > max) {
+    throw new InvalidRequestError(`${what} must be an integer from 0 to ${max}`);
+  }
   return n;
+}
+
+// envoy.type.v3.RateLimitUnit by number: protobuf JSON accepts an enum's number as well as its name.
+const UNIT_BY_NUMBER = ['UNKNOWN', 'SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR'] as const;
+
+function unitFromJson(v: unknown, what: string): WireUnit | number {
+  if (v === undefined || v === null) return 'UNKNOWN';
+  // A number outside the enum stays a number; conversion rejects it with a message.
+  if (typeof v === 'number') return UNIT_BY_NUMBER[v] ?? v;
+  return asString(v, what) as WireUnit;
 }
 
 function descriptorFromJson(v: unknown, i: number): WireDescriptor {
@@ -42,8 +56,8 @@ function descriptorFromJson(v: unknown, i: number): WireDescriptor {
       return { key: asString(entry.key, `descriptors[${i}].entries[${j}].key`), value: asString(entry.value, `descriptors[${i}].entries[${j}].value`) };
     }),
     limit: limit && {
-      requests_per_unit: asUint(field(limit, 'requestsPerUnit', 'requests_per_unit'), `descriptors[${i}].limit.requestsPerUnit`),
-      unit: limit.unit === undefined ? 'UNKNOWN' : typeof limit.unit === 'number' ? limit.unit : (asString(limit.unit, `descriptors[${i}].limit.unit`) as 'UNKNOWN'),
+      requests_per_unit: asUint(field(limit, 'requestsPerUnit', 'requests_per_unit'), `descriptors[${i}].limit.requestsPerUnit`, UINT32_MAX),
+      unit: unitFromJson(limit.unit, `descriptors[${i}].limit.unit`),
     },
     hits_addend: hits === undefined || hits === null ? null : { value: asUint(hits, `descriptors[${i}].hitsAddend`) },
   };
@@ -63,7 +77,7 @@ export function wireRequestFromJson(body: string): WireRequest {
   return {
     domain: asString(obj.domain, 'domain'),
     descriptors: descriptors.map(descriptorFromJson),
-    hits_addend: asUint(field(obj, 'hitsAddend', 'hits_addend'), 'hitsAddend'),
+    hits_addend: asUint(field(obj, 'hitsAddend', 'hits_addend'), 'hitsAddend', UINT32_MAX),
   };
 }
 
@@ -74,7 +88,9 @@ export function responseToJson(response: RateLimitResponse): Json {
     statuses: response.statuses.map((s) => {
       const status: Json = { code: s.code };
       if (s.currentLimit !== undefined) {
-        const limit: Json = { requestsPerUnit: s.currentLimit.requestsPerUnit, unit: s.currentLimit.unit };
+        const limit: Json = {};
+        if (s.currentLimit.requestsPerUnit !== 0) limit.requestsPerUnit = s.currentLimit.requestsPerUnit;
+        limit.unit = s.currentLimit.unit;
         if (s.currentLimit.name) limit.name = s.currentLimit.name;
         status.currentLimit = limit;
         status.durationUntilReset = `${s.durationUntilResetSeconds}s`;

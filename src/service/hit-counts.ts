@@ -15,8 +15,9 @@ export function hitCounts(
   shadow: boolean,
 ): RuleHitCounts {
   const counts: RuleHitCounts = { totalHits: hits, withinLimit: 0, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 };
-  // float32 rounding as in the reference, so that thresholds match its dashboards exactly.
-  const near = Math.floor(Math.fround(Math.fround(limit) * nearLimitRatio));
+  // float32 arithmetic as in the reference (float32(limit) * float32 ratio), so that thresholds
+  // match its dashboards exactly.
+  const near = Math.floor(Math.fround(Math.fround(limit) * Math.fround(nearLimitRatio)));
   if (fromLocalCache) {
     counts.overLimit = hits;
     counts.overLimitWithLocalCache = hits;

@@ -1,0 +1,163 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidRequestError } from '../../../src/errors';
+import { requestFromWire } from '../../../src/grpc/convert';
+import { responseToJson, wireRequestFromJson } from '../../../src/http/json-codec';
+import type { RateLimitResponse } from '../../../src/service/types';
+
+function invalidMessage(body: string): string {
+  try {
+    wireRequestFromJson(body);
+  } catch (err) {
+    expect(err).toBeInstanceOf(InvalidRequestError);
+    return (err as Error).message;
+  }
+  throw new Error(`expected ${body} to be rejected`);
+}
+
+describe('wireRequestFromJson', () => {
+  it('reads the protobuf JSON form (camelCase)', () => {
+    const wire = wireRequestFromJson(
+      JSON.stringify({
+        domain: 'd',
+        descriptors: [
+          { entries: [{ key: 'k', value: 'v' }], limit: { requestsPerUnit: 5, unit: 'MINUTE' }, hitsAddend: 0 },
+          { entries: [{ key: 'k2' }] },
+        ],
+        hitsAddend: 2,
+      }),
+    );
+    expect(wire).toEqual({
+      domain: 'd',
+      descriptors: [
+        { entries: [{ key: 'k', value: 'v' }], limit: { requests_per_unit: 5, unit: 'MINUTE' }, hits_addend: { value: 0 } },
+        { entries: [{ key: 'k2', value: '' }], limit: null, hits_addend: null },
+      ],
+      hits_addend: 2,
+    });
+  });
+
+  it('reads the original snake_case names too', () => {
+    const wire = wireRequestFromJson(
+      '{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],"limit":{"requests_per_unit":7,"unit":"HOUR"},"hits_addend":3}],"hits_addend":4}',
+    );
+    expect(wire.hits_addend).toBe(4);
+    expect(wire.descriptors[0]).toEqual({ entries: [{ key: 'k', value: 'v' }], limit: { requests_per_unit: 7, unit: 'HOUR' }, hits_addend: { value: 3 } });
+  });
+
+  it('accepts 64-bit integers written as strings, as protobuf JSON does', () => {
+    const wire = wireRequestFromJson('{"domain":"d","descriptors":[{"entries":[],"hitsAddend":"5"}],"hitsAddend":"2"}');
+    expect(wire.hits_addend).toBe(2);
+    expect(wire.descriptors[0]?.hits_addend).toEqual({ value: 5 });
+  });
+
+  it('fills defaults for missing fields; hitsAddend 0 ends up as 1 after conversion', () => {
+    const wire = wireRequestFromJson('{}');
+    expect(wire).toEqual({ domain: '', descriptors: [], hits_addend: 0 });
+    expect(requestFromWire(wireRequestFromJson('{"domain":"d","descriptors":[{"entries":[]}]}')).hitsAddend).toBe(1);
+  });
+
+  it('reads a limit without a unit as UNKNOWN, which conversion rejects', () => {
+    const wire = wireRequestFromJson('{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1}}]}');
+    expect(wire.descriptors[0]?.limit).toEqual({ requests_per_unit: 1, unit: 'UNKNOWN' });
+    expect(() => requestFromWire(wire)).toThrow(InvalidRequestError);
+  });
+
+  it('reads an enum given by number, as protobuf JSON allows', () => {
+    const wire = wireRequestFromJson('{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1,"unit":2}}]}');
+    expect(wire.descriptors[0]?.limit?.unit).toBe('MINUTE');
+    expect(requestFromWire(wire).descriptors[0]?.limit).toEqual({ requestsPerUnit: 1, unit: 'MINUTE' });
+  });
+
+  it('leaves an out-of-range enum number for conversion to reject', () => {
+    const wire = wireRequestFromJson('{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1,"unit":99}}]}');
+    expect(() => requestFromWire(wire)).toThrow(/invalid unit '99'/);
+  });
+
+  it.each<[string, string, RegExp]>([
+    ['not JSON', '{"domain": ', /^request body is not valid JSON: /],
+    ['an empty body', '', /^request body is not valid JSON/],
+    ['a list', '[]', /^request body must be an object$/],
+    ['null', 'null', /^request body must be an object$/],
+    ['a string', '"d"', /^request body must be an object$/],
+    ['a numeric domain', '{"domain":5}', /^domain must be a string$/],
+    ['descriptors not a list', '{"domain":"d","descriptors":{}}', /^descriptors must be a list$/],
+    ['a descriptor not an object', '{"domain":"d","descriptors":[1]}', /^descriptors\[0\] must be an object$/],
+    ['entries not a list', '{"domain":"d","descriptors":[{"entries":"k=v"}]}', /^descriptors\[0\]\.entries must be a list$/],
+    ['an entry not an object', '{"domain":"d","descriptors":[{"entries":["k"]}]}', /^descriptors\[0\]\.entries\[0\] must be an object$/],
+    ['a numeric value', '{"domain":"d","descriptors":[{"entries":[{"key":"k","value":1}]}]}', /^descriptors\[0\]\.entries\[0\]\.value must be a string$/],
+    ['a negative hitsAddend', '{"domain":"d","hitsAddend":-1}', /^hitsAddend must be/],
+    ['a fractional hitsAddend', '{"domain":"d","hitsAddend":1.5}', /^hitsAddend must be/],
+    ['a boolean hitsAddend', '{"domain":"d","hitsAddend":true}', /^hitsAddend must be/],
+    ['a non-numeric string hitsAddend', '{"domain":"d","hitsAddend":"two"}', /^hitsAddend must be/],
+    ['a hitsAddend above uint32', '{"domain":"d","hitsAddend":4294967296}', /^hitsAddend must be/],
+    ['a limit that is not an object', '{"domain":"d","descriptors":[{"entries":[],"limit":5}]}', /^descriptors\[0\]\.limit must be an object$/],
+    ['a requestsPerUnit above uint32', '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1e10,"unit":"SECOND"}}]}', /^descriptors\[0\]\.limit\.requestsPerUnit must be/],
+    ['a non-string unit', '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1,"unit":true}}]}', /^descriptors\[0\]\.limit\.unit must be a string$/],
+    ['a negative descriptor hitsAddend', '{"domain":"d","descriptors":[{"entries":[],"hitsAddend":-2}]}', /^descriptors\[0\]\.hitsAddend must be/],
+  ])('rejects %s with InvalidRequestError', (_what, body, message) => {
+    expect(invalidMessage(body)).toMatch(message);
+  });
+});
+
+const BASE: RateLimitResponse = { overallCode: 'OK', statuses: [], responseHeadersToAdd: [], requestHeadersToAdd: [] };
+
+describe('responseToJson', () => {
+  it('writes camelCase names, enum names and Duration as "<n>s"', () => {
+    const json = responseToJson({
+      ...BASE,
+      overallCode: 'OVER_LIMIT',
+      statuses: [{ code: 'OVER_LIMIT', currentLimit: { name: 'login', requestsPerUnit: 5, unit: 'MINUTE' }, limitRemaining: 0, durationUntilResetSeconds: 17 }],
+    });
+    expect(json).toEqual({
+      overallCode: 'OVER_LIMIT',
+      statuses: [{ code: 'OVER_LIMIT', currentLimit: { name: 'login', requestsPerUnit: 5, unit: 'MINUTE' }, durationUntilReset: '17s' }],
+    });
+  });
+
+  it('omits default values: limitRemaining 0, an empty name, empty header lists, absent metadata', () => {
+    const json = responseToJson({
+      ...BASE,
+      statuses: [
+        { code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 0 },
+        { code: 'OK', currentLimit: { requestsPerUnit: 10, unit: 'SECOND' }, limitRemaining: 0, durationUntilResetSeconds: 1 },
+      ],
+    });
+    expect(json).toEqual({
+      overallCode: 'OK',
+      statuses: [{ code: 'OK' }, { code: 'OK', currentLimit: { requestsPerUnit: 10, unit: 'SECOND' }, durationUntilReset: '1s' }],
+    });
+    expect(JSON.stringify(json)).not.toMatch(/limitRemaining|responseHeadersToAdd|requestHeadersToAdd|dynamicMetadata|name/);
+  });
+
+  it('omits requestsPerUnit 0 (a limit of 0) like any other default', () => {
+    const json = responseToJson({
+      ...BASE,
+      overallCode: 'OVER_LIMIT',
+      statuses: [{ code: 'OVER_LIMIT', currentLimit: { requestsPerUnit: 0, unit: 'HOUR' }, limitRemaining: 0, durationUntilResetSeconds: 60 }],
+    });
+    expect(json.statuses).toEqual([{ code: 'OVER_LIMIT', currentLimit: { unit: 'HOUR' }, durationUntilReset: '60s' }]);
+  });
+
+  it('writes non-default values: remaining, headers and dynamic metadata', () => {
+    const json = responseToJson({
+      overallCode: 'OK',
+      statuses: [
+        { code: 'OK', currentLimit: { requestsPerUnit: 10, unit: 'DAY' }, limitRemaining: 9, durationUntilResetSeconds: 3600 },
+        { code: 'OK', limitRemaining: 4294967295, durationUntilResetSeconds: 0 },
+      ],
+      responseHeadersToAdd: [{ key: 'RateLimit-Limit', value: '10' }],
+      requestHeadersToAdd: [{ key: 'x-a', value: 'b' }],
+      dynamicMetadata: { domain: 'd', hitsAddend: 2 },
+    });
+    expect(json).toEqual({
+      overallCode: 'OK',
+      statuses: [
+        { code: 'OK', currentLimit: { requestsPerUnit: 10, unit: 'DAY' }, limitRemaining: 9, durationUntilReset: '3600s' },
+        { code: 'OK', limitRemaining: 4294967295 },
+      ],
+      responseHeadersToAdd: [{ key: 'RateLimit-Limit', value: '10' }],
+      requestHeadersToAdd: [{ key: 'x-a', value: 'b' }],
+      dynamicMetadata: { domain: 'd', hitsAddend: 2 },
+    });
+  });
+});

@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest';
+import { PrometheusMetrics, ruleLabels, type RuleHitCounts } from '../../../src/metrics/metrics';
+
+describe('ruleLabels', () => {
+  it('splits domain.key1_value1.key2_value2.key3: deeper levels fold into key2', () => {
+    expect(ruleLabels('domain', 'domain.key1_value1.key2_value2.key3')).toEqual({
+      domain: 'domain',
+      key1: 'key1_value1',
+      key2: 'key2_value2.key3',
+    });
+  });
+
+  it('has an empty key2 for a one-level rule', () => {
+    expect(ruleLabels('web', 'web.path_/login')).toEqual({ domain: 'web', key1: 'path_/login', key2: '' });
+  });
+
+  it('fills key1 and key2 for a two-level rule', () => {
+    expect(ruleLabels('web', 'web.remote_address.path_/api')).toEqual({ domain: 'web', key1: 'remote_address', key2: 'path_/api' });
+  });
+
+  it('strips a domain that itself contains dots', () => {
+    expect(ruleLabels('edge.proxy', 'edge.proxy.client_a.op_b')).toEqual({ domain: 'edge.proxy', key1: 'client_a', key2: 'op_b' });
+  });
+});
+
+/** The value of one sample line in Prometheus text, or undefined when there is none. */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = (m[2] ?? '').split(',').filter((s) => s !== '');
+    if (wanted.length === have.length && wanted.every((w) => have.includes(w))) return Number(m[3]);
+  }
+  return undefined;
+}
+
+const COUNTS: RuleHitCounts = { totalHits: 6, withinLimit: 3, nearLimit: 2, overLimit: 3, overLimitWithLocalCache: 1, shadowMode: 4 };
+
+describe('PrometheusMetrics', () => {
+  it('declares the reference metric names', async () => {
+    const text = await new PrometheusMetrics().registry.metrics();
+    for (const name of [
+      'ratelimit_service_rate_limit_total_hits',
+      'ratelimit_service_rate_limit_within_limit',
+      'ratelimit_service_rate_limit_near_limit',
+      'ratelimit_service_rate_limit_over_limit',
+      'ratelimit_service_rate_limit_over_limit_with_local_cache',
+      'ratelimit_service_rate_limit_shadow_mode',
+      'ratelimit_service_config_load_success',
+      'ratelimit_service_config_load_error',
+      'ratelimit_service_should_rate_limit_error',
+      'ratelimit_service_total_requests',
+      'ratelimit_service_response_time_seconds',
+    ]) {
+      expect(text).toContain(`# TYPE ${name} `);
+    }
+    expect(text).toContain('# TYPE ratelimit_service_rate_limit_total_hits counter');
+    expect(text).toContain('# TYPE ratelimit_service_response_time_seconds histogram');
+  });
+
+  it('adds rule counts under domain/key1/key2 labels', async () => {
+    const m = new PrometheusMetrics();
+    m.recordRule('d', 'd.k1_v1.k2_v2.k3', COUNTS);
+    m.recordRule('d', 'd.k1_v1.k2_v2.k3', { ...COUNTS, totalHits: 1, withinLimit: 1, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 });
+    m.recordRule('d', 'd.other', { ...COUNTS, totalHits: 2 });
+    const text = await m.registry.metrics();
+    const labels = { domain: 'd', key1: 'k1_v1', key2: 'k2_v2.k3' };
+    expect(sample(text, 'ratelimit_service_rate_limit_total_hits', labels)).toBe(7);
+    expect(sample(text, 'ratelimit_service_rate_limit_within_limit', labels)).toBe(4);
+    expect(sample(text, 'ratelimit_service_rate_limit_near_limit', labels)).toBe(2);
+    expect(sample(text, 'ratelimit_service_rate_limit_over_limit', labels)).toBe(3);
+    expect(sample(text, 'ratelimit_service_rate_limit_over_limit_with_local_cache', labels)).toBe(1);
+    expect(sample(text, 'ratelimit_service_rate_limit_shadow_mode', labels)).toBe(4);
+    expect(sample(text, 'ratelimit_service_rate_limit_total_hits', { domain: 'd', key1: 'other', key2: '' })).toBe(2);
+  });
+
+  it('counts config loads, errors by err_type and requests by grpc_method', async () => {
+    const m = new PrometheusMetrics();
+    m.configLoad(true);
+    m.configLoad(true);
+    m.configLoad(false);
+    m.shouldRateLimitError('redis_error');
+    m.shouldRateLimitError('redis_error');
+    m.shouldRateLimitError('invalid_request');
+    m.requestDone('ShouldRateLimit', 0.003);
+    m.requestDone('ShouldRateLimit', 0.2);
+    m.domainNotFound('ghost');
+    const text = await m.registry.metrics();
+    expect(sample(text, 'ratelimit_service_config_load_success')).toBe(2);
+    expect(sample(text, 'ratelimit_service_config_load_error')).toBe(1);
+    expect(sample(text, 'ratelimit_service_should_rate_limit_error', { err_type: 'redis_error' })).toBe(2);
+    expect(sample(text, 'ratelimit_service_should_rate_limit_error', { err_type: 'invalid_request' })).toBe(1);
+    expect(sample(text, 'ratelimit_service_total_requests', { grpc_method: 'ShouldRateLimit' })).toBe(2);
+    expect(sample(text, 'ratelimit_service_response_time_seconds_count', { grpc_method: 'ShouldRateLimit' })).toBe(2);
+    expect(sample(text, 'ratelimit_service_response_time_seconds_bucket', { grpc_method: 'ShouldRateLimit', le: '0.005' })).toBe(1);
+    expect(sample(text, 'ratelimit_service_response_time_seconds_sum', { grpc_method: 'ShouldRateLimit' })).toBeCloseTo(0.203, 9);
+    expect(sample(text, 'ratelimit_service_domain_not_found', { domain: 'ghost' })).toBe(1);
+  });
+
+  it('reports backend health as a 0/1 gauge', async () => {
+    const m = new PrometheusMetrics();
+    expect(sample(await m.registry.metrics(), 'floodgate_backend_healthy')).toBe(1);
+    m.setBackendHealthy(false);
+    expect(sample(await m.registry.metrics(), 'floodgate_backend_healthy')).toBe(0);
+  });
+
+  it('keeps registries apart (no global registry)', async () => {
+    const a = new PrometheusMetrics();
+    const b = new PrometheusMetrics();
+    a.configLoad(true);
+    expect(sample(await a.registry.metrics(), 'ratelimit_service_config_load_success')).toBe(1);
+    expect(sample(await b.registry.metrics(), 'ratelimit_service_config_load_success')).toBe(0);
+  });
+});

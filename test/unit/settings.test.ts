@@ -1,0 +1,465 @@
+import { describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { SettingsError } from '../../src/errors';
+import { loadSettings } from '../../src/settings';
+
+type Env = Record<string, string | undefined>;
+
+/** The SettingsError that loading `env` throws (fails the test when nothing is thrown). */
+function settingsErrorOf(env: Env): SettingsError {
+  try {
+    loadSettings(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(SettingsError);
+    return err as SettingsError;
+  }
+  throw new Error(`loadSettings(${JSON.stringify(env)}) did not throw`);
+}
+
+describe('loadSettings defaults (empty environment)', () => {
+  const s = loadSettings({});
+
+  it('listens where the reference does', () => {
+    expect(s.host).toBe('0.0.0.0');
+    expect(s.port).toBe(8080);
+    expect(s.grpcHost).toBe('0.0.0.0');
+    expect(s.grpcPort).toBe(8081);
+    expect(s.grpcUds).toBeUndefined();
+    expect(s.grpcTls).toBeUndefined();
+    expect(s.debugHost).toBe('127.0.0.1');
+    expect(s.debugPort).toBe(6070);
+  });
+
+  it('serves Prometheus on :9090/metrics by default', () => {
+    expect(s.usePrometheus).toBe(true);
+    expect(s.prometheusHost).toBe('0.0.0.0');
+    expect(s.prometheusPort).toBe(9090);
+    expect(s.prometheusPath).toBe('/metrics');
+  });
+
+  it('logs at WARN in text', () => {
+    expect(s.logLevel).toBe('WARN');
+    expect(s.logFormat).toBe('text');
+  });
+
+  it('reads rules from /srv/runtime_data/current/config', () => {
+    expect(s.runtimeRoot).toBe('/srv/runtime_data/current');
+    expect(s.runtimeSubdirectory).toBe('');
+    expect(s.runtimeAppDirectory).toBe('config');
+    expect(s.rulesDir).toBe('/srv/runtime_data/current/config');
+    expect(s.runtimeWatchRoot).toBe(true);
+    expect(s.runtimeIgnoreDotFiles).toBe(false);
+    expect(s.mergeDomainConfig).toBe(false);
+    expect(s.forceStartWithoutInitialConfig).toBe(false);
+    expect(s.healthyWithAtLeastOneConfigLoaded).toBe(false);
+  });
+
+  it('uses the memory backend without REDIS_URL', () => {
+    expect(s.backendType).toBe('memory');
+    expect(s.redis).toBeUndefined();
+    expect(s.redisPerSecond).toBeUndefined();
+    expect(s.cacheKeyPrefix).toBe('');
+    expect(s.backendFailureMode).toBe('error');
+    expect(s.expirationJitterMaxSeconds).toBe(300);
+    expect(s.localCacheSizeInBytes).toBe(0);
+  });
+
+  it('has the reference behaviour switches off and NEAR_LIMIT_RATIO 0.8', () => {
+    expect(s.nearLimitRatio).toBe(0.8);
+    expect(s.stopCacheKeyIncrementWhenOverlimit).toBe(false);
+    expect(s.shadowMode).toBe(false);
+    expect(s.quotaMode).toBe(false);
+    expect(s.responseDynamicMetadata).toBe(false);
+  });
+
+  it('has the reference header names, headers off', () => {
+    expect(s.limitResponseHeadersEnabled).toBe(false);
+    expect(s.limitLimitHeader).toBe('RateLimit-Limit');
+    expect(s.limitRemainingHeader).toBe('RateLimit-Remaining');
+    expect(s.limitResetHeader).toBe('RateLimit-Reset');
+  });
+
+  it('has request size limits of a few KiB per value at most', () => {
+    expect(s.requestLimits).toEqual({ maxDescriptors: 64, maxEntries: 32, maxKeyBytes: 256, maxValueBytes: 4096 });
+    expect(s.defaultDeadlineMs).toBe(1000);
+    expect(s.shutdownGraceMs).toBe(10_000);
+  });
+
+  it('treats an empty value like an unset one', () => {
+    expect(loadSettings({ PORT: '', SHADOW_MODE: '', LOG_LEVEL: '' })).toMatchObject({ port: 8080, shadowMode: false, logLevel: 'WARN' });
+  });
+});
+
+describe('loadSettings reads the variables', () => {
+  it('takes ports, hosts and paths from the environment', () => {
+    const s = loadSettings({
+      HOST: '127.0.0.2',
+      PORT: '18080',
+      GRPC_HOST: '::',
+      GRPC_PORT: '18081',
+      GRPC_UDS: '/tmp/rls.sock',
+      DEBUG_HOST: '0.0.0.0',
+      DEBUG_PORT: '16070',
+      USE_PROMETHEUS: 'false',
+      PROMETHEUS_PATH: '/stats',
+      LOG_LEVEL: 'debug',
+      LOG_FORMAT: 'JSON',
+    });
+    expect(s).toMatchObject({
+      host: '127.0.0.2',
+      port: 18080,
+      grpcHost: '::',
+      grpcPort: 18081,
+      grpcUds: '/tmp/rls.sock',
+      debugHost: '0.0.0.0',
+      debugPort: 16070,
+      usePrometheus: false,
+      prometheusPath: '/stats',
+      logLevel: 'DEBUG',
+      logFormat: 'json',
+    });
+  });
+
+  it('joins RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY into rulesDir', () => {
+    const s = loadSettings({ RUNTIME_ROOT: '/data', RUNTIME_SUBDIRECTORY: 'ratelimit', RUNTIME_APPDIRECTORY: 'rules' });
+    expect(s.rulesDir).toBe(join('/data', 'ratelimit', 'rules'));
+    expect(s.rulesDir).toBe('/data/ratelimit/rules');
+    expect(loadSettings({ RUNTIME_ROOT: '/data', RUNTIME_SUBDIRECTORY: 'ratelimit' }).rulesDir).toBe('/data/ratelimit/config');
+  });
+
+  it('takes custom header names', () => {
+    const s = loadSettings({
+      LIMIT_RESPONSE_HEADERS_ENABLED: 'true',
+      LIMIT_LIMIT_HEADER: 'X-RateLimit-Limit',
+      LIMIT_REMAINING_HEADER: 'X-RateLimit-Remaining',
+      LIMIT_RESET_HEADER: 'X-RateLimit-Reset',
+    });
+    expect(s.limitResponseHeadersEnabled).toBe(true);
+    expect([s.limitLimitHeader, s.limitRemainingHeader, s.limitResetHeader]).toEqual([
+      'X-RateLimit-Limit',
+      'X-RateLimit-Remaining',
+      'X-RateLimit-Reset',
+    ]);
+  });
+
+  it('takes the numbers', () => {
+    const s = loadSettings({
+      NEAR_LIMIT_RATIO: '0.5',
+      EXPIRATION_JITTER_MAX_SECONDS: '0',
+      LOCAL_CACHE_SIZE_IN_BYTES: '1048576',
+      BACKEND_FAILURE_MODE: 'local',
+      MAX_DESCRIPTOR_VALUE_BYTES: '1024',
+    });
+    expect(s.nearLimitRatio).toBe(0.5);
+    expect(s.expirationJitterMaxSeconds).toBe(0);
+    expect(s.localCacheSizeInBytes).toBe(1048576);
+    expect(s.backendFailureMode).toBe('local');
+    expect(s.requestLimits.maxValueBytes).toBe(1024);
+  });
+});
+
+describe('Go-style booleans (strconv.ParseBool)', () => {
+  it.each(['1', 't', 'T', 'TRUE', 'true', 'True'])('%s is true', (v) => {
+    expect(loadSettings({ SHADOW_MODE: v }).shadowMode).toBe(true);
+    expect(loadSettings({ RUNTIME_IGNOREDOTFILES: v }).runtimeIgnoreDotFiles).toBe(true);
+  });
+
+  it.each(['0', 'f', 'F', 'FALSE', 'false', 'False'])('%s is false', (v) => {
+    expect(loadSettings({ USE_PROMETHEUS: v }).usePrometheus).toBe(false);
+    expect(loadSettings({ RUNTIME_WATCH_ROOT: v }).runtimeWatchRoot).toBe(false);
+  });
+
+  it.each(['yes', 'no', 'on', 'off', 'tRUE', 'y', '2', 'enabled'])('%s is rejected', (v) => {
+    expect(settingsErrorOf({ QUOTA_MODE: v }).message).toBe(`invalid value for QUOTA_MODE: '${v}' (expected true or false)`);
+  });
+});
+
+describe('a bad value stops start-up with one message naming the variable and the value', () => {
+  it.each<[Env, string]>([
+    [{ PORT: 'abc' }, `invalid value for PORT: 'abc' (expected an integer from 0 to 65535)`],
+    [{ PORT: '65536' }, `invalid value for PORT: '65536' (expected an integer from 0 to 65535)`],
+    [{ GRPC_PORT: '-1' }, `invalid value for GRPC_PORT: '-1' (expected an integer from 0 to 65535)`],
+    [{ DEBUG_PORT: '60.5' }, `invalid value for DEBUG_PORT: '60.5' (expected an integer from 0 to 65535)`],
+    [{ NEAR_LIMIT_RATIO: '1.5' }, `invalid value for NEAR_LIMIT_RATIO: '1.5' (expected a number from 0 to 1)`],
+    [{ NEAR_LIMIT_RATIO: 'high' }, `invalid value for NEAR_LIMIT_RATIO: 'high' (expected a number from 0 to 1)`],
+    [{ LOG_LEVEL: 'verbose' }, `invalid value for LOG_LEVEL: 'verbose' (expected one of DEBUG, INFO, WARN, ERROR)`],
+    [{ LOG_FORMAT: 'xml' }, `invalid value for LOG_FORMAT: 'xml' (expected one of text, json)`],
+    [{ BACKEND_TYPE: 'memcache' }, `invalid value for BACKEND_TYPE: 'memcache' (expected one of memory, redis)`],
+    [{ BACKEND_FAILURE_MODE: 'open' }, `invalid value for BACKEND_FAILURE_MODE: 'open' (expected one of error, allow, deny, local)`],
+    [{ EXPIRATION_JITTER_MAX_SECONDS: '1.5' }, `invalid value for EXPIRATION_JITTER_MAX_SECONDS: '1.5' (expected an integer from 0 to 86400)`],
+    [{ LOCAL_CACHE_SIZE_IN_BYTES: '-1' }, `invalid value for LOCAL_CACHE_SIZE_IN_BYTES: '-1' (expected an integer from 0 to 1099511627776)`],
+    [{ PROMETHEUS_ADDR: '9090' }, `invalid value for PROMETHEUS_ADDR: '9090' (expected host:port or :port)`],
+    [{ PROMETHEUS_PATH: 'metrics' }, `invalid value for PROMETHEUS_PATH: 'metrics' (must start with '/')`],
+    [{ CACHE_KEY_PREFIX: 'rl{x}' }, `invalid value for CACHE_KEY_PREFIX: 'rl{x}' (must not contain '{' or '}')`],
+    [{ LIMIT_REMAINING_HEADER: 'Rate Limit' }, `invalid value for LIMIT_REMAINING_HEADER: 'Rate Limit' (expected an HTTP header name)`],
+    [{ REDIS_URL: 'r:6379', REDIS_TYPE: 'ring' }, `invalid value for REDIS_TYPE: 'ring' (expected one of SINGLE, SENTINEL, CLUSTER)`],
+    [{ REDIS_URL: 'r:6379', REDIS_SOCKET_TYPE: 'udp' }, `invalid value for REDIS_SOCKET_TYPE: 'udp' (expected one of tcp, unix)`],
+    [{ REDIS_URL: 'r:6379', REDIS_POOL_SIZE: '0' }, `invalid value for REDIS_POOL_SIZE: '0' (expected an integer from 1 to 1024)`],
+    [{ REDIS_URL: 'r:6379', REDIS_TIMEOUT: '10' }, `invalid value for REDIS_TIMEOUT: '10' (expected a duration such as 500ms, 10s or 1m)`],
+    [{ REDIS_URL: 'r:6379', REDIS_TLS: 'yes' }, `invalid value for REDIS_TLS: 'yes' (expected true or false)`],
+  ])('%j', (env, message) => {
+    const err = settingsErrorOf(env);
+    expect(err.message).toBe(message);
+    expect(err.code).toBe('SETTINGS');
+  });
+
+  it('reports only the first bad variable, on one line', () => {
+    const err = settingsErrorOf({ PORT: 'abc', GRPC_PORT: 'def', SHADOW_MODE: 'maybe' });
+    expect(err.message).not.toContain('\n');
+    expect(err.message.match(/invalid value for/g)).toHaveLength(1);
+  });
+
+  it('names the offending value as it was given (untrimmed)', () => {
+    expect(settingsErrorOf({ DEBUG_PORT: ' 99999 ' }).message).toBe(
+      `invalid value for DEBUG_PORT: ' 99999 ' (expected an integer from 0 to 65535)`,
+    );
+  });
+});
+
+describe('backend selection', () => {
+  it('is redis when REDIS_URL is set, memory when BACKEND_TYPE says so', () => {
+    expect(loadSettings({ REDIS_URL: 'localhost:6379' }).backendType).toBe('redis');
+    const memory = loadSettings({ REDIS_URL: 'localhost:6379', BACKEND_TYPE: 'memory' });
+    expect(memory.backendType).toBe('memory');
+    expect(memory.redis).toBeUndefined();
+  });
+
+  it('requires REDIS_URL for BACKEND_TYPE=redis', () => {
+    expect(settingsErrorOf({ BACKEND_TYPE: 'redis' }).message).toBe(
+      `invalid value for REDIS_URL: '' (required when BACKEND_TYPE is redis)`,
+    );
+  });
+
+  it('fills the redis defaults', () => {
+    const redis = loadSettings({ REDIS_URL: 'localhost:6379' }).redis;
+    expect(redis).toEqual({
+      type: 'SINGLE',
+      url: 'localhost:6379',
+      socketType: 'tcp',
+      tls: false,
+      tlsSkipHostnameVerification: false,
+      poolSize: 10,
+      timeoutMs: 10_000,
+      pipelineWindowMs: 0,
+      pipelineLimit: 0,
+    });
+  });
+});
+
+describe('REDIS_SOCKET_TYPE inference', () => {
+  it.each<[Env, 'tcp' | 'unix']>([
+    [{ REDIS_URL: 'localhost:6379' }, 'tcp'],
+    [{ REDIS_URL: '10.0.0.1:6380' }, 'tcp'],
+    [{ REDIS_URL: '/var/run/redis/redis.sock' }, 'unix'],
+    [{ REDIS_URL: 'mymaster,10.0.0.1:26379,10.0.0.2:26379', REDIS_TYPE: 'SENTINEL' }, 'tcp'],
+    [{ REDIS_URL: 'a:7000,b:7001', REDIS_TYPE: 'cluster' }, 'tcp'],
+    [{ REDIS_URL: 'localhost:6379', REDIS_SOCKET_TYPE: 'unix' }, 'unix'],
+    [{ REDIS_URL: '/var/run/redis.sock', REDIS_SOCKET_TYPE: 'TCP' }, 'tcp'],
+  ])('%j → %s', (env, socketType) => {
+    expect(loadSettings(env).redis?.socketType).toBe(socketType);
+  });
+
+  it('reads REDIS_TYPE case-insensitively', () => {
+    expect(loadSettings({ REDIS_URL: 'a:7000', REDIS_TYPE: 'cluster' }).redis?.type).toBe('CLUSTER');
+  });
+});
+
+describe('REDIS_AUTH', () => {
+  it('is a password alone', () => {
+    const redis = loadSettings({ REDIS_URL: 'r:6379', REDIS_AUTH: 's3cret' }).redis;
+    expect(redis?.password).toBe('s3cret');
+    expect(redis?.username).toBeUndefined();
+  });
+
+  it('is user:password, split at the first colon', () => {
+    const redis = loadSettings({ REDIS_URL: 'r:6379', REDIS_AUTH: 'alice:pa:ss' }).redis;
+    expect(redis?.username).toBe('alice');
+    expect(redis?.password).toBe('pa:ss');
+  });
+
+  it('is absent when unset', () => {
+    const redis = loadSettings({ REDIS_URL: 'r:6379' }).redis;
+    expect(redis).not.toHaveProperty('password');
+    expect(redis).not.toHaveProperty('username');
+  });
+});
+
+describe('REDIS_TIMEOUT and REDIS_PIPELINE_WINDOW as Go durations', () => {
+  it.each<[string, number]>([
+    ['10s', 10_000],
+    ['250ms', 250],
+    ['1m30s', 90_000],
+    ['1h', 3_600_000],
+    ['1.5s', 1500],
+    ['500us', 0.5],
+    ['75µs', 0.075],
+    ['2m0s500ms', 120_500],
+    ['0', 0],
+  ])('%s = %d ms', (v, ms) => {
+    expect(loadSettings({ REDIS_URL: 'r:6379', REDIS_TIMEOUT: v }).redis?.timeoutMs).toBeCloseTo(ms, 9);
+  });
+
+  it.each(['10', 'abc', '10x', '1m30', '-5s', 's', '1 s', '1d', '.s', '10sec'])('rejects %j', (v) => {
+    expect(settingsErrorOf({ REDIS_URL: 'r:6379', REDIS_TIMEOUT: v }).message).toBe(
+      `invalid value for REDIS_TIMEOUT: '${v}' (expected a duration such as 500ms, 10s or 1m)`,
+    );
+  });
+
+  it('reads the pipeline window the same way', () => {
+    expect(loadSettings({ REDIS_URL: 'r:6379', REDIS_PIPELINE_WINDOW: '150us' }).redis?.pipelineWindowMs).toBeCloseTo(0.15, 9);
+    expect(settingsErrorOf({ REDIS_URL: 'r:6379', REDIS_PIPELINE_WINDOW: '5' }).message).toContain(`REDIS_PIPELINE_WINDOW: '5'`);
+  });
+});
+
+describe('CACHE_KEY_PREFIX', () => {
+  it('is kept as given', () => {
+    expect(loadSettings({ CACHE_KEY_PREFIX: 'ratelimit:' }).cacheKeyPrefix).toBe('ratelimit:');
+  });
+
+  it.each(['a{', '}b', '{tag}'])('rejects a brace in %j (it would become the cluster hash tag)', (v) => {
+    expect(settingsErrorOf({ CACHE_KEY_PREFIX: v }).message).toBe(
+      `invalid value for CACHE_KEY_PREFIX: '${v}' (must not contain '{' or '}')`,
+    );
+  });
+});
+
+describe('PROMETHEUS_ADDR forms', () => {
+  it.each<[string, string, number]>([
+    [':9191', '0.0.0.0', 9191],
+    ['127.0.0.1:9000', '127.0.0.1', 9000],
+    ['localhost:9102', 'localhost', 9102],
+    ['[::1]:9090', '::1', 9090],
+    ['[::]:9090', '::', 9090],
+  ])('%s → %s %d', (addr, host, port) => {
+    const s = loadSettings({ PROMETHEUS_ADDR: addr });
+    expect(s.prometheusHost).toBe(host);
+    expect(s.prometheusPort).toBe(port);
+  });
+
+  it.each(['9090', 'localhost', 'localhost:', 'host:70000', ':port', 'host:123456'])('rejects %j', (v) => {
+    expect(settingsErrorOf({ PROMETHEUS_ADDR: v }).message).toBe(`invalid value for PROMETHEUS_ADDR: '${v}' (expected host:port or :port)`);
+  });
+});
+
+describe('REDIS_PERSECOND', () => {
+  it('requires REDIS_PERSECOND_URL', () => {
+    expect(settingsErrorOf({ REDIS_URL: 'r:6379', REDIS_PERSECOND: 'true' }).message).toBe(
+      `invalid value for REDIS_PERSECOND_URL: '' (required when REDIS_PERSECOND is true)`,
+    );
+  });
+
+  it('is off by default even when REDIS_PERSECOND_URL is set', () => {
+    expect(loadSettings({ REDIS_URL: 'r:6379', REDIS_PERSECOND_URL: 'ps:6379' }).redisPerSecond).toBeUndefined();
+  });
+
+  it('reads its own variables', () => {
+    const s = loadSettings({
+      REDIS_URL: 'r:6379',
+      REDIS_AUTH: 'main',
+      REDIS_PERSECOND: '1',
+      REDIS_PERSECOND_URL: '/run/ps.sock',
+      REDIS_PERSECOND_AUTH: 'u:p',
+      REDIS_PERSECOND_TYPE: 'SINGLE',
+      REDIS_PERSECOND_POOL_SIZE: '3',
+      REDIS_PERSECOND_TLS: 'true',
+    });
+    expect(s.redis).toMatchObject({ url: 'r:6379', socketType: 'tcp', password: 'main', poolSize: 10, tls: false });
+    expect(s.redisPerSecond).toMatchObject({ url: '/run/ps.sock', socketType: 'unix', username: 'u', password: 'p', poolSize: 3, tls: true });
+  });
+
+  it('uses the REDIS_TLS_* files for the per-second Redis too, as the reference does', () => {
+    const s = loadSettings({
+      REDIS_URL: 'r:6379',
+      REDIS_TLS: 'true',
+      REDIS_TLS_CACERT: '/tls/ca.pem',
+      REDIS_TLS_CLIENT_CERT: '/tls/cert.pem',
+      REDIS_TLS_CLIENT_KEY: '/tls/key.pem',
+      REDIS_PERSECOND: 'true',
+      REDIS_PERSECOND_URL: 'ps:6379',
+      REDIS_PERSECOND_TLS: 'true',
+    });
+    expect(s.redisPerSecond).toMatchObject({ tls: true, tlsCaCert: '/tls/ca.pem', tlsClientCert: '/tls/cert.pem', tlsClientKey: '/tls/key.pem' });
+  });
+});
+
+describe('Redis TLS files', () => {
+  it('are read when set', () => {
+    const redis = loadSettings({
+      REDIS_URL: 'r:6379',
+      REDIS_TLS: 'true',
+      REDIS_TLS_CACERT: '/ca.pem',
+      REDIS_TLS_CLIENT_CERT: '/c.pem',
+      REDIS_TLS_CLIENT_KEY: '/k.pem',
+      REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: 'true',
+    }).redis;
+    expect(redis).toMatchObject({ tls: true, tlsCaCert: '/ca.pem', tlsClientCert: '/c.pem', tlsClientKey: '/k.pem', tlsSkipHostnameVerification: true });
+  });
+
+  it('need both the client cert and the key', () => {
+    expect(settingsErrorOf({ REDIS_URL: 'r:6379', REDIS_TLS_CLIENT_CERT: '/c.pem' }).message).toBe(
+      'invalid value for REDIS_TLS_CLIENT_CERT/REDIS_TLS_CLIENT_KEY: both or neither must be set',
+    );
+  });
+});
+
+describe('gRPC TLS', () => {
+  const needBoth = 'invalid value for GRPC_SERVER_TLS_CERT/GRPC_SERVER_TLS_KEY: both are required when GRPC_SERVER_USE_TLS is true';
+
+  it.each<Env>([
+    { GRPC_SERVER_USE_TLS: 'true' },
+    { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: '/cert.pem' },
+    { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_KEY: '/key.pem' },
+  ])('requires cert and key: %j', (env) => {
+    expect(settingsErrorOf(env).message).toBe(needBoth);
+  });
+
+  it('is off unless GRPC_SERVER_USE_TLS, whatever files are named', () => {
+    expect(loadSettings({ GRPC_SERVER_TLS_CERT: '/cert.pem', GRPC_SERVER_TLS_KEY: '/key.pem' }).grpcTls).toBeUndefined();
+  });
+
+  it('carries the files and the client CA / SAN for mTLS', () => {
+    expect(loadSettings({ GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: '/cert.pem', GRPC_SERVER_TLS_KEY: '/key.pem' }).grpcTls).toEqual({
+      cert: '/cert.pem',
+      key: '/key.pem',
+    });
+    expect(
+      loadSettings({
+        GRPC_SERVER_USE_TLS: 'true',
+        GRPC_SERVER_TLS_CERT: '/cert.pem',
+        GRPC_SERVER_TLS_KEY: '/key.pem',
+        GRPC_CLIENT_TLS_CACERT: '/ca.pem',
+        GRPC_CLIENT_TLS_SAN: 'envoy.internal',
+      }).grpcTls,
+    ).toEqual({ cert: '/cert.pem', key: '/key.pem', clientCaCert: '/ca.pem', clientSan: 'envoy.internal' });
+  });
+});
+
+describe('the result is frozen', () => {
+  const s = loadSettings({
+    REDIS_URL: 'r:6379',
+    REDIS_PERSECOND: 'true',
+    REDIS_PERSECOND_URL: 'ps:6379',
+    GRPC_SERVER_USE_TLS: 'true',
+    GRPC_SERVER_TLS_CERT: '/cert.pem',
+    GRPC_SERVER_TLS_KEY: '/key.pem',
+  });
+
+  it('at the top and in every nested object', () => {
+    expect(Object.isFrozen(s)).toBe(true);
+    expect(Object.isFrozen(s.requestLimits)).toBe(true);
+    expect(Object.isFrozen(s.redis)).toBe(true);
+    expect(Object.isFrozen(s.redisPerSecond)).toBe(true);
+    expect(Object.isFrozen(s.grpcTls)).toBe(true);
+  });
+
+  it('so assignments throw and change nothing', () => {
+    expect(() => {
+      (s as { port: number }).port = 1;
+    }).toThrow(TypeError);
+    expect(() => {
+      (s.redis as { url: string }).url = 'evil:6379';
+    }).toThrow(TypeError);
+    expect(s.port).toBe(8080);
+    expect(s.redis?.url).toBe('r:6379');
+  });
+});
