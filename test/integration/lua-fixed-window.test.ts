@@ -114,7 +114,15 @@ function keysFor(n: number): string[] {
   return Array.from({ length: n }, (_, i) => `fw:{${tag}}:${i}`);
 }
 
-const one = (hits: number, limit: number, windowSeconds = 60): Counter => ({ hits, limit, windowSeconds });
+// An hour by default: a test that straddles a window boundary would see its count restart.
+const one = (hits: number, limit: number, windowSeconds = 3600): Counter => ({ hits, limit, windowSeconds });
+
+/** Waits until the wall clock is well inside a second and a minute, so short windows last. */
+async function awayFromBoundaries(): Promise<void> {
+  while (Date.now() % 1000 > 600 || Date.now() % 60_000 > 58_000) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
 
 describe.each([
   ['standalone', standaloneTarget],
@@ -145,6 +153,7 @@ describe.each([
 
   it('checks several counters of one slot in one call, each with its own limit and window', async () => {
     const keys = keysFor(3);
+    await awayFromBoundaries();
     const results = await call(keys, MODE_COUNT_ALL, [one(1, 1, 1), one(2, 10, 60), one(3, 2, 3600)]);
     expect(results.map((r) => [r.count, r.remaining, r.over])).toEqual([
       [1, 0, false],
@@ -158,8 +167,9 @@ describe.each([
       expect(ttl).toBeLessThanOrEqual(windows[i]! * 1000);
       expect(results[i]!.resetMs).toBeGreaterThanOrEqual(1);
       expect(results[i]!.resetMs).toBeLessThanOrEqual(windows[i]! * 1000);
-      // The TTL ends where the window ends (a few ms of difference: two clock reads).
-      expect(Math.abs(ttl - results[i]!.resetMs)).toBeLessThan(50);
+      // The TTL ends where the window ends (the difference is the time between two reads).
+      expect(ttl).toBeLessThanOrEqual(results[i]!.resetMs);
+      expect(results[i]!.resetMs - ttl).toBeLessThan(300);
     }
   });
 
@@ -167,11 +177,11 @@ describe.each([
     const windowMs = 60_000;
     const nextWindow = (Math.floor(Date.now() / windowMs) + 1) * windowMs;
     const [key] = keysFor(1) as [string];
-    const [first] = await call([key], MODE_COUNT_ALL, [one(1, 5)], nextWindow + 12_345);
+    const [first] = await call([key], MODE_COUNT_ALL, [one(1, 5, 60)], nextWindow + 12_345);
     expect(first).toEqual({ count: 1, remaining: 4, resetMs: windowMs - 12_345, over: false });
     expect(await t.client.call('PEXPIRETIME', key)).toBe(nextWindow + windowMs);
     // Later calls of the same window keep that expiry.
-    const [second] = await call([key], MODE_COUNT_ALL, [one(1, 5)], nextWindow + 50_000);
+    const [second] = await call([key], MODE_COUNT_ALL, [one(1, 5, 60)], nextWindow + 50_000);
     expect(second).toEqual({ count: 2, remaining: 3, resetMs: 10_000, over: false });
     expect(await t.client.call('PEXPIRETIME', key)).toBe(nextWindow + windowMs);
   });
@@ -215,7 +225,7 @@ describe.each([
     expect((await call([key], MODE_COUNT_ALL, [one(1, 10)]))[0]!.count).toBe(8);
     const ttl = await t.client.pttl(key);
     expect(ttl).toBeGreaterThan(0);
-    expect(ttl).toBeLessThanOrEqual(60_000);
+    expect(ttl).toBeLessThanOrEqual(3_600_000);
   });
 
   it('stop mode: increments none of the keys when one would go over, all of them otherwise', async () => {
@@ -318,7 +328,9 @@ describe.each([
     const all = await t.allKeys();
     expect(all.length).toBeGreaterThan(0);
     const ttls = await Promise.all(all.map((k) => t.client.pttl(k)));
-    const bad = all.filter((_, i) => !(ttls[i]! > 0 && ttls[i]! <= 3_600_000));
+    // -2: a 1 s key that expired since KEYS ran, which is fine; -1 would be a key without TTL.
+    const bad = all.filter((_, i) => ttls[i] === -1 || ttls[i]! > 3_600_000);
+    expect(ttls.filter((ttl) => ttl > 0).length).toBeGreaterThan(all.length / 2);
     expect(bad).toEqual([]);
   });
 });
