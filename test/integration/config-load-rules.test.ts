@@ -2,8 +2,8 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadRules } from '../../../src/config/load-rules';
-import { ConfigError } from '../../../src/errors';
+import { loadRules } from '../../src/config/load-rules';
+import { ConfigError } from '../../src/errors';
 
 const OPTIONS = { mergeDomainConfig: false, ignoreDotFiles: false };
 

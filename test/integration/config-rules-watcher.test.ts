@@ -2,10 +2,10 @@ import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadRules } from '../../../src/config/load-rules';
-import type { RuleSet } from '../../../src/config/rule-types';
-import { RulesWatcher, type RulesWatcherOptions } from '../../../src/config/rules-watcher';
-import { ConfigError } from '../../../src/errors';
+import { loadRules } from '../../src/config/load-rules';
+import type { RuleSet } from '../../src/config/rule-types';
+import { RulesWatcher, type RulesWatcherOptions } from '../../src/config/rules-watcher';
+import { ConfigError } from '../../src/errors';
 
 /** The promise: a change takes effect within 2 s. */
 const DEADLINE_MS = 2000;

@@ -1,0 +1,142 @@
+import { readFileSync } from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import { loadRules } from './config/load-rules';
+import type { RuleSet } from './config/rule-types';
+import { RulesWatcher } from './config/rules-watcher';
+import { GrpcServer } from './grpc/grpc-server';
+import { HealthState } from './health';
+import { rlconfigRoute } from './http/debug-routes';
+import { HttpListener } from './http/http-listener';
+import { metricsRoute } from './http/metrics-route';
+import { healthcheckRoute, jsonRoute } from './http/service-routes';
+import { createLimiter } from './limiter/create-limiter';
+import type { Limiter } from './limiter/limiter';
+import { createLogger, type Logger } from './log';
+import { PrometheusMetrics } from './metrics/metrics';
+import { RateLimitService } from './service/rate-limit-service';
+import type { Settings } from './settings';
+
+/** A running floodgate instance. */
+export interface App {
+  readonly grpcPort: number;
+  readonly httpPort: number;
+  readonly debugPort: number;
+  /** Undefined when USE_PROMETHEUS is off. */
+  readonly metricsPort?: number;
+  readonly health: HealthState;
+  readonly metrics: PrometheusMetrics;
+  readonly limiter: Limiter;
+  rules(): RuleSet | undefined;
+  /** SIGTERM path: NOT_SERVING, let calls in flight finish (bounded), close everything. */
+  stop(): Promise<void>;
+}
+
+export interface AppOptions {
+  readonly logger?: Logger;
+  /** A limiter to use instead of the one the settings describe (tests). */
+  readonly limiter?: Limiter;
+}
+
+function grpcCredentials(settings: Settings): grpc.ServerCredentials {
+  const tls = settings.grpcTls;
+  if (tls === undefined) return grpc.ServerCredentials.createInsecure();
+  const ca = tls.clientCaCert ? readFileSync(tls.clientCaCert) : null;
+  return grpc.ServerCredentials.createSsl(ca, [{ cert_chain: readFileSync(tls.cert), private_key: readFileSync(tls.key) }], ca !== null);
+}
+
+async function initialRules(settings: Settings, logger: Logger, metrics: PrometheusMetrics): Promise<RuleSet | undefined> {
+  const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
+  try {
+    const rules = await loadRules(settings.rulesDir, options);
+    metrics.configLoad(true);
+    return rules;
+  } catch (err) {
+    metrics.configLoad(false);
+    if (!settings.forceStartWithoutInitialConfig) throw err;
+    logger.warn('starting without rules (FORCE_START_WITHOUT_INITIAL_CONFIG)', { error: (err as Error).message });
+    return undefined;
+  }
+}
+
+/** The one place that wires concrete pieces together. */
+export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
+  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
+  const metrics = new PrometheusMetrics({ collectDefault: true });
+  let current: RuleSet | undefined;
+  const watcher = new RulesWatcher({
+    root: settings.runtimeRoot,
+    subdirectory: settings.runtimeSubdirectory,
+    appDirectory: settings.runtimeAppDirectory,
+    watchRoot: settings.runtimeWatchRoot,
+    load: () => loadRules(settings.rulesDir, { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles }),
+    onLoaded: (rules) => {
+      current = rules;
+      metrics.configLoad(true);
+      logger.info('rules reloaded', { domains: rules.domainCount });
+    },
+    onError: (err) => {
+      metrics.configLoad(false);
+      logger.error(`error loading new configuration from runtime: ${err.message}`);
+    },
+  });
+  // The watcher takes its baseline before the first load, so no change can fall in between.
+  await watcher.start();
+  current = await initialRules(settings, logger, metrics).catch((err: unknown) => {
+    watcher.close();
+    throw err;
+  });
+  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics });
+
+  const rules = (): RuleSet | undefined => current;
+  const health = new HealthState({
+    backendHealthy: () => limiter.isHealthy(),
+    rulesReady: () => !settings.healthyWithAtLeastOneConfigLoaded || current !== undefined,
+  });
+  const service = new RateLimitService({
+    rules,
+    limiter,
+    metrics,
+    config: {
+      shadowMode: settings.shadowMode,
+      quotaMode: settings.quotaMode,
+      stopIncrementWhenOverLimit: settings.stopCacheKeyIncrementWhenOverlimit,
+      nearLimitRatio: settings.nearLimitRatio,
+      responseDynamicMetadata: settings.responseDynamicMetadata,
+      ...(settings.limitResponseHeadersEnabled
+        ? { headers: { limit: settings.limitLimitHeader, remaining: settings.limitRemainingHeader, reset: settings.limitResetHeader } }
+        : {}),
+      requestLimits: settings.requestLimits,
+    },
+  });
+
+  const grpcServer = new GrpcServer({ service, health, metrics, logger, defaultDeadlineMs: settings.defaultDeadlineMs });
+  const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
+  const grpcPort = await grpcServer.listen(grpcAddress, grpcCredentials(settings));
+  const http = new HttpListener({ '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) });
+  const httpPort = await http.listen(settings.host, settings.port);
+  const debug = new HttpListener({ '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) });
+  const debugPort = await debug.listen(settings.debugHost, settings.debugPort);
+  let prometheus: HttpListener | undefined;
+  let metricsPort: number | undefined;
+  if (settings.usePrometheus) {
+    prometheus = new HttpListener({ [settings.prometheusPath]: metricsRoute(metrics.registry) });
+    metricsPort = await prometheus.listen(settings.prometheusHost, settings.prometheusPort);
+  }
+  health.on('change', (serving: boolean) => {
+    metrics.setBackendHealthy(limiter.isHealthy());
+    logger.warn(serving ? 'health: SERVING' : 'health: NOT_SERVING');
+  });
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      health.markShuttingDown();
+      watcher.close();
+      await grpcServer.shutdown(settings.shutdownGraceMs);
+      await Promise.all([http.close(), debug.close(), prometheus?.close()]);
+      health.close();
+      await limiter.close();
+    })());
+
+  return { grpcPort, httpPort, debugPort, ...(metricsPort !== undefined ? { metricsPort } : {}), health, metrics, limiter, rules, stop };
+}

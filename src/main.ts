@@ -1,0 +1,46 @@
+import { startApp } from './app';
+import { FloodgateError } from './errors';
+import { createLogger } from './log';
+import { loadSettings } from './settings';
+
+async function main(): Promise<void> {
+  let settings;
+  try {
+    settings = loadSettings();
+  } catch (err) {
+    process.stderr.write(`floodgate: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const logger = createLogger(settings.logLevel, settings.logFormat);
+  let app;
+  try {
+    app = await startApp(settings, { logger });
+  } catch (err) {
+    const message = err instanceof FloodgateError ? err.message : String(err);
+    process.stderr.write(`floodgate: cannot start: ${message}\n`);
+    process.exit(1);
+  }
+  // Printed whatever LOG_LEVEL says: operators and scripts look for this line.
+  process.stderr.write(
+    `floodgate: serving gRPC on ${settings.grpcUds ?? `${settings.grpcHost}:${app.grpcPort}`}, HTTP on ${settings.host}:${app.httpPort}, ` +
+      `debug on ${settings.debugHost}:${app.debugPort}` +
+      (app.metricsPort !== undefined ? `, metrics on ${settings.prometheusHost}:${app.metricsPort}${settings.prometheusPath}` : '') +
+      `, backend ${settings.backendType}, rules from ${settings.rulesDir}\n`,
+  );
+  const shutdown = (signal: string): void => {
+    logger.warn(`received ${signal}, shutting down`);
+    // A hard bound in case something refuses to close.
+    setTimeout(() => process.exit(1), settings.shutdownGraceMs + 5000).unref();
+    app.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error('shutdown failed', { error: String(err) });
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}
+
+void main();
