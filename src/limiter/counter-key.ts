@@ -3,16 +3,31 @@ import type { CounterId, LimitSpec } from './limiter';
 // Characters with a meaning in a key: `{` `}` delimit the Redis Cluster hash tag, `:` separates
 // parts, `=` separates an entry's key from its value, `%` introduces an escape. Percent-encoding
 // them makes the encoding injective (no two descriptors share a key) and keeps every request
-// value inside the tag.
-const SPECIAL = /[%{}:=]/g;
-const HAS_SPECIAL = /[%{}:=]/;
+// value inside the tag. Lone UTF-16 surrogates are escaped too (`%uD800`): UTF-8 encoding would
+// turn all of them into U+FFFD, so two different values would become the same key bytes.
+const SPECIAL = /[%{}:=]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+const HAS_SPECIAL = /[%{}:=\uD800-\uDFFF]/;
 
 function escapeChar(c: string): string {
-  return c === '%' ? '%25' : c === '{' ? '%7B' : c === '}' ? '%7D' : c === ':' ? '%3A' : '%3D';
+  switch (c) {
+    case '%':
+      return '%25';
+    case '{':
+      return '%7B';
+    case '}':
+      return '%7D';
+    case ':':
+      return '%3A';
+    case '=':
+      return '%3D';
+    default:
+      return '%u' + c.charCodeAt(0).toString(16).toUpperCase();
+  }
 }
 
 /** Escapes one request-supplied part so that it is ordinary data inside a key. */
 export function escapeKeyPart(part: string): string {
+  // The cheap test keeps the common case (no special character) free of allocation.
   return HAS_SPECIAL.test(part) ? part.replace(SPECIAL, escapeChar) : part;
 }
 
