@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
+import { checkAlgorithms } from './config/check-algorithms';
 import { loadRules } from './config/load-rules';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
@@ -10,7 +11,7 @@ import { HttpListener } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
 import { healthcheckRoute, jsonRoute } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
-import type { Limiter } from './limiter/limiter';
+import { IMPLEMENTED_ALGORITHMS, type Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
 import { PrometheusMetrics } from './metrics/metrics';
 import { RateLimitService } from './service/rate-limit-service';
@@ -44,10 +45,15 @@ function grpcCredentials(settings: Settings): grpc.ServerCredentials {
   return grpc.ServerCredentials.createSsl(ca, [{ cert_chain: readFileSync(tls.cert), private_key: readFileSync(tls.key) }], ca !== null);
 }
 
+/** Reads and validates every rule file; the whole load fails on any error. */
+async function readRules(settings: Settings): Promise<RuleSet> {
+  const rules = await loadRules(settings.rulesDir, { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles });
+  return checkAlgorithms(rules, IMPLEMENTED_ALGORITHMS);
+}
+
 async function initialRules(settings: Settings, logger: Logger, metrics: PrometheusMetrics): Promise<RuleSet | undefined> {
-  const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
   try {
-    const rules = await loadRules(settings.rulesDir, options);
+    const rules = await readRules(settings);
     metrics.configLoad(true);
     return rules;
   } catch (err) {
@@ -68,7 +74,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     subdirectory: settings.runtimeSubdirectory,
     appDirectory: settings.runtimeAppDirectory,
     watchRoot: settings.runtimeWatchRoot,
-    load: () => loadRules(settings.rulesDir, { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles }),
+    load: () => readRules(settings),
     onLoaded: (rules) => {
       current = rules;
       metrics.configLoad(true);

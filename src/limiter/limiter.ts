@@ -58,3 +58,6 @@ export interface Limiter {
   isHealthy(): boolean;
   close(): Promise<void>;
 }
+
+/** Algorithms both backends implement today; a rule naming another one is refused at load. */
+export const IMPLEMENTED_ALGORITHMS: ReadonlySet<Algorithm> = new Set<Algorithm>(['fixed_window']);
