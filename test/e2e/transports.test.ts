@@ -1,0 +1,126 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { loadProtos } from '../../src/grpc/protos';
+import type { WireResponse } from '../../src/grpc/wire-types';
+import { oneDescriptor, rlsClient } from '../helpers/rls-client';
+import { startTestApp, type TestApp } from '../helpers/test-app';
+
+const RULES = `
+domain: t
+descriptors:
+  - key: k
+    rate_limit: { unit: hour, requests_per_unit: 10 }
+`;
+
+function call(client: grpc.Client, timeoutMs = 3000): Promise<WireResponse> {
+  return new Promise((resolve, reject) => {
+    (client as unknown as { ShouldRateLimit: (r: unknown, o: unknown, cb: (e: Error | null, r: WireResponse) => void) => void }).ShouldRateLimit(
+      oneDescriptor('t', { k: 'v' }),
+      { deadline: Date.now() + timeoutMs },
+      (err, res) => (err ? reject(err) : resolve(res)),
+    );
+  });
+}
+
+/** A throwaway CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl. */
+function makeCertificates(dir: string): void {
+  const run = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+  run('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=floodgate-test-ca');
+  for (const name of ['server', 'client']) {
+    run('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
+    const ext = join(dir, `${name}.ext`);
+    writeFileSync(ext, name === 'server' ? 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' : 'extendedKeyUsage=clientAuth\n');
+    run('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', '-extfile', ext);
+  }
+}
+
+describe('gRPC on a unix socket (GRPC_UDS)', () => {
+  let t: TestApp;
+  const dir = mkdtempSync(join(tmpdir(), 'floodgate-uds-'));
+  const socket = join(dir, 'rls.sock');
+  beforeAll(async () => {
+    t = await startTestApp({ 't.yaml': RULES }, { GRPC_UDS: socket });
+  });
+  afterAll(async () => {
+    await t.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('answers ShouldRateLimit and health over the socket', async () => {
+    const client = rlsClient(`unix:${socket}`);
+    const res = await client.shouldRateLimit(oneDescriptor('t', { k: 'uds' }));
+    expect(res.statuses[0]!.limit_remaining).toBe(9);
+    expect(await client.healthCheck('ratelimit')).toBe('SERVING');
+    client.close();
+  });
+});
+
+describe('gRPC with mutual TLS (GRPC_SERVER_USE_TLS + GRPC_CLIENT_TLS_CACERT)', () => {
+  let t: TestApp;
+  const dir = mkdtempSync(join(tmpdir(), 'floodgate-tls-'));
+  beforeAll(async () => {
+    makeCertificates(dir);
+    t = await startTestApp(
+      { 't.yaml': RULES },
+      {
+        GRPC_SERVER_USE_TLS: 'true',
+        GRPC_SERVER_TLS_CERT: join(dir, 'server.crt'),
+        GRPC_SERVER_TLS_KEY: join(dir, 'server.key'),
+        GRPC_CLIENT_TLS_CACERT: join(dir, 'ca.crt'),
+      },
+    );
+  });
+  afterAll(async () => {
+    await t.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const client = (withCert: boolean): grpc.Client => {
+    const read = (f: string) => readFileSync(join(dir, f));
+    const creds = withCert ? grpc.credentials.createSsl(read('ca.crt'), read('client.key'), read('client.crt')) : grpc.credentials.createSsl(read('ca.crt'));
+    return new (loadProtos().rlsClient)(`127.0.0.1:${t.app.grpcPort}`, creds);
+  };
+
+  test('a client with a certificate from the CA is answered', async () => {
+    const c = client(true);
+    expect((await call(c)).overall_code).toBe('OK');
+    c.close();
+  });
+
+  test('a client without a certificate is refused', async () => {
+    const c = client(false);
+    await expect(call(c)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+    c.close();
+  });
+
+  test('a plaintext client is refused', async () => {
+    const c = new (loadProtos().rlsClient)(`127.0.0.1:${t.app.grpcPort}`, grpc.credentials.createInsecure());
+    await expect(call(c, 1000)).rejects.toBeDefined();
+    c.close();
+  });
+});
+
+describe('Prometheus endpoint', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ 't.yaml': RULES }, { USE_PROMETHEUS: 'true', PROMETHEUS_ADDR: '127.0.0.1:0', PROMETHEUS_PATH: '/custom-metrics' });
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  test('serves the reference metric names on PROMETHEUS_PATH', async () => {
+    await t.client.shouldRateLimit(oneDescriptor('t', { k: 'prom' }));
+    const text = await (await fetch(`http://127.0.0.1:${t.app.metricsPort}/custom-metrics`)).text();
+    expect(text).toMatch(/ratelimit_service_rate_limit_total_hits\{domain="t",key1="k",key2=""\} 1/);
+    expect(text).toMatch(/ratelimit_service_rate_limit_within_limit\{domain="t",key1="k",key2=""\} 1/);
+    expect(text).toMatch(/ratelimit_service_total_requests\{grpc_method="ShouldRateLimit"\} 1/);
+    expect(text).toMatch(/ratelimit_service_response_time_seconds_bucket\{le="0.005",grpc_method="ShouldRateLimit"\}/);
+    expect(text).toMatch(/ratelimit_service_config_load_success 1/);
+    expect((await fetch(`http://127.0.0.1:${t.app.metricsPort}/metrics`)).status).toBe(404);
+  });
+});
