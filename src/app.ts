@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { checkAlgorithms } from './config/check-algorithms';
 import { loadRules } from './config/load-rules';
@@ -16,6 +15,7 @@ import { createLogger, type Logger } from './log';
 import { PrometheusMetrics } from './metrics/metrics';
 import { RateLimitService } from './service/rate-limit-service';
 import type { Settings } from './settings';
+import { SettingsError } from './errors';
 
 /** A running floodgate instance. */
 export interface App {
@@ -38,11 +38,44 @@ export interface AppOptions {
   readonly limiter?: Limiter;
 }
 
-function grpcCredentials(settings: Settings): grpc.ServerCredentials {
+// How often TLS files are re-read: a rotated certificate is in use within this time.
+const TLS_REFRESH_MS = 1000;
+
+/** Resolves once `provider` has read its files, so the first connection already finds them. */
+function firstLoad(provider: grpc.experimental.CertificateProvider, kind: 'identity' | 'ca', what: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new SettingsError(`cannot read ${what} within 5 s`)), 5000);
+    const done = (update: unknown): void => {
+      clearTimeout(timer);
+      if (update === null) reject(new SettingsError(`cannot read ${what}`));
+      else resolve();
+    };
+    if (kind === 'identity') provider.addIdentityCertificateListener(done);
+    else provider.addCaCertificateListener(done);
+  });
+}
+
+/**
+ * Plaintext, TLS, or mTLS when a client CA is set. The files are watched, so a certificate that
+ * cert-manager (or anyone) rotates is served without a restart.
+ */
+async function grpcCredentials(settings: Settings): Promise<grpc.ServerCredentials> {
   const tls = settings.grpcTls;
   if (tls === undefined) return grpc.ServerCredentials.createInsecure();
-  const ca = tls.clientCaCert ? readFileSync(tls.clientCaCert) : null;
-  return grpc.ServerCredentials.createSsl(ca, [{ cert_chain: readFileSync(tls.cert), private_key: readFileSync(tls.key) }], ca !== null);
+  const identity = new grpc.experimental.FileWatcherCertificateProvider({
+    certificateFile: tls.cert,
+    privateKeyFile: tls.key,
+    refreshIntervalMs: TLS_REFRESH_MS,
+  });
+  const clientCa = tls.clientCaCert
+    ? new grpc.experimental.FileWatcherCertificateProvider({ caCertificateFile: tls.clientCaCert, refreshIntervalMs: TLS_REFRESH_MS })
+    : null;
+  await Promise.all([
+    firstLoad(identity, 'identity', `GRPC_SERVER_TLS_CERT/GRPC_SERVER_TLS_KEY (${tls.cert}, ${tls.key})`),
+    clientCa && firstLoad(clientCa, 'ca', `GRPC_CLIENT_TLS_CACERT (${tls.clientCaCert})`),
+  ]);
+  // grpc-js names the first parameter caCertificateProvider but uses it as the identity provider.
+  return grpc.experimental.createCertificateProviderServerCredentials(identity, clientCa, clientCa !== null);
 }
 
 /** Reads and validates every rule file; the whole load fails on any error. */
@@ -117,7 +150,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
 
   const grpcServer = new GrpcServer({ service, health, metrics, logger, defaultDeadlineMs: settings.defaultDeadlineMs });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
-  const grpcPort = await grpcServer.listen(grpcAddress, grpcCredentials(settings));
+  const grpcPort = await grpcServer.listen(grpcAddress, await grpcCredentials(settings));
   const http = new HttpListener({ '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) });
   const httpPort = await http.listen(settings.host, settings.port);
   const debug = new HttpListener({ '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) });

@@ -79,8 +79,8 @@ describe('gRPC with mutual TLS (GRPC_SERVER_USE_TLS + GRPC_CLIENT_TLS_CACERT)', 
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const client = (withCert: boolean): grpc.Client => {
-    const read = (f: string) => readFileSync(join(dir, f));
+  const client = (withCert: boolean, from = dir): grpc.Client => {
+    const read = (f: string) => readFileSync(join(from, f));
     const creds = withCert ? grpc.credentials.createSsl(read('ca.crt'), read('client.key'), read('client.crt')) : grpc.credentials.createSsl(read('ca.crt'));
     return new (loadProtos().rlsClient)(`127.0.0.1:${t.app.grpcPort}`, creds);
   };
@@ -95,6 +95,33 @@ describe('gRPC with mutual TLS (GRPC_SERVER_USE_TLS + GRPC_CLIENT_TLS_CACERT)', 
     const c = client(false);
     await expect(call(c)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
     c.close();
+  });
+
+  test('rotated certificate files are served without a restart', async () => {
+    const next = mkdtempSync(join(tmpdir(), 'floodgate-tls-next-'));
+    try {
+      makeCertificates(next);
+      const fresh = client(true, next);
+      // Before the rotation the server's certificate is not signed by the new CA.
+      await expect(call(fresh, 1000)).rejects.toBeDefined();
+      fresh.close();
+      for (const f of ['server.crt', 'server.key', 'ca.crt']) writeFileSync(join(dir, f), readFileSync(join(next, f)));
+      const start = Date.now();
+      let answered = false;
+      while (!answered && Date.now() - start < 5000) {
+        const c = client(true, next);
+        answered = await call(c, 500).then(
+          () => true,
+          () => false,
+        );
+        c.close();
+        if (!answered) await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(answered).toBe(true);
+      expect(Date.now() - start).toBeLessThan(5000);
+    } finally {
+      rmSync(next, { recursive: true, force: true });
+    }
   });
 
   test('a plaintext client is refused', async () => {
