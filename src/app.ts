@@ -97,6 +97,18 @@ async function initialRules(settings: Settings, logger: Logger, metrics: Prometh
   }
 }
 
+const BACKEND_STARTUP_WAIT_MS = 5000;
+
+/** Resolves true once the limiter's backend is connected, false after `maxMs`. */
+async function backendReady(limiter: Limiter, maxMs: number): Promise<boolean> {
+  const until = Date.now() + maxMs;
+  while (!limiter.isHealthy()) {
+    if (Date.now() >= until) return false;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return true;
+}
+
 /** The one place that wires concrete pieces together. */
 export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
@@ -125,6 +137,13 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     throw err;
   });
   const limiter = options.limiter ?? createLimiter(settings, { logger, metrics });
+  // The Redis client never queues commands, so a call that arrived before the first connection
+  // is up would fail (and a burst of them would open the circuit breaker). Open the ports only
+  // once the backend is connected, or after a bound, so that with Redis away the service still
+  // starts and the failure mode answers.
+  if (!(await backendReady(limiter, BACKEND_STARTUP_WAIT_MS))) {
+    logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
+  }
 
   const rules = (): RuleSet | undefined => current;
   const health = new HealthState({
@@ -148,7 +167,14 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     },
   });
 
-  const grpcServer = new GrpcServer({ service, health, metrics, logger, defaultDeadlineMs: settings.defaultDeadlineMs });
+  const grpcServer = new GrpcServer({
+    service,
+    health,
+    metrics,
+    logger,
+    defaultDeadlineMs: settings.defaultDeadlineMs,
+    ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
+  });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
   const grpcPort = await grpcServer.listen(grpcAddress, await grpcCredentials(settings));
   const http = new HttpListener({ '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) });

@@ -16,9 +16,19 @@ export interface GrpcServerDeps {
   readonly logger: Logger;
   /** Budget for a call that arrives without a deadline. */
   readonly defaultDeadlineMs: number;
+  /** GRPC_CLIENT_TLS_SAN: with mTLS, the client certificate must carry this subject alternative name. */
+  readonly requiredClientSan?: string;
 }
 
 const METHOD = 'ShouldRateLimit';
+
+/** True when the mTLS peer certificate lists `san` among its subject alternative names. */
+export function peerHasSan(call: grpc.ServerUnaryCall<unknown, unknown>, san: string): boolean {
+  const names = call.getAuthContext().sslPeerCertificate?.subjectaltname;
+  if (!names) return false;
+  // Node prints them as `DNS:a, IP Address:10.0.0.1, URI:spiffe://x`.
+  return names.split(', ').some((entry) => entry.slice(entry.indexOf(':') + 1) === san);
+}
 
 function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>, fallbackMs: number): number {
   const d = call.getDeadline();
@@ -83,6 +93,11 @@ export class GrpcServer {
       else logger.debug('ShouldRateLimit refused', { error: String(err) });
       callback({ code, details: err instanceof Error ? err.message : String(err) });
     };
+    const san = this.deps.requiredClientSan;
+    if (san !== undefined && !peerHasSan(call, san)) {
+      callback({ code: grpc.status.UNAUTHENTICATED, details: `client certificate does not carry the subject alternative name '${san}'` });
+      return;
+    }
     let request;
     try {
       request = requestFromWire(call.request);

@@ -33,7 +33,7 @@ function makeCertificates(dir: string): void {
   for (const name of ['server', 'client']) {
     run('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
     const ext = join(dir, `${name}.ext`);
-    writeFileSync(ext, name === 'server' ? 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' : 'extendedKeyUsage=clientAuth\n');
+    writeFileSync(ext, name === 'server' ? 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' : 'extendedKeyUsage=clientAuth\nsubjectAltName=DNS:envoy.gateway,URI:spiffe://cluster/ns/gw/sa/envoy\n');
     run('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', '-extfile', ext);
   }
 }
@@ -127,6 +127,44 @@ describe('gRPC with mutual TLS (GRPC_SERVER_USE_TLS + GRPC_CLIENT_TLS_CACERT)', 
   test('a plaintext client is refused', async () => {
     const c = new (loadProtos().rlsClient)(`127.0.0.1:${t.app.grpcPort}`, grpc.credentials.createInsecure());
     await expect(call(c, 1000)).rejects.toBeDefined();
+    c.close();
+  });
+});
+
+describe('GRPC_CLIENT_TLS_SAN', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'floodgate-san-'));
+  const apps: TestApp[] = [];
+  beforeAll(() => makeCertificates(dir));
+  afterAll(async () => {
+    await Promise.all(apps.map((a) => a.stop()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const start = async (san: string): Promise<grpc.Client> => {
+    const t = await startTestApp(
+      { 't.yaml': RULES },
+      {
+        GRPC_SERVER_USE_TLS: 'true',
+        GRPC_SERVER_TLS_CERT: join(dir, 'server.crt'),
+        GRPC_SERVER_TLS_KEY: join(dir, 'server.key'),
+        GRPC_CLIENT_TLS_CACERT: join(dir, 'ca.crt'),
+        GRPC_CLIENT_TLS_SAN: san,
+      },
+    );
+    apps.push(t);
+    const read = (f: string) => readFileSync(join(dir, f));
+    return new (loadProtos().rlsClient)(`127.0.0.1:${t.app.grpcPort}`, grpc.credentials.createSsl(read('ca.crt'), read('client.key'), read('client.crt')));
+  };
+
+  test('a client certificate carrying the SAN is answered', async () => {
+    const c = await start('spiffe://cluster/ns/gw/sa/envoy');
+    expect((await call(c)).overall_code).toBe('OK');
+    c.close();
+  });
+
+  test('a client certificate without it is UNAUTHENTICATED', async () => {
+    const c = await start('spiffe://cluster/ns/other/sa/intruder');
+    await expect(call(c)).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
     c.close();
   });
 });
