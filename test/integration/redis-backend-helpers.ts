@@ -1,0 +1,174 @@
+// Shared pieces of the redis-backend-*.test.ts suites: real gRPC calls with their client-side
+// latency, key inspection on real Redis nodes (SCAN under a CACHE_KEY_PREFIX), the built server
+// as a child process, and a guard against window boundaries.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { status as GrpcStatus } from '@grpc/grpc-js';
+import { projectRoot } from '../../src/paths';
+import type { RespValue } from '../harness/resp-client';
+import { sleep } from '../harness/wait';
+import type { RlsTestClient, TestRequest } from '../helpers/rls-client';
+
+/** Anything the harness can send a raw command to (RedisProcess, ClusterNode). */
+export interface RedisNode {
+  readonly url: string;
+  command(...args: (string | number)[]): Promise<RespValue>;
+}
+
+/** A fresh CACHE_KEY_PREFIX, so a test can SCAN exactly its own keys. */
+export function uniquePrefix(tag: string): string {
+  return `t_${tag}_${randomBytes(4).toString('hex')}_`;
+}
+
+/** Every key under `prefix` on one node (SCAN, bounded). */
+export async function scanKeys(node: RedisNode, prefix: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  for (let round = 0; round < 10_000; round++) {
+    const reply = (await node.command('SCAN', cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)) as [string, string[]];
+    cursor = String(reply[0]);
+    keys.push(...reply[1].map(String));
+    if (cursor === '0') return keys;
+  }
+  throw new Error(`SCAN on ${node.url} did not finish`);
+}
+
+/** The PTTL of every key under `prefix` on `node`. */
+export async function pttls(node: RedisNode, prefix: string): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const key of await scanKeys(node, prefix)) out.set(key, Number(await node.command('PTTL', key)));
+  return out;
+}
+
+/** What one call came back with, as the client saw it. */
+export interface CallOutcome {
+  /** 'OK' / 'OVER_LIMIT' for an answer, else the gRPC status name (e.g. 'UNAVAILABLE'). */
+  readonly code: string;
+  readonly ms: number;
+  readonly remaining?: number;
+  readonly resetSeconds?: number;
+  readonly details?: string;
+}
+
+/** One ShouldRateLimit call that never throws; measures client-observed latency. */
+export async function timedCall(client: RlsTestClient, request: TestRequest, timeoutMs = 5000): Promise<CallOutcome> {
+  const started = performance.now();
+  try {
+    const res = await client.shouldRateLimit(request, timeoutMs);
+    const status = res.statuses[0];
+    return {
+      code: res.overall_code,
+      ms: performance.now() - started,
+      ...(status ? { remaining: status.limit_remaining, resetSeconds: Number(status.duration_until_reset?.seconds ?? 0) } : {}),
+    };
+  } catch (err) {
+    const e = err as { code?: number; details?: string };
+    return { code: GrpcStatus[e.code ?? GrpcStatus.UNKNOWN] ?? String(e.code), ms: performance.now() - started, details: e.details ?? String(err) };
+  }
+}
+
+/** A tally of outcome codes, e.g. `{ OK: 50, OVER_LIMIT: 150 }`. */
+export function tally(outcomes: readonly CallOutcome[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const o of outcomes) counts[o.code] = (counts[o.code] ?? 0) + 1;
+  return counts;
+}
+
+/** Milliseconds until the current `windowSeconds`-aligned window ends. */
+export function msToWindowEnd(windowSeconds: number, now = Date.now()): number {
+  const w = windowSeconds * 1000;
+  return w - (now % w);
+}
+
+/**
+ * Waits (only when needed) until at least `needMs` remain in the current window, so that a
+ * window boundary cannot fall inside a test that counts exactly.
+ */
+export async function awayFromWindowEdge(windowSeconds: number, needMs: number): Promise<void> {
+  const left = msToWindowEnd(windowSeconds);
+  if (left < needMs) await sleep(left + 50);
+}
+
+/** Reads one labelled sample of a Prometheus text exposition (0 when absent). */
+export function metricValue(text: string, name: string, labels: Record<string, string>): number {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name + '{')) continue;
+    const ok = Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`));
+    if (ok) return Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return 0;
+}
+
+/** The built server (`dist/src/main.js`) as a real child process. */
+export interface ServerProcess {
+  readonly proc: ChildProcess;
+  readonly grpcPort: number;
+  readonly httpPort: number;
+  readonly exited: Promise<number | null>;
+  /** stderr so far. */
+  output(): string;
+  /** Removes the rules directory; kills the process if it still runs. */
+  cleanup(): void;
+}
+
+/** Spawns the built server with its own rules directory and `env` (plus loopback ports 0). */
+export async function spawnServer(rules: Record<string, string>, env: Record<string, string>): Promise<ServerProcess> {
+  const root = mkdtempSync(join(tmpdir(), 'floodgate-proc-'));
+  mkdirSync(join(root, 'config'));
+  for (const [name, text] of Object.entries(rules)) writeFileSync(join(root, 'config', name), text);
+  const proc = spawn(process.execPath, [join(projectRoot, 'dist/src/main.js')], {
+    env: {
+      PATH: process.env.PATH,
+      RUNTIME_ROOT: root,
+      RUNTIME_WATCH_ROOT: 'false',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      GRPC_HOST: '127.0.0.1',
+      GRPC_PORT: '0',
+      DEBUG_PORT: '0',
+      USE_PROMETHEUS: 'false',
+      LOG_LEVEL: 'ERROR',
+      ...env,
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  proc.stderr!.on('data', (chunk: Buffer) => {
+    err = (err + chunk.toString()).slice(-20_000);
+  });
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const cleanup = (): void => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+    rmSync(root, { recursive: true, force: true });
+  };
+  try {
+    const ports = await new Promise<{ grpcPort: number; httpPort: number }>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 15_000);
+      const onData = (): void => {
+        const m = /serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+)/.exec(err);
+        if (m) {
+          clearTimeout(timer);
+          proc.stderr!.off('data', onData);
+          resolve({ grpcPort: Number(m[1]), httpPort: Number(m[2]) });
+        }
+      };
+      proc.stderr!.on('data', onData);
+      proc.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`server exited with ${code}: ${err}`));
+      });
+    });
+    return { proc, exited, ...ports, output: () => err, cleanup };
+  } catch (e) {
+    cleanup();
+    throw e;
+  }
+}
+
+/** A rule file with one key-only descriptor `key` limited to `limit` per `unit`. */
+export function oneRule(domain: string, key: string, limit: number, unit = 'hour'): string {
+  return `domain: ${domain}\ndescriptors:\n  - key: ${key}\n    rate_limit:\n      unit: ${unit}\n      requests_per_unit: ${limit}\n`;
+}
