@@ -100,7 +100,7 @@ export class RateLimitService {
         replaced ??= new Set();
         for (const name of rule.replaces) replaced.add(name);
       }
-      return { ...(rule ? { rule } : {}), ...(match ? { match } : {}), hits, checkIndex: -1 };
+      return { rule, match, hits, checkIndex: -1 };
     });
     if (replaced !== undefined) this.dropReplaced(plans, replaced);
     return plans;
