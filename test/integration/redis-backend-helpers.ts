@@ -172,3 +172,41 @@ export async function spawnServer(rules: Record<string, string>, env: Record<str
 export function oneRule(domain: string, key: string, limit: number, unit = 'hour'): string {
   return `domain: ${domain}\ndescriptors:\n  - key: ${key}\n    rate_limit:\n      unit: ${unit}\n      requests_per_unit: ${limit}\n`;
 }
+
+/**
+ * Records the moments when this (test) process itself could not run: its event loop checked
+ * every 5 ms and found a gap. On this small, shared machine the client sometimes stalls for
+ * tens of ms; a call that was in flight across such a stall can miss its deadline at the
+ * client although the server answered in time (the client's deadline timer runs first when
+ * the loop resumes). Such calls are told apart so that the assertions measure the server.
+ */
+export class StallMonitor {
+  private readonly stalls: { from: number; to: number }[] = [];
+  private last = performance.now();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly thresholdMs = 15) {
+    this.timer = setInterval(() => {
+      const now = performance.now();
+      if (now - this.last > this.thresholdMs) this.stalls.push({ from: this.last, to: now });
+      this.last = now;
+    }, 5);
+  }
+
+  /** True when the window [from, to] (performance.now() times) overlaps a stall of this process. */
+  overlaps(from: number, to: number): boolean {
+    return this.stalls.some((s) => s.from < to && s.to > from);
+  }
+
+  get worstMs(): number {
+    return Math.max(0, ...this.stalls.map((s) => s.to - s.from));
+  }
+
+  get count(): number {
+    return this.stalls.length;
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}

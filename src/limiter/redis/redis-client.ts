@@ -68,10 +68,14 @@ export function createRedisClient(s: RedisSettings): RedisClient {
         enableOfflineQueue: false,
         enableAutoPipelining: true,
         scaleReads: 'master',
-        // Failover: refresh the slot map soon after a node is lost, and retry a command on
-        // CLUSTERDOWN / TRYAGAIN briefly; the caller's deadline bounds the wait anyway.
-        retryDelayOnFailover: 50,
-        retryDelayOnClusterDown: 50,
+        // No retries on a lost node or CLUSTERDOWN: every call has a deadline far below
+        // ioredis' retry delays (Envoy's is 20 ms), so a retry only answers a caller that has
+        // been answered already (by the failure mode) and would count its hits late. Worse,
+        // each retry round re-reads the slot map on a fresh connection (~4 ms of CPU), which
+        // during a failover stalled the event loop by tens of ms. The slot map is refreshed by
+        // refreshAfterFailure instead, throttled.
+        retryDelayOnFailover: 0,
+        retryDelayOnClusterDown: 0,
         retryDelayOnTryAgain: 50,
         slotsRefreshTimeout: 1000,
         clusterRetryStrategy: (times) => Math.min(50 * times, 1000),
@@ -85,4 +89,20 @@ export function createRedisClient(s: RedisSettings): RedisClient {
 /** True while the client can serve commands (for a cluster: the slot map is known and usable). */
 export function isClientReady(client: RedisClient): boolean {
   return client.status === 'ready';
+}
+
+const SLOTS_REFRESH_MIN_INTERVAL_MS = 200;
+const lastSlotsRefresh = new WeakMap<Cluster, number>();
+
+/**
+ * Called after a command failed: a cluster client re-reads the slot map (at most every 200 ms),
+ * so that after a failover the promoted replica is found without a restart. ioredis itself
+ * refreshes only on MOVED or while retrying, and retries are off (see createRedisClient).
+ */
+export function refreshAfterFailure(client: RedisClient): void {
+  if (!(client instanceof Cluster) || client.status !== 'ready') return;
+  const now = Date.now();
+  if (now - (lastSlotsRefresh.get(client) ?? 0) < SLOTS_REFRESH_MIN_INTERVAL_MS) return;
+  lastSlotsRefresh.set(client, now);
+  client.refreshSlotsCache();
 }

@@ -4,7 +4,7 @@ import { CircuitBreaker } from '../circuit-breaker';
 import { counterKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 import { loadLuaScript, type LuaScript } from './lua-script';
-import { isClientReady, type RedisClient } from './redis-client';
+import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
 
 // lua/fixed_window.lua modes (see its header).
 const MODE_COUNT_ALL = 0;
@@ -52,6 +52,7 @@ export class RedisLimiter implements Limiter {
       return results;
     } catch (err) {
       this.breaker.failure();
+      for (const group of groups) refreshAfterFailure(group.client);
       throw err instanceof DeadlineExceededError || err instanceof BackendUnavailableError
         ? err
         : new BackendUnavailableError(`redis: ${(err as Error).message}`, { cause: err });

@@ -1,0 +1,105 @@
+// Done when: with Redis stopped entirely, every call is answered per BACKEND_FAILURE_MODE within
+// 50 ms (client-side, 20 ms deadline as Envoy sends), gRPC health and /healthcheck turn
+// NOT_SERVING/500 within about a second, and come back on their own once Redis is back.
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { sleep } from '../harness/wait';
+import { oneDescriptor } from '../helpers/rls-client';
+import { startTestApp, type TestApp } from '../helpers/test-app';
+import { oneRule, tally, timedCall, uniquePrefix, type CallOutcome } from './redis-backend-helpers';
+
+const RULES = { 'down.yaml': oneRule('down', 'k', 2, 'hour') };
+const MODES = ['allow', 'deny', 'local', 'error'] as const;
+type Mode = (typeof MODES)[number];
+const ENVOY_DEADLINE_MS = 20;
+const MAX_LATENCY_MS = 50;
+
+let redis: RedisProcess;
+const apps = new Map<Mode, TestApp>();
+
+beforeAll(async () => {
+  redis = await startStandalone();
+  for (const mode of MODES) {
+    apps.set(mode, await startTestApp(RULES, { REDIS_URL: redis.url, BACKEND_FAILURE_MODE: mode, CACHE_KEY_PREFIX: uniquePrefix(mode) }));
+  }
+});
+afterAll(async () => {
+  await Promise.all([...apps.values()].map((t) => t.stop()));
+  await redis?.stop();
+});
+
+async function health(t: TestApp): Promise<{ grpc: string; http: number }> {
+  const [grpc, http] = await Promise.all([t.client.healthCheck('ratelimit'), fetch(`${t.httpUrl}/healthcheck`).then((r) => r.status)]);
+  return { grpc, http };
+}
+
+/** Polls every app's health until all match `want`; returns the time it took (bounded). */
+async function waitForHealth(want: { grpc: string; http: number }, timeoutMs: number): Promise<number> {
+  const started = Date.now();
+  for (let i = 0; Date.now() - started < timeoutMs && i < 1000; i++) {
+    const all = await Promise.all([...apps.values()].map(health));
+    if (all.every((h) => h.grpc === want.grpc && h.http === want.http)) return Date.now() - started;
+    await sleep(25);
+  }
+  throw new Error(`health did not become ${JSON.stringify(want)} within ${timeoutMs} ms`);
+}
+
+describe('Redis stopped entirely', () => {
+  test('every call is answered per failure mode within 50 ms; health follows Redis down and back up', async () => {
+    const app = (m: Mode): TestApp => apps.get(m)!;
+    for (const mode of MODES) {
+      expect(await health(app(mode))).toEqual({ grpc: 'SERVING', http: 200 });
+      const res = await timedCall(app(mode).client, oneDescriptor('down', { k: 'before' }), 1000);
+      expect(res).toMatchObject({ code: 'OK', remaining: 1 });
+    }
+
+    await redis.kill('SIGKILL');
+    const stoppedAt = Date.now();
+    const outcomes = new Map<Mode, CallOutcome[]>(MODES.map((m) => [m, []]));
+    // Calls straight after the crash and while health notices it: each mode answers its way.
+    for (let round = 0; round < 10; round++) {
+      for (const mode of MODES) {
+        outcomes.get(mode)!.push(await timedCall(app(mode).client, oneDescriptor('down', { k: `r${round}` }), ENVOY_DEADLINE_MS));
+      }
+    }
+    const notServingMs = await waitForHealth({ grpc: 'NOT_SERVING', http: 500 }, 3000);
+    expect(Date.now() - stoppedAt).toBeLessThanOrEqual(1500);
+    // And again once the breaker is open and health says NOT_SERVING.
+    for (let round = 10; round < 20; round++) {
+      for (const mode of MODES) {
+        outcomes.get(mode)!.push(await timedCall(app(mode).client, oneDescriptor('down', { k: `r${round}` }), ENVOY_DEADLINE_MS));
+      }
+    }
+    // local: a fresh counter in memory, limit 2 → the third call is OVER_LIMIT.
+    const local = [];
+    for (let i = 0; i < 3; i++) local.push(await timedCall(app('local').client, oneDescriptor('down', { k: 'local-only' }), ENVOY_DEADLINE_MS));
+
+    expect(tally(outcomes.get('allow')!)).toEqual({ OK: 20 });
+    expect(tally(outcomes.get('deny')!)).toEqual({ OVER_LIMIT: 20 });
+    expect(tally(outcomes.get('local')!)).toEqual({ OK: 20 });
+    expect(tally(outcomes.get('error')!)).toEqual({ UNAVAILABLE: 20 });
+    expect(local.map((o) => o.code)).toEqual(['OK', 'OK', 'OVER_LIMIT']);
+    expect(local.map((o) => o.remaining)).toEqual([1, 0, 0]);
+    const latencies = [...[...outcomes.values()].flat(), ...local].map((o) => o.ms);
+    const worst = Math.max(...latencies);
+    expect(worst, `latencies: ${latencies.map((l) => l.toFixed(1)).join(' ')}`).toBeLessThanOrEqual(MAX_LATENCY_MS);
+
+    await redis.restart();
+    const servingMs = await waitForHealth({ grpc: 'SERVING', http: 200 }, 5000);
+    // Back on Redis (empty after the restart): real answers with fresh counts, in every mode.
+    for (const mode of MODES) {
+      let res: CallOutcome | undefined;
+      // The breaker may still hold one probe back; give it a bounded moment.
+      for (let i = 0; i < 40; i++) {
+        res = await timedCall(app(mode).client, oneDescriptor('down', { k: 'before' }), 1000);
+        if (res.code === 'OK' && res.remaining === 1) break;
+        await sleep(50);
+      }
+      expect(res, mode).toMatchObject({ code: 'OK', remaining: 1 });
+    }
+    console.info(
+      `redis down: NOT_SERVING after ${notServingMs} ms (polled), SERVING ${servingMs} ms after restart; ` +
+        `worst call latency ${worst.toFixed(1)} ms, median ${latencies.sort((a, b) => a - b)[Math.floor(latencies.length / 2)]!.toFixed(1)} ms`,
+    );
+  });
+});
