@@ -48,6 +48,9 @@ export interface CallOutcome {
   /** 'OK' / 'OVER_LIMIT' for an answer, else the gRPC status name (e.g. 'UNAVAILABLE'). */
   readonly code: string;
   readonly ms: number;
+  /** performance.now() when the call started and when its answer was seen. */
+  readonly startedPerf: number;
+  readonly endedPerf: number;
   readonly remaining?: number;
   readonly resetSeconds?: number;
   readonly details?: string;
@@ -59,14 +62,18 @@ export async function timedCall(client: RlsTestClient, request: TestRequest, tim
   try {
     const res = await client.shouldRateLimit(request, timeoutMs);
     const status = res.statuses[0];
+    const ended = performance.now();
     return {
       code: res.overall_code,
-      ms: performance.now() - started,
+      ms: ended - started,
+      startedPerf: started,
+      endedPerf: ended,
       ...(status ? { remaining: status.limit_remaining, resetSeconds: Number(status.duration_until_reset?.seconds ?? 0) } : {}),
     };
   } catch (err) {
     const e = err as { code?: number; details?: string };
-    return { code: GrpcStatus[e.code ?? GrpcStatus.UNKNOWN] ?? String(e.code), ms: performance.now() - started, details: e.details ?? String(err) };
+    const ended = performance.now();
+    return { code: GrpcStatus[e.code ?? GrpcStatus.UNKNOWN] ?? String(e.code), ms: ended - started, startedPerf: started, endedPerf: ended, details: e.details ?? String(err) };
   }
 }
 
