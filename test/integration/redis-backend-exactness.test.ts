@@ -61,11 +61,25 @@ describe.each(deployments)('exact counting under concurrency ($name)', (d) => {
     expect(counts.OK! * 3).toBeLessThanOrEqual(50);
   });
 
+  test('requests of different sizes in one tick (script calls of 1, 2 and 3 keys) all count', async () => {
+    await awayFromWindowEdge(3600, 30_000);
+    // The same descriptor n times in one request: one script call with n keys.
+    const requests = Array.from({ length: 30 }, (_, i) => ({
+      domain: 'exact',
+      descriptors: Array.from({ length: (i % 3) + 1 }, () => ({ entries: [{ key: 'user', value: `mixed-${i}` }] })),
+    }));
+    const answers = await Promise.all(requests.map((r) => t.client.shouldRateLimit(r)));
+    for (let i = 0; i < 30; i++) {
+      expect(answers[i]!.overall_code).toBe('OK');
+      expect(answers[i]!.statuses.map((st) => st.limit_remaining)).toEqual(Array.from({ length: (i % 3) + 1 }, (_, j) => 49 - j));
+    }
+  });
+
   test('after the load every key under the prefix has a TTL no longer than the window', async () => {
     const all = new Map<string, number>();
     for (const node of d.masters()) for (const [k, v] of await pttls(node, prefix)) all.set(k, v);
-    // One key per counter: u1 and u3.
-    expect(all.size).toBe(2);
+    // One key per counter: u1, u3 and the 30 mixed ones.
+    expect(all.size).toBe(32);
     for (const [key, ttl] of all) {
       expect(ttl, key).toBeGreaterThan(0);
       expect(ttl, key).toBeLessThanOrEqual(3_600_000);

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { sleep } from '../harness/wait';
-import { oneDescriptor, rlsClient } from '../helpers/rls-client';
+import { rlsClient } from '../helpers/rls-client';
 import { pttls, spawnServer, tally, timedCall, uniquePrefix, type CallOutcome, type RedisNode } from './redis-backend-helpers';
 
 // Three windows, so keys of several lifetimes are created under load.
