@@ -1,0 +1,77 @@
+// Done when: with REDIS_PERSECOND=true and a second standalone Redis, SECOND-unit counters go to
+// the per-second Redis and all others to the main one (keys checked on each server).
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { startTestApp, type TestApp } from '../helpers/test-app';
+import { awayFromWindowEdge, scanKeys } from './redis-backend-helpers';
+
+const RULES = `
+domain: ps
+descriptors:
+  - key: s
+    rate_limit: { unit: second, requests_per_unit: 3 }
+  - key: m
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+  - key: h
+    rate_limit: { unit: hour, requests_per_unit: 3 }
+`;
+
+let main: RedisProcess;
+let perSecond: RedisProcess;
+let t: TestApp;
+beforeAll(async () => {
+  [main, perSecond] = await Promise.all([startStandalone(), startStandalone()]);
+  t = await startTestApp(
+    { 'ps.yaml': RULES },
+    { REDIS_URL: main.url, REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: perSecond.url, CACHE_KEY_PREFIX: 'ps_' },
+  );
+});
+afterAll(async () => {
+  await t?.stop();
+  await Promise.all([main?.stop(), perSecond?.stop()]);
+});
+
+describe('REDIS_PERSECOND', () => {
+  test('SECOND counters live on the per-second Redis, the others on the main one', async () => {
+    // Both calls of the per-second counter fall into one second.
+    await awayFromWindowEdge(1, 600);
+    const request = {
+      domain: 'ps',
+      descriptors: ['s', 'm', 'h'].map((key) => ({ entries: [{ key, value: 'x' }] })),
+    };
+    const first = await t.client.shouldRateLimit(request);
+    const second = await t.client.shouldRateLimit(request);
+    expect(first.statuses.map((s) => s.limit_remaining)).toEqual([2, 2, 2]);
+    expect(second.statuses.map((s) => s.limit_remaining)).toEqual([1, 1, 1]);
+
+    const onMain = (await scanKeys(main, 'ps_')).sort();
+    const onPerSecond = await scanKeys(perSecond, 'ps_');
+    expect(onPerSecond).toEqual(['ps_rl:{ps:s=x}:fixed_window:1']);
+    expect(onMain).toEqual(['ps_rl:{ps:h=x}:fixed_window:3600', 'ps_rl:{ps:m=x}:fixed_window:60']);
+    const ttl = Number(await perSecond.command('PTTL', onPerSecond[0]!));
+    // Either still in its second (with its TTL), or expired in the meantime: never without one.
+    expect(ttl === -2 || (ttl > 0 && ttl <= 1000)).toBe(true);
+    for (const key of onMain) expect(Number(await main.command('PTTL', key))).toBeGreaterThan(0);
+  });
+
+  test('health needs both: the per-second Redis down means NOT_SERVING', async () => {
+    expect(await t.client.healthCheck()).toBe('SERVING');
+    await perSecond.kill('SIGKILL');
+    try {
+      let status = '';
+      for (let i = 0; i < 40 && status !== 'NOT_SERVING'; i++) {
+        status = await t.client.healthCheck();
+        if (status !== 'NOT_SERVING') await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(status).toBe('NOT_SERVING');
+    } finally {
+      await perSecond.restart();
+    }
+    let status = '';
+    for (let i = 0; i < 100 && status !== 'SERVING'; i++) {
+      status = await t.client.healthCheck();
+      if (status !== 'SERVING') await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(status).toBe('SERVING');
+  });
+});
