@@ -27,6 +27,11 @@ export class CircuitBreaker {
     return this.consecutiveFailures >= this.failureThreshold;
   }
 
+  /** The call allowed as a probe was not made after all: let the next one probe. */
+  cancelProbe(): void {
+    this.probing = false;
+  }
+
   success(): void {
     this.consecutiveFailures = 0;
     this.probing = false;

@@ -1,4 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
+import { Cluster } from 'ioredis';
 import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
 import { CircuitBreaker } from '../circuit-breaker';
 import { counterKey } from '../counter-key';
@@ -16,42 +17,49 @@ export interface RedisLimiterOptions {
   /** REDIS_PERSECOND: SECOND-window counters go to this client instead. */
   readonly perSecondClient?: RedisClient;
   readonly keyPrefix: string;
-  readonly breaker?: CircuitBreaker;
+  /** Makes the circuit breaker of each Redis node; tests pass their own thresholds. */
+  readonly newBreaker?: () => CircuitBreaker;
   /** Test hook: pins the script's clock (epoch ms) instead of Redis TIME. */
   readonly pinnedNow?: () => number;
 }
 
-/** The checks of one request that share a client and a cluster slot: one script call. */
+/** The checks of one call that go to one Redis node and slot: one atomic script call. */
 interface SlotGroup {
   readonly client: RedisClient;
+  readonly breaker: CircuitBreaker;
   readonly keys: string[];
   readonly indexes: number[];
 }
 
 /**
- * Counts in Redis: every check is one key, the checks of one call that share a slot go to
- * Redis as one atomic fixed_window script call, and the slot groups are sent in parallel.
+ * Counts in Redis: every check is one key; the checks of one call that share a slot (all of
+ * them, outside a cluster) go to Redis as one atomic fixed_window script call, and the groups
+ * are sent in parallel. Each Redis node has its own circuit breaker, so a lost cluster master
+ * fails fast for its own slots while the other masters keep answering.
  */
 export class RedisLimiter implements Limiter {
   private readonly script: LuaScript = loadLuaScript('fixed_window');
-  private readonly breaker: CircuitBreaker;
+  private readonly breakers = new Map<string, CircuitBreaker>();
+  private readonly newBreaker: () => CircuitBreaker;
 
   constructor(private readonly options: RedisLimiterOptions) {
-    this.breaker = options.breaker ?? new CircuitBreaker();
+    this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
+    // A (re)connected client is worth trying at once, not after the breaker's open time.
+    for (const client of this.clients()) client.on('ready', () => this.breakers.clear());
   }
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
-    if (!this.breaker.allow()) throw new BackendUnavailableError('redis is unavailable (circuit open)');
     const groups = this.group(checks);
+    for (let g = 0; g < groups.length; g++) {
+      if (groups[g]!.breaker.allow()) continue;
+      for (let h = 0; h < g; h++) groups[h]!.breaker.cancelProbe();
+      throw new BackendUnavailableError('redis is unavailable (circuit open)');
+    }
     try {
-      const results =
-        options.stopIncrementWhenOverLimit && groups.length > 1
-          ? await this.allOrNothingAcrossSlots(checks, groups, options.deadline)
-          : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? MODE_ALL_OR_NOTHING : MODE_COUNT_ALL, options.deadline);
-      this.breaker.success();
-      return results;
+      return options.stopIncrementWhenOverLimit && groups.length > 1
+        ? await this.allOrNothingAcrossGroups(checks, groups, options.deadline)
+        : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? MODE_ALL_OR_NOTHING : MODE_COUNT_ALL, options.deadline);
     } catch (err) {
-      this.breaker.failure();
       for (const group of groups) refreshAfterFailure(group.client);
       throw err instanceof DeadlineExceededError || err instanceof BackendUnavailableError
         ? err
@@ -59,37 +67,62 @@ export class RedisLimiter implements Limiter {
     }
   }
 
+  /**
+   * Unhealthy only while Redis is unreachable as a whole: a client is not connected, or every
+   * node of a client has an open circuit (a Redis that hangs). A partial cluster outage is not.
+   */
   isHealthy(): boolean {
-    const { client, perSecondClient } = this.options;
-    return isClientReady(client) && (perSecondClient === undefined || isClientReady(perSecondClient));
+    return this.clients().every((client) => isClientReady(client) && !this.allCircuitsOpen(client));
   }
 
   async close(): Promise<void> {
-    const clients = [this.options.client, this.options.perSecondClient].filter((c): c is RedisClient => c !== undefined);
-    await Promise.all(clients.map((c) => c.quit().catch(() => c.disconnect())));
+    await Promise.all(this.clients().map((c) => c.quit().catch(() => c.disconnect())));
+  }
+
+  private clients(): RedisClient[] {
+    const { client, perSecondClient } = this.options;
+    return perSecondClient === undefined ? [client] : [client, perSecondClient];
+  }
+
+  private allCircuitsOpen(client: RedisClient): boolean {
+    const prefix = client === this.options.client ? 'm|' : 's|';
+    const nodes = client instanceof Cluster ? client.nodes('master').length : 1;
+    let open = 0;
+    for (const [name, breaker] of this.breakers) if (name.startsWith(prefix) && breaker.isOpen) open++;
+    return open > 0 && open >= nodes;
+  }
+
+  private breakerFor(name: string): CircuitBreaker {
+    let breaker = this.breakers.get(name);
+    if (breaker === undefined) this.breakers.set(name, (breaker = this.newBreaker()));
+    return breaker;
   }
 
   private group(checks: readonly LimitCheck[]): SlotGroup[] {
     const { client, perSecondClient, keyPrefix } = this.options;
-    const bySlot = new Map<string, SlotGroup>();
+    const groups = new Map<string, SlotGroup>();
     for (let i = 0; i < checks.length; i++) {
       const check = checks[i] as LimitCheck;
       const key = counterKey(keyPrefix, check.counter, check.spec);
       const target = perSecondClient !== undefined && check.spec.windowSeconds === 1 ? perSecondClient : client;
-      const groupKey = (target === client ? 'm' : 's') + calculateSlot(key);
-      let group = bySlot.get(groupKey);
+      const side = target === client ? 'm|' : 's|';
+      // Outside a cluster every key lives on one server: one script call for all of them.
+      const slot = target instanceof Cluster ? calculateSlot(key) : -1;
+      const groupKey = side + slot;
+      let group = groups.get(groupKey);
       if (group === undefined) {
-        group = { client: target, keys: [], indexes: [] };
-        bySlot.set(groupKey, group);
+        const node = target instanceof Cluster ? (target.slots[slot]?.[0] ?? `slot ${slot}`) : 'server';
+        group = { client: target, breaker: this.breakerFor(side + node), keys: [], indexes: [] };
+        groups.set(groupKey, group);
       }
       group.keys.push(key);
       group.indexes.push(i);
     }
-    return [...bySlot.values()];
+    return [...groups.values()];
   }
 
-  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT over several slots: look first, then charge. */
-  private async allOrNothingAcrossSlots(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number): Promise<LimitResult[]> {
+  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT over several script calls: look first, then charge. */
+  private async allOrNothingAcrossGroups(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number): Promise<LimitResult[]> {
     const peeked = await this.runGroups(checks, groups, MODE_COUNT_ALL, deadline, true);
     if (peeked.some((r) => !r.allowed)) return peeked;
     return this.runGroups(checks, groups, MODE_ALL_OR_NOTHING, deadline);
@@ -97,10 +130,27 @@ export class RedisLimiter implements Limiter {
 
   private async runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], mode: number, deadline: number, peekOnly = false): Promise<LimitResult[]> {
     const results: LimitResult[] = new Array(checks.length);
-    await withDeadline(
-      Promise.all(groups.map((g) => this.runGroup(checks, g, mode, peekOnly, results))),
-      deadline,
+    const pending = new Set(groups);
+    const runs = groups.map((g) =>
+      this.runGroup(checks, g, mode, peekOnly, results).then(
+        () => {
+          pending.delete(g);
+          g.breaker.success();
+        },
+        (err: unknown) => {
+          pending.delete(g);
+          g.breaker.failure();
+          throw err;
+        },
+      ),
     );
+    try {
+      await withDeadline(Promise.all(runs), deadline);
+    } catch (err) {
+      // The nodes that had not answered by the deadline count as failed, too.
+      if (err instanceof DeadlineExceededError) for (const g of pending) g.breaker.failure();
+      throw err;
+    }
     return results;
   }
 

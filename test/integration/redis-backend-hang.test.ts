@@ -1,0 +1,109 @@
+// A Redis that hangs (SIGSTOP: connections stay open, nothing answers) is the outage a plain
+// "is the client connected?" check misses. The per-node circuit breakers must notice it: a
+// hanging standalone Redis makes the instance NOT_SERVING, while one hanging cluster master
+// only fails its own slots and leaves the instance SERVING.
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
+import { keySlot } from '../harness/key-slot';
+import { oneDescriptor } from '../helpers/rls-client';
+import { startTestApp, type TestApp } from '../helpers/test-app';
+import { oneRule, tally, timedCall } from './redis-backend-helpers';
+
+const RULES = { 'h.yaml': oneRule('h', 'k', 1_000_000) };
+
+async function until(what: string, probe: () => boolean | Promise<boolean>, ms: number): Promise<number> {
+  const start = Date.now();
+  while (Date.now() - start < ms) {
+    if (await probe()) return Date.now() - start;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`${what} not within ${ms} ms`);
+}
+
+describe('a hanging standalone Redis', () => {
+  let redis: RedisProcess;
+  let t: TestApp;
+  beforeAll(async () => {
+    redis = await startStandalone();
+    t = await startTestApp(RULES, { REDIS_URL: redis.url, BACKEND_FAILURE_MODE: 'error' });
+  });
+  afterAll(async () => {
+    if (redis?.pid) process.kill(redis.pid, 'SIGCONT');
+    await t?.stop();
+    await redis?.stop();
+  });
+
+  test('turns health NOT_SERVING once calls keep timing out, and SERVING again when it answers', async () => {
+    expect((await timedCall(t.client, oneDescriptor('h', { k: 'a' }), 100)).code).toBe('OK');
+    process.kill(redis.pid!, 'SIGSTOP');
+    const outcomes = [];
+    for (let i = 0; i < 5; i++) outcomes.push(await timedCall(t.client, oneDescriptor('h', { k: 'a' }), 50));
+    // Every call is answered with an error within its deadline, never left hanging.
+    expect(outcomes.every((o) => o.code === 'DEADLINE_EXCEEDED' || o.code === 'UNAVAILABLE')).toBe(true);
+    expect(Math.max(...outcomes.map((o) => o.ms))).toBeLessThan(150);
+    await until('NOT_SERVING', async () => (await t.client.healthCheck('ratelimit')) === 'NOT_SERVING', 2000);
+    expect((await fetch(`${t.httpUrl}/healthcheck`)).status).toBe(500);
+
+    process.kill(redis.pid!, 'SIGCONT');
+    // The breaker lets a probe through after its open time; its success closes the circuit.
+    await until(
+      'calls succeed again',
+      async () => (await timedCall(t.client, oneDescriptor('h', { k: 'a' }), 200)).code === 'OK',
+      3000,
+    );
+    await until('SERVING', async () => (await t.client.healthCheck('ratelimit')) === 'SERVING', 2000);
+  });
+});
+
+describe('one hanging cluster master', () => {
+  let cluster: RedisClusterHarness;
+  let t: TestApp;
+  let stoppedPid: number | undefined;
+  beforeAll(async () => {
+    cluster = await startCluster();
+    t = await startTestApp(RULES, { REDIS_TYPE: 'CLUSTER', REDIS_URL: cluster.seeds, BACKEND_FAILURE_MODE: 'allow' });
+  });
+  afterAll(async () => {
+    if (stoppedPid) process.kill(stoppedPid, 'SIGCONT');
+    await t?.stop();
+    await cluster?.stop();
+  });
+
+  test('fails only its own slots; the other masters answer and the instance stays SERVING', async () => {
+    // Find values whose keys live on the victim and on another master.
+    const masters = cluster.masters();
+    const victim = masters[0]!;
+    const slotsOf = async (node: typeof victim): Promise<[number, number][]> => {
+      const shards = (await node.command('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+      return shards.filter((s) => Number(s[2][1]) === node.port).map((s) => [Number(s[0]), Number(s[1])]);
+    };
+    const victimRanges = await slotsOf(victim);
+    const onVictim = (v: string) => {
+      const slot = keySlot(`rl:{h:k=${v}}:fixed_window:3600`);
+      return victimRanges.some(([a, b]) => slot >= a && slot <= b);
+    };
+    const values = Array.from({ length: 200 }, (_, i) => `v${i}`);
+    const victimValue = values.find(onVictim)!;
+    const otherValues = values.filter((v) => !onVictim(v)).slice(0, 20);
+    expect(victimValue).toBeDefined();
+    expect(otherValues.length).toBe(20);
+    for (const v of [victimValue, ...otherValues]) expect((await timedCall(t.client, oneDescriptor('h', { k: v }), 500)).code).toBe('OK');
+
+    stoppedPid = victim.server.pid;
+    process.kill(stoppedPid!, 'SIGSTOP');
+    const t0 = Date.now();
+    // Trip the victim's breaker: its calls fall back to `allow` within their deadline.
+    for (let i = 0; i < 4; i++) {
+      const o = await timedCall(t.client, oneDescriptor('h', { k: victimValue }), 60);
+      expect(o.code).toBe('OK');
+      expect(o.remaining).toBe(1_000_000);
+    }
+    // The other masters answer for real (their counters move), while the victim hangs; checked
+    // before the cluster's node timeout (1 s) could promote a replica.
+    const others = await Promise.all(otherValues.map((v) => timedCall(t.client, oneDescriptor('h', { k: v }), 200)));
+    expect(tally(others)).toEqual({ OK: 20 });
+    expect(others.every((o) => o.remaining === 1_000_000 - 2)).toBe(true);
+    expect(await t.client.healthCheck('ratelimit')).toBe('SERVING');
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+});
