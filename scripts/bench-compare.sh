@@ -37,13 +37,16 @@ if [ "$backend" = redis ]; then
   env_extra=(REDIS_URL="127.0.0.1:$redis_port")
 fi
 
-declare -A port
+declare -A port pid
+# CPU seconds (user + system) the server process has used so far.
+cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
 for side in before after; do
   port[$side]=$(free_port)
   env "${env_extra[@]}" RUNTIME_ROOT="$PWD/bench/rules" RUNTIME_WATCH_ROOT=false LOG_LEVEL=ERROR \
     GRPC_HOST=127.0.0.1 GRPC_PORT="${port[$side]}" HOST=127.0.0.1 PORT=0 DEBUG_PORT=0 USE_PROMETHEUS=false \
     node "$work/$side/dist/src/main.js" 2>/dev/null &
   pids+=($!)
+  pid[$side]=$!
 done
 sleep 2
 
@@ -57,10 +60,15 @@ for side in before after; do run 2s "${port[$side]}" > /dev/null; done
 echo "# $(date -u +%FT%TZ) $backend: before=$(git rev-parse --short "$before") after=$(git rev-parse --short "$after"), $(nproc) cores, ghz -c $CONCURRENCY --connections $CONNECTIONS -z $DURATION, $rounds alternating rounds"
 for r in $(seq "$rounds"); do
   for side in before after; do
+    cpu0=$(cpu_of "${pid[$side]}")
     out=$(run "$DURATION" "${port[$side]}")
+    cpu1=$(cpu_of "${pid[$side]}")
+    count=$(echo "$out" | awk '/Count:/ {print $2}')
     rps=$(echo "$out" | awk '/Requests\/sec:/ {print $2}')
-    p50=$(echo "$out" | awk '/50 % in/ {print $3}')
-    p99=$(echo "$out" | awk '/99 % in/ {print $3}')
-    echo "round $r $side: $rps req/s, p50 ${p50} ms, p99 ${p99} ms"
+    p50=$(echo "$out" | awk '/50 % in/ {print $4}')
+    p99=$(echo "$out" | awk '/99 % in/ {print $4}')
+    # Server CPU per call: steadier than req/s on a small machine where ghz competes for cores.
+    us=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$count" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
+    echo "round $r $side: $rps req/s, p50 ${p50} ms, p99 ${p99} ms, server CPU ${us} us/call"
   done
 done
