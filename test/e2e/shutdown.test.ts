@@ -1,56 +1,22 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, test } from 'vitest';
 import { loadProtos } from '../../src/grpc/protos';
 import { projectRoot } from '../../src/paths';
+import { spawnServer, type ServerProcess } from '../helpers/server-process';
 import { oneDescriptor, rlsClient } from '../helpers/rls-client';
 
-interface Running {
-  proc: ChildProcess;
-  grpcPort: number;
-  httpPort: number;
-  exited: Promise<number | null>;
-}
-
-/** Runs the built server (`npm run build` first) as a real process on ephemeral ports. */
-async function startServer(): Promise<Running> {
-  const proc = spawn(process.execPath, [join(projectRoot, 'dist/src/main.js')], {
-    env: {
-      PATH: process.env.PATH,
-      RUNTIME_ROOT: projectRoot,
-      RUNTIME_WATCH_ROOT: 'false',
-      HOST: '127.0.0.1',
-      PORT: '0',
-      GRPC_HOST: '127.0.0.1',
-      GRPC_PORT: '0',
-      DEBUG_PORT: '0',
-      USE_PROMETHEUS: 'false',
-      SHUTDOWN_GRACE_MS: '3000',
-    },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  const ports = await new Promise<{ grpcPort: number; httpPort: number }>((resolve, reject) => {
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 15_000);
-    proc.stderr!.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-      const m = /serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+)/.exec(err);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ grpcPort: Number(m[1]), httpPort: Number(m[2]) });
-      }
-    });
-    proc.once('exit', (code) => reject(new Error(`server exited with ${code}: ${err}`)));
-  });
-  return { proc, exited, ...ports };
-}
-
 describe('SIGTERM', () => {
-  let server: Running | undefined;
+  // The example rules of `npm start`.
+  const rules = {
+    'edge.yaml': readFileSync(join(projectRoot, 'config/edge.yaml'), 'utf8'),
+    'billing.yaml': readFileSync(join(projectRoot, 'config/billing.yaml'), 'utf8'),
+  };
+  const startServer = () => spawnServer(rules, { SHUTDOWN_GRACE_MS: '3000' });
+  let server: ServerProcess | undefined;
   afterEach(() => {
-    server?.proc.kill('SIGKILL');
+    server?.cleanup();
   });
 
   test('health turns NOT_SERVING, the process exits 0 in bounded time', async () => {

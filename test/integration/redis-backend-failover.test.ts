@@ -12,12 +12,11 @@ import {
   awayFromWindowEdge,
   oneRule,
   scanKeys,
-  spawnServer,
   timedCall,
   uniquePrefix,
   type CallOutcome,
-  type ServerProcess,
 } from './redis-backend-helpers';
+import { spawnServer, type ServerProcess } from '../helpers/server-process';
 
 const LIMIT = 1_000_000;
 const RULES = { 'fo.yaml': oneRule('fo', 'k', LIMIT, 'hour') };

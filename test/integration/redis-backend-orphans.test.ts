@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { sleep } from '../harness/wait';
 import { rlsClient } from '../helpers/rls-client';
-import { pttls, spawnServer, tally, timedCall, uniquePrefix, type CallOutcome, type RedisNode } from './redis-backend-helpers';
+import { spawnServer } from '../helpers/server-process';
+import { pttls, tally, timedCall, uniquePrefix, type CallOutcome, type RedisNode } from './redis-backend-helpers';
 
 // Three windows, so keys of several lifetimes are created under load.
 const RULES = {
