@@ -4,7 +4,6 @@
 import { randomBytes } from 'node:crypto';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { RespValue } from '../harness/resp-client';
-import { sleep } from '../harness/wait';
 import type { RlsTestClient, TestRequest } from '../helpers/rls-client';
 
 /** Anything the harness can send a raw command to (RedisProcess, ClusterNode). */
@@ -79,20 +78,7 @@ export function tally(outcomes: readonly CallOutcome[]): Record<string, number> 
   return counts;
 }
 
-/** Milliseconds until the current `windowSeconds`-aligned window ends. */
-export function msToWindowEnd(windowSeconds: number, now = Date.now()): number {
-  const w = windowSeconds * 1000;
-  return w - (now % w);
-}
-
-/**
- * Waits (only when needed) until at least `needMs` remain in the current window, so that a
- * window boundary cannot fall inside a test that counts exactly.
- */
-export async function awayFromWindowEdge(windowSeconds: number, needMs: number): Promise<void> {
-  const left = msToWindowEnd(windowSeconds);
-  if (left < needMs) await sleep(left + 50);
-}
+export { awayFromWindowEdge, msToWindowEnd } from '../helpers/windows';
 
 /** Reads one labelled sample of a Prometheus text exposition (0 when absent). */
 export function metricValue(text: string, name: string, labels: Record<string, string>): number {
