@@ -13,7 +13,7 @@ import { createLimiter } from './limiter/create-limiter';
 import { IMPLEMENTED_ALGORITHMS, type Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
 import { PrometheusMetrics } from './metrics/metrics';
-import { RateLimitService } from './service/rate-limit-service';
+import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
 import { SettingsError } from './errors';
 
@@ -109,6 +109,21 @@ async function backendReady(limiter: Limiter, maxMs: number): Promise<boolean> {
   return true;
 }
 
+/** The service's behaviour switches, from settings. */
+function serviceConfig(settings: Settings): ServiceConfig {
+  return {
+    shadowMode: settings.shadowMode,
+    quotaMode: settings.quotaMode,
+    stopIncrementWhenOverLimit: settings.stopCacheKeyIncrementWhenOverlimit,
+    nearLimitRatio: settings.nearLimitRatio,
+    responseDynamicMetadata: settings.responseDynamicMetadata,
+    ...(settings.limitResponseHeadersEnabled
+      ? { headers: { limit: settings.limitLimitHeader, remaining: settings.limitRemainingHeader, reset: settings.limitResetHeader } }
+      : {}),
+    requestLimits: settings.requestLimits,
+  };
+}
+
 /** The one place that wires concrete pieces together. */
 export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
@@ -150,22 +165,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     backendHealthy: () => limiter.isHealthy(),
     rulesReady: () => !settings.healthyWithAtLeastOneConfigLoaded || current !== undefined,
   });
-  const service = new RateLimitService({
-    rules,
-    limiter,
-    metrics,
-    config: {
-      shadowMode: settings.shadowMode,
-      quotaMode: settings.quotaMode,
-      stopIncrementWhenOverLimit: settings.stopCacheKeyIncrementWhenOverlimit,
-      nearLimitRatio: settings.nearLimitRatio,
-      responseDynamicMetadata: settings.responseDynamicMetadata,
-      ...(settings.limitResponseHeadersEnabled
-        ? { headers: { limit: settings.limitLimitHeader, remaining: settings.limitRemainingHeader, reset: settings.limitResetHeader } }
-        : {}),
-      requestLimits: settings.requestLimits,
-    },
-  });
+  const service = new RateLimitService({ rules, limiter, metrics, config: serviceConfig(settings) });
 
   const grpcServer = new GrpcServer({
     service,
