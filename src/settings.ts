@@ -90,7 +90,8 @@ export interface Settings {
 
 function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: string): RedisSettings {
   const type = oneOf<RedisType>(env, `${prefix}_TYPE`, 'SINGLE', ['SINGLE', 'SENTINEL', 'CLUSTER']);
-  const inferred = type === 'SINGLE' && url.includes('/') ? 'unix' : 'tcp';
+  // A path (`/run/redis.sock`, `./redis.sock`) is a unix socket; `host:port` and `redis://host:port` are tcp.
+  const inferred = type === 'SINGLE' && /^\.{0,2}\//.test(url) ? 'unix' : 'tcp';
   const auth = str(env, `${prefix}_AUTH`, '');
   const colon = auth.indexOf(':');
   // The reference has one set of REDIS_TLS_* files for both connections; REDIS_PERSECOND_TLS_*

@@ -12,8 +12,20 @@ function field(obj: Json, camel: string, snake: string): unknown {
   return obj[camel] ?? obj[snake];
 }
 
-function asObject(v: unknown, what: string): Json {
+// Field names each message accepts; like protobuf's JSON parser, anything else is an error
+// rather than silently ignored (a misspelt `hitAddend` must not quietly count 1).
+const FIELDS = {
+  request: new Set(['domain', 'descriptors', 'hitsAddend', 'hits_addend']),
+  descriptor: new Set(['entries', 'limit', 'hitsAddend', 'hits_addend']),
+  entry: new Set(['key', 'value']),
+  limit: new Set(['requestsPerUnit', 'requests_per_unit', 'unit']),
+} as const;
+
+function asObject(v: unknown, what: string, fields: ReadonlySet<string>): Json {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new InvalidRequestError(`${what} must be an object`);
+  for (const name of Object.keys(v)) {
+    if (!fields.has(name)) throw new InvalidRequestError(`unknown field '${name}' in ${what}`);
+  }
   return v as Json;
 }
 
@@ -45,14 +57,14 @@ function unitFromJson(v: unknown, what: string): WireUnit | number {
 }
 
 function descriptorFromJson(v: unknown, i: number): WireDescriptor {
-  const d = asObject(v, `descriptors[${i}]`);
+  const d = asObject(v, `descriptors[${i}]`, FIELDS.descriptor);
   const entries = d.entries ?? [];
   if (!Array.isArray(entries)) throw new InvalidRequestError(`descriptors[${i}].entries must be a list`);
-  const limit = d.limit === undefined || d.limit === null ? null : asObject(d.limit, `descriptors[${i}].limit`);
+  const limit = d.limit === undefined || d.limit === null ? null : asObject(d.limit, `descriptors[${i}].limit`, FIELDS.limit);
   const hits = field(d, 'hitsAddend', 'hits_addend');
   return {
     entries: entries.map((e, j) => {
-      const entry = asObject(e, `descriptors[${i}].entries[${j}]`);
+      const entry = asObject(e, `descriptors[${i}].entries[${j}]`, FIELDS.entry);
       return { key: asString(entry.key, `descriptors[${i}].entries[${j}].key`), value: asString(entry.value, `descriptors[${i}].entries[${j}].value`) };
     }),
     limit: limit && {
@@ -71,7 +83,7 @@ export function wireRequestFromJson(body: string): WireRequest {
   } catch (err) {
     throw new InvalidRequestError(`request body is not valid JSON: ${(err as Error).message}`);
   }
-  const obj = asObject(parsed, 'request body');
+  const obj = asObject(parsed, 'request body', FIELDS.request);
   const descriptors = obj.descriptors ?? [];
   if (!Array.isArray(descriptors)) throw new InvalidRequestError('descriptors must be a list');
   return {

@@ -251,6 +251,8 @@ describe('REDIS_SOCKET_TYPE inference', () => {
     [{ REDIS_URL: 'localhost:6379' }, 'tcp'],
     [{ REDIS_URL: '10.0.0.1:6380' }, 'tcp'],
     [{ REDIS_URL: '/var/run/redis/redis.sock' }, 'unix'],
+    [{ REDIS_URL: './redis.sock' }, 'unix'],
+    [{ REDIS_URL: 'redis://10.0.0.1:6379' }, 'tcp'],
     [{ REDIS_URL: 'mymaster,10.0.0.1:26379,10.0.0.2:26379', REDIS_TYPE: 'SENTINEL' }, 'tcp'],
     [{ REDIS_URL: 'a:7000,b:7001', REDIS_TYPE: 'cluster' }, 'tcp'],
     [{ REDIS_URL: 'localhost:6379', REDIS_SOCKET_TYPE: 'unix' }, 'unix'],

@@ -94,6 +94,10 @@ describe('wireRequestFromJson', () => {
     ['a requestsPerUnit above uint32', '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1e10,"unit":"SECOND"}}]}', /^descriptors\[0\]\.limit\.requestsPerUnit must be/],
     ['a non-string unit', '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1,"unit":true}}]}', /^descriptors\[0\]\.limit\.unit must be a string$/],
     ['a negative descriptor hitsAddend', '{"domain":"d","descriptors":[{"entries":[],"hitsAddend":-2}]}', /^descriptors\[0\]\.hitsAddend must be/],
+    ['a misspelt request field', '{"domain":"d","hitAddend":2}', /^unknown field 'hitAddend' in request body$/],
+    ['an unknown descriptor field', '{"domain":"d","descriptors":[{"entries":[],"extra":1}]}', /^unknown field 'extra' in descriptors\[0\]$/],
+    ['an unknown entry field', '{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v","type":"x"}]}]}', /^unknown field 'type' in descriptors\[0\]\.entries\[0\]$/],
+    ['an unknown limit field', '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1,"unit":"SECOND","burst":2}}]}', /^unknown field 'burst' in descriptors\[0\]\.limit$/],
   ])('rejects %s with InvalidRequestError', (_what, body, message) => {
     expect(invalidMessage(body)).toMatch(message);
   });
