@@ -1,5 +1,5 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { makeCertificates } from '../helpers/certificates';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -24,18 +24,6 @@ function call(client: grpc.Client, timeoutMs = 3000): Promise<WireResponse> {
       (err, res) => (err ? reject(err) : resolve(res)),
     );
   });
-}
-
-/** A throwaway CA, a server certificate for 127.0.0.1 and a client certificate, made with openssl. */
-function makeCertificates(dir: string): void {
-  const run = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-  run('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=floodgate-test-ca');
-  for (const name of ['server', 'client']) {
-    run('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
-    const ext = join(dir, `${name}.ext`);
-    writeFileSync(ext, name === 'server' ? 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' : 'extendedKeyUsage=clientAuth\nsubjectAltName=DNS:envoy.gateway,URI:spiffe://cluster/ns/gw/sa/envoy\n');
-    run('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', '-extfile', ext);
-  }
 }
 
 describe('gRPC on a unix socket (GRPC_UDS)', () => {
