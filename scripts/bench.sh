@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ghz load test against the real server, on loopback only, bounded in time.
 #   scripts/bench.sh [memory|redis ...]      (default: memory redis)
-# Settings: BENCH_DURATION (10s), BENCH_CONCURRENCY (50), BENCH_CONNECTIONS (4), BENCH_WARMUP (2s).
+# Settings: BENCH_DURATION (10s), BENCH_CONCURRENCY (50), BENCH_CONNECTIONS (4), BENCH_WARMUP (2s),
+# BENCH_ENV (extra server settings, e.g. "WORKERS=2").
 # Prints one summary line per backend and appends the full ghz summaries to bench/last-run.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ out=bench/last-run.txt
 {
   echo "# $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null || echo nogit)"
   echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), node $(node --version), $(redis-server --version | cut -d' ' -f3)"
-  echo "# ghz: -c $CONCURRENCY --connections $CONNECTIONS -z $DURATION (after a $WARMUP warm-up), one descriptor per call"
+  echo "# ghz: -c $CONCURRENCY --connections $CONNECTIONS -z $DURATION (after a $WARMUP warm-up), one descriptor per call; server env: ${BENCH_ENV:-default}"
 } > "$out"
 
 pids=()
@@ -46,7 +47,8 @@ for backend in "${BACKENDS[@]}"; do
     for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
     env_extra=(REDIS_URL="127.0.0.1:$redis_port")
   fi
-  env "${env_extra[@]}" RUNTIME_ROOT="$PWD/bench/rules" RUNTIME_WATCH_ROOT=false LOG_LEVEL=ERROR \
+  # shellcheck disable=SC2086
+  env "${env_extra[@]}" ${BENCH_ENV:-} RUNTIME_ROOT="$PWD/bench/rules" RUNTIME_WATCH_ROOT=false LOG_LEVEL=ERROR \
     GRPC_HOST=127.0.0.1 GRPC_PORT="$grpc_port" HOST=127.0.0.1 PORT=0 DEBUG_PORT=0 USE_PROMETHEUS=false \
     node dist/src/main.js 2>/dev/null &
   server=$!
@@ -68,7 +70,7 @@ for backend in "${BACKENDS[@]}"; do
   p99=$(echo "$summary" | awk '/99 % in/ {print $3, $4}')
   # ghz -z cuts the calls in flight when time is up ("transport is closing"): not server errors.
   errors=$(echo "$summary" | awk '/Error distribution:/ {f=1; next} f && NF {print} !NF {f=0}' | grep -v 'transport is closing\|client connection is closing' || true)
-  echo "$backend: ${rps} req/s, p50 ${p50}, p99 ${p99}${errors:+, errors: $errors}"
+  echo "$backend${BENCH_ENV:+ ($BENCH_ENV)}: ${rps} req/s, p50 ${p50}, p99 ${p99}${errors:+, errors: $errors}"
   kill "$server"; wait "$server" 2>/dev/null || true
 done
 kill "${pids[@]}" 2>/dev/null || true

@@ -1,4 +1,7 @@
+import cluster from 'node:cluster';
+import { AggregatorRegistry } from 'prom-client';
 import { startApp } from './app';
+import { runClusterPrimary } from './cluster-primary';
 import { FloodgateError } from './errors';
 import { createLogger } from './log';
 import { loadSettings } from './settings';
@@ -12,13 +15,23 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger(settings.logLevel, settings.logFormat);
+  if (settings.workers > 1 && cluster.isPrimary) {
+    await runClusterPrimary(settings, logger);
+    return;
+  }
   let app;
   try {
-    app = await startApp(settings, { logger });
+    // In a worker the primary serves Prometheus, summing what every worker reports.
+    app = await startApp(cluster.isWorker ? { ...settings, usePrometheus: false } : settings, { logger });
   } catch (err) {
     const message = err instanceof FloodgateError ? err.message : String(err);
     process.stderr.write(`floodgate: cannot start: ${message}\n`);
     process.exit(1);
+  }
+  if (cluster.isWorker) {
+    // Constructing one installs prom-client's IPC listener that answers the primary's requests.
+    new AggregatorRegistry();
+    AggregatorRegistry.setRegistries([app.metrics.registry]);
   }
   // Printed whatever LOG_LEVEL says: operators and scripts look for this line.
   process.stderr.write(

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { SettingsError } from './errors';
 import { bool, duration, float, int, listenAddress, oneOf, port, str, type Env } from './settings-parse';
@@ -86,6 +87,8 @@ export interface Settings {
   readonly defaultDeadlineMs: number;
   /** How long SIGTERM waits for calls in flight before the process exits anyway. */
   readonly shutdownGraceMs: number;
+  /** WORKERS: server processes sharing the ports (Node cluster); 1 = this process serves. */
+  readonly workers: number;
 }
 
 function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: string): RedisSettings {
@@ -159,6 +162,16 @@ function header(env: Env, name: string, fallback: string): string {
   return v;
 }
 
+function workers(env: Env, backendType: BackendType): number {
+  const raw = str(env, 'WORKERS', '1').trim();
+  const n = raw.toLowerCase() === 'auto' ? availableParallelism() : int(env, 'WORKERS', 1, 1, 256);
+  // Memory counters live in one process: several workers would each grant the full limit.
+  if (n > 1 && backendType === 'memory') {
+    throw new SettingsError(`invalid value for WORKERS: '${raw}' (more than one worker needs BACKEND_TYPE=redis; memory counters are per process)`);
+  }
+  return n;
+}
+
 /** Reads and validates every setting once; throws SettingsError naming the variable and value. */
 export function loadSettings(env: Env = process.env): Settings {
   const prometheus = listenAddress(env, 'PROMETHEUS_ADDR', ':9090');
@@ -169,6 +182,7 @@ export function loadSettings(env: Env = process.env): Settings {
   const prometheusPath = str(env, 'PROMETHEUS_PATH', '/metrics');
   if (!prometheusPath.startsWith('/')) throw new SettingsError(`invalid value for PROMETHEUS_PATH: '${prometheusPath}' (must start with '/')`);
   const tls = grpcTls(env);
+  const backend = backendSettings(env);
   return Object.freeze({
     host: str(env, 'HOST', '0.0.0.0'),
     port: port(env, 'PORT', 8080),
@@ -193,7 +207,7 @@ export function loadSettings(env: Env = process.env): Settings {
     mergeDomainConfig: bool(env, 'MERGE_DOMAIN_CONFIG', false),
     forceStartWithoutInitialConfig: bool(env, 'FORCE_START_WITHOUT_INITIAL_CONFIG', false),
     healthyWithAtLeastOneConfigLoaded: bool(env, 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
-    ...backendSettings(env),
+    ...backend,
     cacheKeyPrefix: cacheKeyPrefix(env),
     backendFailureMode: oneOf<FailureMode>(env, 'BACKEND_FAILURE_MODE', 'error', ['error', 'allow', 'deny', 'local']),
     expirationJitterMaxSeconds: int(env, 'EXPIRATION_JITTER_MAX_SECONDS', 300, 0, 86400),
@@ -215,5 +229,6 @@ export function loadSettings(env: Env = process.env): Settings {
     }),
     defaultDeadlineMs: int(env, 'DEFAULT_DEADLINE_MS', 1000, 1, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    workers: workers(env, backend.backendType),
   } satisfies Settings);
 }

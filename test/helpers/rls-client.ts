@@ -21,9 +21,9 @@ export interface RlsTestClient {
 }
 
 /** A real gRPC client built from the project's own protos. */
-export function rlsClient(address: string): RlsTestClient {
+export function rlsClient(address: string, channelOptions: grpc.ChannelOptions = {}): RlsTestClient {
   const protos = loadProtos();
-  const rls = new protos.rlsClient(address, grpc.credentials.createInsecure());
+  const rls = new protos.rlsClient(address, grpc.credentials.createInsecure(), channelOptions);
   const health = new protos.healthClient(address, grpc.credentials.createInsecure());
   return {
     shouldRateLimit(request, timeoutMs = 5000) {
