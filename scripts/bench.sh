@@ -66,8 +66,8 @@ for backend in "${BACKENDS[@]}"; do
     echo "$summary"
   } >> "$out"
   rps=$(echo "$summary" | awk '/Requests\/sec:/ {print $2}')
-  p50=$(echo "$summary" | awk '/50 % in/ {print $3, $4}')
-  p99=$(echo "$summary" | awk '/99 % in/ {print $3, $4}')
+  p50=$(echo "$summary" | awk '/50 % in/ {print $4, $5}')
+  p99=$(echo "$summary" | awk '/99 % in/ {print $4, $5}')
   # ghz -z cuts the calls in flight when time is up ("transport is closing"): not server errors.
   errors=$(echo "$summary" | awk '/Error distribution:/ {f=1; next} f && NF {print} !NF {f=0}' | grep -v 'transport is closing\|client connection is closing' || true)
   echo "$backend${BENCH_ENV:+ ($BENCH_ENV)}: ${rps} req/s, p50 ${p50}, p99 ${p99}${errors:+, errors: $errors}"
