@@ -1,0 +1,32 @@
+// REDIS_SOCKET_TYPE unix: REDIS_URL is a socket path (inferred from the path form).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { oneDescriptor } from '../helpers/rls-client';
+import { startTestApp, type TestApp } from '../helpers/test-app';
+import { oneRule, timedCall } from './redis-backend-helpers';
+
+describe('Redis on a unix socket', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'floodgate-redis-sock-'));
+  const socket = join(dir, 'redis.sock');
+  let redis: RedisProcess;
+  let t: TestApp;
+  beforeAll(async () => {
+    redis = await startStandalone({ extraArgs: ['--unixsocket', socket, '--unixsocketperm', '700'] });
+    t = await startTestApp({ 'u.yaml': oneRule('u', 'k', 2) }, { REDIS_URL: socket, CACHE_KEY_PREFIX: 'sock_' });
+  });
+  afterAll(async () => {
+    await t?.stop();
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('counts in Redis through the socket', async () => {
+    const codes = [];
+    for (let i = 0; i < 3; i++) codes.push((await timedCall(t.client, oneDescriptor('u', { k: 'v' }), 2000)).code);
+    expect(codes).toEqual(['OK', 'OK', 'OVER_LIMIT']);
+    expect(Number(await redis.command('GET', 'sock_rl:{u:k=v}:fixed_window:3600'))).toBe(3);
+  });
+});
