@@ -1,11 +1,7 @@
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from './limiter';
 import { counterIdentity } from './counter-key';
-
-interface WindowCounter {
-  count: number;
-  /** Epoch ms at which this window ends and the counter is dropped. */
-  expiresAt: number;
-}
+import type { AlgorithmState } from './memory/memory-algorithm';
+import { memoryAlgorithms } from './memory/memory-algorithms';
 
 export interface MemoryLimiterOptions {
   /** Clock in epoch ms; injectable for tests. */
@@ -15,12 +11,12 @@ export interface MemoryLimiterOptions {
 }
 
 /**
- * In-process limiter: the same fixed-window semantics as lua/fixed_window.lua, exact under
- * concurrency because a check runs synchronously on the event loop, and bounded in memory
- * because every counter is dropped when its window ends.
+ * In-process limiter: the same algorithms as lua/*.lua (one module per algorithm under
+ * memory/), exact under concurrency because a check runs synchronously on the event loop, and
+ * bounded in memory because every state is dropped once it is equal to a fresh counter.
  */
 export class MemoryLimiter implements Limiter {
-  private readonly counters = new Map<string, WindowCounter>();
+  private readonly states = new Map<string, AlgorithmState>();
   private readonly now: () => number;
   private readonly sweepTimer: NodeJS.Timeout;
 
@@ -32,7 +28,7 @@ export class MemoryLimiter implements Limiter {
 
   /** Number of live counters (for tests and the debug page). */
   get size(): number {
-    return this.counters.size;
+    return this.states.size;
   }
 
   check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
@@ -43,11 +39,12 @@ export class MemoryLimiter implements Limiter {
   checkNow(checks: readonly LimitCheck[], stopIncrementWhenOverLimit: boolean): LimitResult[] {
     const now = this.now();
     const keys = checks.map((c) => counterIdentity(c.counter, c.spec));
-    let commit = true;
     if (stopIncrementWhenOverLimit) {
-      commit = checks.every((c, i) => this.current(keys[i] as string, now) + c.hits <= c.spec.limit);
+      // All or nothing: look at every counter first; one denial charges none of them.
+      const looked = checks.map((c, i) => this.step(keys[i] as string, c, now, false));
+      if (looked.some((r) => !r.allowed)) return looked;
     }
-    return checks.map((c, i) => this.apply(keys[i] as string, c, now, commit));
+    return checks.map((c, i) => this.step(keys[i] as string, c, now, true));
   }
 
   isHealthy(): boolean {
@@ -56,41 +53,26 @@ export class MemoryLimiter implements Limiter {
 
   close(): Promise<void> {
     clearInterval(this.sweepTimer);
-    this.counters.clear();
+    this.states.clear();
     return Promise.resolve();
   }
 
-  /** Drops every counter whose window has ended. */
+  /** Drops every state that has become equal to a fresh counter. */
   sweep(): void {
     const now = this.now();
-    for (const [key, counter] of this.counters) {
-      if (counter.expiresAt <= now) this.counters.delete(key);
+    for (const [key, state] of this.states) {
+      if (state.expiresAt <= now) this.states.delete(key);
     }
   }
 
-  private current(key: string, now: number): number {
-    const counter = this.counters.get(key);
-    return counter !== undefined && counter.expiresAt > now ? counter.count : 0;
-  }
-
-  private apply(key: string, check: LimitCheck, now: number, commit: boolean): LimitResult {
-    const windowMs = check.spec.windowSeconds * 1000;
-    const windowEnd = (Math.floor(now / windowMs) + 1) * windowMs;
-    let counter = this.counters.get(key);
-    if (counter !== undefined && counter.expiresAt <= now) counter = undefined;
-    let used: number;
-    if (!commit || check.hits === 0) {
-      // A peek, or a refused all-or-nothing call, reports the count this request would reach.
-      used = (counter?.count ?? 0) + check.hits;
-    } else if (counter === undefined) {
-      this.counters.set(key, { count: check.hits, expiresAt: windowEnd });
-      used = check.hits;
-    } else {
-      counter.count += check.hits;
-      used = counter.count;
-    }
-    const allowed = used <= check.spec.limit;
-    const resetMs = windowEnd - now;
-    return { allowed, used, remaining: Math.max(0, check.spec.limit - used), resetMs, retryAfterMs: allowed ? 0 : resetMs };
+  private step(key: string, check: LimitCheck, now: number, charge: boolean): LimitResult {
+    let state = this.states.get(key);
+    if (state !== undefined && state.expiresAt <= now) state = undefined;
+    const algorithm = memoryAlgorithms[check.spec.algorithm];
+    // Unreachable for loaded rules: checkAlgorithms refuses an algorithm that is not implemented.
+    if (algorithm === undefined) throw new Error(`rate limit algorithm '${check.spec.algorithm}' is not implemented`);
+    const { result, next } = algorithm.step(state, check.spec, check.hits, now, charge);
+    if (next !== undefined) this.states.set(key, next);
+    return result;
   }
 }

@@ -1,16 +1,12 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
+import type { Algorithm } from '../../config/rule-types';
 import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
 import { CircuitBreaker } from '../circuit-breaker';
 import { counterKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
-import { loadLuaScript, type LuaScript } from './lua-script';
+import { algorithmScripts, type AlgorithmScript, type CallPass } from './algorithm-scripts';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
-
-// lua/fixed_window.lua modes (see its header).
-const MODE_COUNT_ALL = 0;
-const MODE_ALL_OR_NOTHING = 1;
-const REPLY_WIDTH = 4;
 
 export interface RedisLimiterOptions {
   readonly client: RedisClient;
@@ -23,9 +19,10 @@ export interface RedisLimiterOptions {
   readonly pinnedNow?: () => number;
 }
 
-/** The checks of one call that go to one Redis node and slot: one atomic script call. */
+/** The checks of one call that go to one Redis node and slot with one algorithm: one atomic script call. */
 interface SlotGroup {
   readonly client: RedisClient;
+  readonly algorithm: AlgorithmScript;
   readonly breaker: CircuitBreaker;
   readonly keys: string[];
   readonly indexes: number[];
@@ -33,12 +30,13 @@ interface SlotGroup {
 
 /**
  * Counts in Redis: every check is one key; the checks of one call that share a slot (all of
- * them, outside a cluster) go to Redis as one atomic fixed_window script call, and the groups
- * are sent in parallel. Each Redis node has its own circuit breaker, so a lost cluster master
- * fails fast for its own slots while the other masters keep answering.
+ * them, outside a cluster) and an algorithm go to Redis as one atomic call of that algorithm's
+ * script (algorithm-scripts.ts), and the groups are sent in parallel. Each Redis node has its
+ * own circuit breaker, so a lost cluster master fails fast for its own slots while the other
+ * masters keep answering.
  */
 export class RedisLimiter implements Limiter {
-  private readonly script: LuaScript = loadLuaScript('fixed_window');
+  private readonly scripts: Readonly<Partial<Record<Algorithm, AlgorithmScript>>> = algorithmScripts();
   private readonly breakers = new Map<string, CircuitBreaker>();
   private readonly newBreaker: () => CircuitBreaker;
 
@@ -58,7 +56,7 @@ export class RedisLimiter implements Limiter {
     try {
       return options.stopIncrementWhenOverLimit && groups.length > 1
         ? await this.allOrNothingAcrossGroups(checks, groups, options.deadline)
-        : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? MODE_ALL_OR_NOTHING : MODE_COUNT_ALL, options.deadline);
+        : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? 'stop' : 'count', options.deadline);
     } catch (err) {
       for (const group of groups) refreshAfterFailure(group.client);
       throw err instanceof DeadlineExceededError || err instanceof BackendUnavailableError
@@ -108,11 +106,14 @@ export class RedisLimiter implements Limiter {
       const side = target === client ? 'm|' : 's|';
       // Outside a cluster every key lives on one server: one script call for all of them.
       const slot = target instanceof Cluster ? calculateSlot(key) : -1;
-      const groupKey = side + slot;
+      const groupKey = side + slot + '|' + check.spec.algorithm;
       let group = groups.get(groupKey);
       if (group === undefined) {
         const node = target instanceof Cluster ? (target.slots[slot]?.[0] ?? `slot ${slot}`) : 'server';
-        group = { client: target, breaker: this.breakerFor(side + node), keys: [], indexes: [] };
+        const algorithm = this.scripts[check.spec.algorithm];
+        // Unreachable for loaded rules: checkAlgorithms refuses an algorithm that is not implemented.
+        if (algorithm === undefined) throw new Error(`rate limit algorithm '${check.spec.algorithm}' is not implemented`);
+        group = { client: target, algorithm, breaker: this.breakerFor(side + node), keys: [], indexes: [] };
         groups.set(groupKey, group);
       }
       group.keys.push(key);
@@ -123,16 +124,16 @@ export class RedisLimiter implements Limiter {
 
   /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT over several script calls: look first, then charge. */
   private async allOrNothingAcrossGroups(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number): Promise<LimitResult[]> {
-    const peeked = await this.runGroups(checks, groups, MODE_COUNT_ALL, deadline, true);
+    const peeked = await this.runGroups(checks, groups, 'peek', deadline);
     if (peeked.some((r) => !r.allowed)) return peeked;
-    return this.runGroups(checks, groups, MODE_ALL_OR_NOTHING, deadline);
+    return this.runGroups(checks, groups, 'stop', deadline);
   }
 
-  private async runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], mode: number, deadline: number, peekOnly = false): Promise<LimitResult[]> {
+  private async runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], pass: CallPass, deadline: number): Promise<LimitResult[]> {
     const results: LimitResult[] = new Array(checks.length);
     const pending = new Set(groups);
     const runs = groups.map((g) =>
-      this.runGroup(checks, g, mode, peekOnly, results).then(
+      this.runGroup(checks, g, pass, results).then(
         () => {
           pending.delete(g);
           g.breaker.success();
@@ -154,26 +155,19 @@ export class RedisLimiter implements Limiter {
     return results;
   }
 
-  private async runGroup(checks: readonly LimitCheck[], group: SlotGroup, mode: number, peekOnly: boolean, out: LimitResult[]): Promise<void> {
-    const args: (number | string)[] = [mode];
-    for (const i of group.indexes) {
-      const c = checks[i] as LimitCheck;
-      args.push(peekOnly ? 0 : c.hits, c.spec.limit, c.spec.windowSeconds);
-    }
+  private async runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[]): Promise<void> {
+    const algorithm = group.algorithm;
+    const args: (number | string)[] = [algorithm.mode(pass)];
+    for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck, pass);
     if (this.options.pinnedNow) args.push(this.options.pinnedNow());
-    const reply = await this.script.run(group.client, group.keys, args);
-    // In all-or-nothing mode a refused call added nothing: report what it would have reached.
-    let anyOver = false;
-    for (let j = 0; j < group.indexes.length; j++) if (reply[j * REPLY_WIDTH + 3] === 1) anyOver = true;
-    const heldBack = peekOnly || (mode === MODE_ALL_OR_NOTHING && anyOver);
+    const reply = await algorithm.script.run(group.client, group.keys, args);
+    // In all-or-nothing mode a refused call charged nothing.
+    let anyDenied = false;
+    for (let j = 0; j < group.indexes.length; j++) if (algorithm.denied(reply, j)) anyDenied = true;
+    const heldBack = pass === 'peek' || (pass === 'stop' && anyDenied);
     for (let j = 0; j < group.indexes.length; j++) {
       const i = group.indexes[j] as number;
-      const c = checks[i] as LimitCheck;
-      const count = reply[j * REPLY_WIDTH] as number;
-      const resetMs = reply[j * REPLY_WIDTH + 2] as number;
-      const over = reply[j * REPLY_WIDTH + 3] === 1 || (peekOnly && count + c.hits > c.spec.limit);
-      const used = heldBack ? count + c.hits : count;
-      out[i] = { allowed: !over, used, remaining: Math.max(0, c.spec.limit - used), resetMs, retryAfterMs: over ? resetMs : 0 };
+      out[i] = algorithm.decode(reply, j, checks[i] as LimitCheck, pass, heldBack);
     }
   }
 }

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { IMPLEMENTED_ALGORITHMS } from '../../../src/limiter/limiter';
 import { luaDir } from '../../../src/paths';
 
 // The contract of every script lives in its header (see docs: "Lua scripts"); these checks keep
@@ -22,8 +23,9 @@ function body(source: string): string {
 }
 
 describe('lua scripts', () => {
-  it('exist', () => {
+  it('exist, one per implemented algorithm', () => {
     expect(files).toContain('fixed_window.lua');
+    for (const algorithm of IMPLEMENTED_ALGORITHMS) expect(files).toContain(`${algorithm}.lua`);
   });
 
   describe.each(files)('%s', (file) => {

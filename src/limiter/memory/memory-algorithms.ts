@@ -1,0 +1,13 @@
+import type { Algorithm } from '../../config/rule-types';
+import { fixedWindow } from './fixed-window';
+import type { MemoryAlgorithm } from './memory-algorithm';
+import { slidingWindow } from './sliding-window';
+
+/**
+ * The in-memory step of every implemented algorithm, by rule name. An algorithm joins
+ * IMPLEMENTED_ALGORITHMS only with an entry here and a script in redis/algorithm-scripts.ts.
+ */
+export const memoryAlgorithms: Readonly<Partial<Record<Algorithm, MemoryAlgorithm>>> = {
+  fixed_window: fixedWindow as MemoryAlgorithm,
+  sliding_window: slidingWindow as MemoryAlgorithm,
+};

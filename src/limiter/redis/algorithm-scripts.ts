@@ -1,0 +1,86 @@
+import type { Algorithm } from '../../config/rule-types';
+import type { LimitCheck, LimitResult } from '../limiter';
+import { loadLuaScript, type LuaScript } from './lua-script';
+
+/** What one script call of a request is for. */
+export type CallPass =
+  /** Charge: per key (count) or all-or-nothing within the call (stop). */
+  | 'count'
+  | 'stop'
+  /** First pass when one all-or-nothing request spans several calls: charge nothing. */
+  | 'peek';
+
+/** How the Redis limiter talks to one algorithm's script: arguments in, results out. */
+export interface AlgorithmScript {
+  readonly script: LuaScript;
+  /** ARGV[1] of the call. */
+  mode(pass: CallPass): number;
+  /** Appends the ARGV of one check. */
+  pushArgs(args: (number | string)[], check: LimitCheck, pass: CallPass): void;
+  /** Whether key j of the reply was denied. */
+  denied(reply: readonly number[], j: number): boolean;
+  /**
+   * The result of key j. `heldBack`: nothing of this call was charged although hits were asked
+   * (the peek pass, or an all-or-nothing call that one of its keys denied).
+   */
+  decode(reply: readonly number[], j: number, check: LimitCheck, pass: CallPass, heldBack: boolean): LimitResult;
+}
+
+// lua/fixed_window.lua: ARGV [mode, (hits, limit, window) × n], 4 integers per key.
+function fixedWindowScript(): AlgorithmScript {
+  const width = 4;
+  return {
+    script: loadLuaScript('fixed_window'),
+    // The peek pass sends hits 0 and judges the hits here, from the count.
+    mode: (pass) => (pass === 'stop' ? 1 : 0),
+    pushArgs(args, c, pass) {
+      args.push(pass === 'peek' ? 0 : c.hits, c.spec.limit, c.spec.windowSeconds);
+    },
+    denied: (reply, j) => reply[j * width + 3] === 1,
+    decode(reply, j, c, pass, heldBack) {
+      const count = reply[j * width] as number;
+      const resetMs = reply[j * width + 2] as number;
+      const over = reply[j * width + 3] === 1 || (pass === 'peek' && count + c.hits > c.spec.limit);
+      // Held back, the count did not move: report what this request would have reached.
+      const used = heldBack ? count + c.hits : count;
+      return { allowed: !over, used, remaining: Math.max(0, c.spec.limit - used), resetMs, retryAfterMs: over ? resetMs : 0 };
+    },
+  };
+}
+
+// The scripts that count only admitted hits share one layout: ARGV [mode, (hits, limit,
+// window, burst) × n] and 5 integers per key [used, remaining, reset_ms, retry_after_ms, denied].
+const MODES: Readonly<Record<CallPass, number>> = { count: 0, stop: 1, peek: 2 };
+
+function admittedHitsScript(name: Algorithm): AlgorithmScript {
+  const width = 5;
+  return {
+    script: loadLuaScript(name),
+    mode: (pass) => MODES[pass],
+    pushArgs(args, c) {
+      args.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
+    },
+    denied: (reply, j) => reply[j * width + 4] === 1,
+    decode(reply, j) {
+      const at = j * width;
+      return {
+        allowed: reply[at + 4] !== 1,
+        used: reply[at] as number,
+        remaining: reply[at + 1] as number,
+        resetMs: reply[at + 2] as number,
+        retryAfterMs: reply[at + 3] as number,
+      };
+    },
+  };
+}
+
+/**
+ * The script of every implemented algorithm, loaded once (one table per limiter). An algorithm
+ * joins IMPLEMENTED_ALGORITHMS only with an entry here and one in memory/memory-algorithms.ts.
+ */
+export function algorithmScripts(): Readonly<Partial<Record<Algorithm, AlgorithmScript>>> {
+  return {
+    fixed_window: fixedWindowScript(),
+    sliding_window: admittedHitsScript('sliding_window'),
+  };
+}

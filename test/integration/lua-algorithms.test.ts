@@ -1,0 +1,277 @@
+import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import Redis, { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LimitResult, LimitSpec } from '../../src/limiter/limiter';
+import { IMPLEMENTED_ALGORITHMS } from '../../src/limiter/limiter';
+import type { AlgorithmState } from '../../src/limiter/memory/memory-algorithm';
+import { memoryAlgorithms } from '../../src/limiter/memory/memory-algorithms';
+import { luaDir } from '../../src/paths';
+import { startCluster, startStandalone } from '../harness/redis-servers';
+import { ALGORITHM_TRACES, TRACE_START, randomSteps, seededRandom } from '../helpers/algorithm-traces';
+
+// The scripts that count only admitted hits (uniform layout), as far as they are implemented.
+const ALGORITHMS = (['sliding_window', 'token_bucket', 'gcra', 'sliding_log'] as const).filter((a) => IMPLEMENTED_ALGORITHMS.has(a));
+type Name = (typeof ALGORITHMS)[number];
+
+const MODE_EACH = 0;
+const MODE_ALL_OR_NOTHING = 1;
+const MODE_LOOK = 2;
+
+type Client = Redis | Cluster;
+interface Call {
+  hits: number;
+  spec: LimitSpec;
+}
+
+interface Target {
+  client: Client;
+  clients: Client[];
+  sha: Record<string, string>;
+  allKeys(): Promise<string[]>;
+  stop(): Promise<void>;
+}
+
+const sources = Object.fromEntries(ALGORITHMS.map((a) => [a, fs.readFileSync(path.join(luaDir, `${a}.lua`), 'utf8')]));
+
+async function loadAll(direct: Redis): Promise<Record<string, string>> {
+  const sha: Record<string, string> = {};
+  for (const a of ALGORITHMS) sha[a] = String(await direct.script('LOAD', sources[a]!));
+  return sha;
+}
+
+async function standaloneTarget(): Promise<Target> {
+  const server = await startStandalone();
+  const clients = Array.from({ length: 4 }, () => new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1 }));
+  const client = clients[0]!;
+  const sha = await loadAll(client);
+  return {
+    client,
+    clients,
+    sha,
+    allKeys: () => client.keys('*'),
+    stop: async () => {
+      clients.forEach((c) => c.disconnect());
+      await server.stop();
+    },
+  };
+}
+
+async function clusterTarget(): Promise<Target> {
+  const cluster = await startCluster({ masters: 3, replicasPerMaster: 1 });
+  const clients = Array.from({ length: 4 }, () => new Cluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: 1 } }));
+  const client = clients[0]!;
+  await Promise.all(clients.map((c) => c.ping()));
+  // SCRIPT LOAD reaches one node only: every master gets the scripts up front.
+  let sha: Record<string, string> = {};
+  for (const m of cluster.masters()) {
+    const direct = new Redis({ host: m.host, port: m.port, maxRetriesPerRequest: 1 });
+    try {
+      sha = await loadAll(direct);
+    } finally {
+      direct.disconnect();
+    }
+  }
+  return {
+    client,
+    clients,
+    sha,
+    allKeys: async () => (await Promise.all(client.nodes('master').map((n) => n.keys('*')))).flat(),
+    stop: async () => {
+      clients.forEach((c) => c.disconnect());
+      await cluster.stop();
+    },
+  };
+}
+
+async function runScript(client: Client, sha: string, keys: readonly string[], mode: number, calls: readonly Call[], now?: number): Promise<LimitResult[]> {
+  const argv: (string | number)[] = [mode];
+  for (const c of calls) argv.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
+  if (now !== undefined) argv.push(now);
+  const reply = (await client.evalsha(sha, keys.length, ...keys, ...argv)) as unknown[];
+  expect(reply).toHaveLength(5 * keys.length);
+  for (const v of reply) expect(Number.isInteger(v)).toBe(true);
+  const r = reply as number[];
+  return keys.map((_, i) => ({ allowed: r[5 * i + 4] === 0, used: r[5 * i]!, remaining: r[5 * i + 1]!, resetMs: r[5 * i + 2]!, retryAfterMs: r[5 * i + 3]! }));
+}
+
+/** Keys of one call share one hash tag, so they live in one cluster slot. */
+function keysFor(n: number): string[] {
+  const tag = randomUUID();
+  return Array.from({ length: n }, (_, i) => `alg:{${tag}}:${i}`);
+}
+
+/** The longest a key of `spec` may live: sliding_window 2 W, the buckets burst × W / limit, the log W. */
+function maxTtl(algorithm: Name, spec: LimitSpec): number {
+  const w = spec.windowSeconds * 1000;
+  if (algorithm === 'sliding_window') return 2 * w;
+  if (algorithm === 'sliding_log') return w;
+  return Math.ceil((spec.burst * w) / spec.limit);
+}
+
+const spec = (algorithm: Name, limit: number, windowSeconds = 3600, burst = limit): LimitSpec => ({ algorithm, limit, windowSeconds, burst });
+
+describe.each([
+  ['standalone', standaloneTarget],
+  ['cluster', clusterTarget],
+] as const)('admitted-hits scripts on %s', (_name, makeTarget) => {
+  let t: Target;
+  beforeAll(async () => {
+    t = await makeTarget();
+  }, 90_000);
+  afterAll(async () => {
+    await t?.stop();
+  }, 30_000);
+
+  describe.each(ALGORITHMS)('%s.lua', (algorithm) => {
+    const call = (keys: readonly string[], mode: number, calls: readonly Call[], now?: number, client: Client = t.client) =>
+      runScript(client, t.sha[algorithm]!, keys, mode, calls, now);
+
+    it.each(ALGORITHM_TRACES[algorithm]!.map((tr) => [tr.name, tr] as const))(
+      'trace "%s": the scripted results; a TTL on the key after every call; peeks and denials change nothing',
+      async (_n, trace) => {
+        const [key] = keysFor(1) as [string];
+        for (const [i, step] of trace.steps.entries()) {
+          const before = await t.client.dump(key);
+          const ttlBefore = await t.client.pttl(key);
+          const [result] = await call([key], MODE_EACH, [{ hits: step.hits, spec: trace.spec }], TRACE_START + step.at);
+          expect(result, `step ${i} (at ${step.at}, hits ${step.hits})`).toEqual(step.expected);
+          const ttl = await t.client.pttl(key);
+          if (step.hits === 0 || !result!.allowed) {
+            // Nothing written: same value (or still no key), expiry not extended.
+            expect(await t.client.dump(key)).toEqual(before);
+            if (before !== null) expect(ttl).toBeLessThanOrEqual(ttlBefore);
+          } else {
+            expect(ttl, `step ${i}: key without TTL`).toBeGreaterThan(0);
+            expect(ttl).toBeLessThanOrEqual(maxTtl(algorithm, trace.spec));
+          }
+          if (before === null && (step.hits === 0 || !result!.allowed)) expect(await t.client.exists(key)).toBe(0);
+        }
+      },
+    );
+
+    it('gives the memory implementation’s results on random traces (pinned time)', async () => {
+      const random = seededRandom(99);
+      const step = memoryAlgorithms[algorithm]!;
+      for (let round = 0; round < 12; round++) {
+        const [key] = keysFor(1) as [string];
+        const s = spec(algorithm, random(8), [1, 7, 60][random(3)]!, 1 + random(8));
+        let state: AlgorithmState | undefined;
+        let now = TRACE_START + random(86_400_000);
+        for (const st of randomSteps(round, 40, 900, 4)) {
+          now += st.at % 900;
+          if (state !== undefined && state.expiresAt <= now) state = undefined;
+          const expected = step.step(state, s, st.hits, now, true);
+          if (expected.next !== undefined) state = expected.next;
+          const [got] = await call([key], MODE_EACH, [{ hits: st.hits, spec: s }], now);
+          expect(got, `${JSON.stringify(s)} at ${now} hits ${st.hits}`).toEqual(expected.result);
+        }
+      }
+    });
+
+    it('checks several keys of one slot in one call, each with its own rule', async () => {
+      const keys = keysFor(3);
+      const calls = [
+        { hits: 1, spec: spec(algorithm, 1, 1) },
+        { hits: 2, spec: spec(algorithm, 10, 60) },
+        { hits: 3, spec: spec(algorithm, 2, 3600) },
+      ];
+      const results = await call(keys, MODE_EACH, calls);
+      expect(results.map((r) => [r.allowed, r.used, r.remaining])).toEqual([
+        [true, 1, 0],
+        [true, 2, 8],
+        [false, 0, 2],
+      ]);
+      for (const [i, key] of keys.entries()) {
+        if (i === 2) {
+          expect(await t.client.exists(key)).toBe(0);
+          continue;
+        }
+        const ttl = await t.client.pttl(key);
+        expect(ttl).toBeGreaterThan(0);
+        expect(ttl).toBeLessThanOrEqual(maxTtl(algorithm, calls[i]!.spec));
+      }
+    });
+
+    it('is atomic: 200 concurrent calls with limit 50 admit exactly 50', async () => {
+      const [key] = keysFor(1) as [string];
+      // Token bucket and gcra: burst 50 refilled over a day, so no token comes back meanwhile.
+      const s = spec(algorithm, 50, 86_400);
+      const results = await Promise.all(
+        Array.from({ length: 200 }, (_, i) => call([key], MODE_EACH, [{ hits: 1, spec: s }], undefined, t.clients[i % t.clients.length]!)),
+      );
+      expect(results.filter(([r]) => r!.allowed)).toHaveLength(50);
+      expect((await call([key], MODE_EACH, [{ hits: 0, spec: s }]))[0]).toMatchObject({ used: 50, remaining: 0 });
+    });
+
+    it('mode 1 is all or nothing; mode 2 never charges', async () => {
+      const [loose, tight] = keysFor(2) as [string, string];
+      const now = TRACE_START + 1000;
+      const L = spec(algorithm, 100);
+      const T = spec(algorithm, 2);
+      await call([tight], MODE_EACH, [{ hits: 2, spec: T }], now);
+      const held = await call([loose, tight], MODE_ALL_OR_NOTHING, [{ hits: 5, spec: L }, { hits: 1, spec: T }], now);
+      expect(held.map((r) => [r.allowed, r.used, r.remaining])).toEqual([
+        [true, 0, 100],
+        [false, 2, 0],
+      ]);
+      expect(held[1]!.retryAfterMs).toBeGreaterThan(0);
+      expect(await t.client.exists(loose)).toBe(0);
+
+      const looked = await call([loose, tight], MODE_LOOK, [{ hits: 5, spec: L }, { hits: 0, spec: T }], now);
+      expect(looked.map((r) => r.allowed)).toEqual([true, true]);
+      expect(await t.client.exists(loose)).toBe(0);
+
+      const passed = await call([loose, tight], MODE_ALL_OR_NOTHING, [{ hits: 5, spec: L }, { hits: 0, spec: T }], now);
+      expect(passed.map((r) => [r.allowed, r.used])).toEqual([
+        [true, 5],
+        [true, 2],
+      ]);
+      expect(await t.client.pttl(loose)).toBeGreaterThan(0);
+
+      // Under concurrency, all-or-nothing lets exactly the tighter limit through on both keys.
+      const [a, b] = keysFor(2) as [string, string];
+      const results = await Promise.all(
+        Array.from({ length: 120 }, (_, i) =>
+          call([a, b], MODE_ALL_OR_NOTHING, [{ hits: 1, spec: spec(algorithm, 100, 86_400) }, { hits: 1, spec: spec(algorithm, 30, 86_400) }], undefined, t.clients[i % 4]!),
+        ),
+      );
+      expect(results.filter((r) => r.every((x) => x.allowed))).toHaveLength(30);
+      const peek = await call([a, b], MODE_EACH, [{ hits: 0, spec: spec(algorithm, 100, 86_400) }, { hits: 0, spec: spec(algorithm, 30, 86_400) }]);
+      expect(peek.map((r) => r.used)).toEqual([30, 30]);
+    });
+
+    it('rejects malformed arguments with a clear error and touches nothing', async () => {
+      const [key] = keysFor(1) as [string];
+      const sha = t.sha[algorithm]!;
+      await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60)).rejects.toThrow(new RegExp(`${algorithm}: 1 keys need 5 or 6 ARGV, got 4`));
+      await expect(t.client.evalsha(sha, 1, key, 0, 'x', 10, 60, 10)).rejects.toThrow(/key 1 needs integer hits/);
+      await expect(t.client.evalsha(sha, 1, key, 0, 1.5, 10, 60, 10)).rejects.toThrow(/key 1 needs integer hits/);
+      await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 0, 10)).rejects.toThrow(/window >= 1/);
+      await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, -1)).rejects.toThrow(/burst >= 0/);
+      await expect(t.client.evalsha(sha, 1, key, 3, 1, 10, 60, 10)).rejects.toThrow(/mode \(ARGV\[1\]\)/);
+      await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, 10, 'soon')).rejects.toThrow(/pinned now/);
+      expect(await t.client.exists(key)).toBe(0);
+    });
+
+    it('leaves no key without a TTL after a random load on the real clock', async () => {
+      const groups = Array.from({ length: 15 }, () => keysFor(3));
+      const random = seededRandom(42);
+      await Promise.all(
+        Array.from({ length: 300 }, (_, i) => {
+          const keys = groups[random(groups.length)]!;
+          const calls = keys.map(() => ({ hits: random(4), spec: spec(algorithm, random(20), [1, 60, 3600][random(3)]!, 1 + random(20)) }));
+          return call(keys, random(3), calls, undefined, t.clients[i % 4]!);
+        }),
+      );
+      const prefix = 'alg:{';
+      const mine = new Set(groups.flat());
+      const all = (await t.allKeys()).filter((k) => k.startsWith(prefix) && mine.has(k));
+      expect(all.length).toBeGreaterThan(0);
+      const ttls = await Promise.all(all.map((k) => t.client.pttl(k)));
+      // -2: a key that expired since KEYS ran, which is fine; -1 would be a key without TTL.
+      expect(all.filter((_, i) => ttls[i] === -1 || ttls[i]! > 2 * 3_600_000)).toEqual([]);
+    });
+  });
+});
