@@ -92,9 +92,39 @@ const slidingWindow: Trace[] = [
   zeroLimit('sliding_window'),
 ];
 
+/** token_bucket and gcra share these traces: the same hits must get the same answers. */
+function bucketTraces(algorithm: 'token_bucket'): Trace[] {
+  return [
+    // 1 token per second, capacity 5.
+    trace(`${algorithm}: capacity 5, one token per second`, spec(algorithm, 10, 10, 5), [
+      [0, 3, 1, 3, 2, 3_000, 0],
+      [0, 3, 0, 3, 2, 3_000, 1_000],
+      [1_000, 3, 1, 5, 0, 5_000, 0],
+      [1_500, 1, 0, 5, 0, 4_500, 500],
+      // More than the capacity never fits: come back when the bucket is full.
+      [1_500, 6, 0, 5, 0, 4_500, 4_500],
+      [1_500, 0, 1, 5, 0, 4_500, 0],
+      [2_000, 1, 1, 5, 0, 5_000, 0],
+      [4_333, 0, 1, 3, 2, 2_667, 0],
+      [4_333, 2, 1, 5, 0, 4_667, 0],
+      [20_000, 5, 1, 5, 0, 5_000, 0],
+    ]),
+    // 3 per 10 s: one token every 3333⅓ ms, kept exact (no drift from rounding).
+    trace(`${algorithm}: a fractional emission interval stays exact`, spec(algorithm, 3, 10, 1), [
+      [0, 1, 1, 1, 0, 3_334, 0],
+      [3_333, 1, 0, 1, 0, 1, 1],
+      [3_334, 1, 1, 1, 0, 3_334, 0],
+      [6_667, 1, 0, 1, 0, 1, 1],
+      [6_668, 1, 1, 1, 0, 3_334, 0],
+    ]),
+    zeroLimit(algorithm),
+  ];
+}
+
 /** The traces of every algorithm that counts only admitted hits, by algorithm. */
 export const ALGORITHM_TRACES: Readonly<Partial<Record<Algorithm, readonly Trace[]>>> = {
   sliding_window: slidingWindow,
+  token_bucket: bucketTraces('token_bucket'),
 };
 
 /** A deterministic pseudo-random sequence (LCG), for random traces both backends replay. */

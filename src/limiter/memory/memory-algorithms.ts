@@ -2,6 +2,7 @@ import type { Algorithm } from '../../config/rule-types';
 import { fixedWindow } from './fixed-window';
 import type { MemoryAlgorithm } from './memory-algorithm';
 import { slidingWindow } from './sliding-window';
+import { tokenBucket } from './token-bucket';
 
 /**
  * The in-memory step of every implemented algorithm, by rule name. An algorithm joins
@@ -10,4 +11,5 @@ import { slidingWindow } from './sliding-window';
 export const memoryAlgorithms: Readonly<Partial<Record<Algorithm, MemoryAlgorithm>>> = {
   fixed_window: fixedWindow as MemoryAlgorithm,
   sliding_window: slidingWindow as MemoryAlgorithm,
+  token_bucket: tokenBucket as MemoryAlgorithm,
 };

@@ -82,5 +82,6 @@ export function algorithmScripts(): Readonly<Partial<Record<Algorithm, Algorithm
   return {
     fixed_window: fixedWindowScript(),
     sliding_window: admittedHitsScript('sliding_window'),
+    token_bucket: admittedHitsScript('token_bucket'),
   };
 }
