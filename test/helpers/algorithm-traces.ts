@@ -93,7 +93,7 @@ const slidingWindow: Trace[] = [
 ];
 
 /** token_bucket and gcra share these traces: the same hits must get the same answers. */
-function bucketTraces(algorithm: 'token_bucket'): Trace[] {
+function bucketTraces(algorithm: 'token_bucket' | 'gcra'): Trace[] {
   return [
     // 1 token per second, capacity 5.
     trace(`${algorithm}: capacity 5, one token per second`, spec(algorithm, 10, 10, 5), [
@@ -125,6 +125,7 @@ function bucketTraces(algorithm: 'token_bucket'): Trace[] {
 export const ALGORITHM_TRACES: Readonly<Partial<Record<Algorithm, readonly Trace[]>>> = {
   sliding_window: slidingWindow,
   token_bucket: bucketTraces('token_bucket'),
+  gcra: bucketTraces('gcra'),
 };
 
 /** A deterministic pseudo-random sequence (LCG), for random traces both backends replay. */

@@ -124,6 +124,29 @@ describe.each([
     await t?.stop();
   }, 30_000);
 
+  it.runIf(IMPLEMENTED_ALGORITHMS.has('token_bucket') && IMPLEMENTED_ALGORITHMS.has('gcra'))(
+    'token_bucket.lua and gcra.lua answer identically to the same random hits',
+    async () => {
+      const random = seededRandom(31);
+      let denied = 0;
+      for (let round = 0; round < 10; round++) {
+        const [tb, gc] = keysFor(2) as [string, string];
+        const limit = 1 + random(10);
+        const windowSeconds = [1, 3, 60][random(3)]!;
+        const burst = 1 + random(10);
+        let now = TRACE_START + random(86_400_000);
+        for (const st of randomSteps(round, 40, 1200, 4)) {
+          now += st.at % 1200;
+          const [a] = await runScript(t.client, t.sha.token_bucket!, [tb], MODE_EACH, [{ hits: st.hits, spec: spec('token_bucket', limit, windowSeconds, burst) }], now);
+          const [b] = await runScript(t.client, t.sha.gcra!, [gc], MODE_EACH, [{ hits: st.hits, spec: spec('gcra', limit, windowSeconds, burst) }], now);
+          expect(b).toEqual(a);
+          if (!a!.allowed) denied++;
+        }
+      }
+      expect(denied).toBeGreaterThan(20);
+    },
+  );
+
   describe.each(ALGORITHMS)('%s.lua', (algorithm) => {
     const call = (keys: readonly string[], mode: number, calls: readonly Call[], now?: number, client: Client = t.client) =>
       runScript(client, t.sha[algorithm]!, keys, mode, calls, now);

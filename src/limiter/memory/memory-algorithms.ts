@@ -1,5 +1,6 @@
 import type { Algorithm } from '../../config/rule-types';
 import { fixedWindow } from './fixed-window';
+import { gcra } from './gcra';
 import type { MemoryAlgorithm } from './memory-algorithm';
 import { slidingWindow } from './sliding-window';
 import { tokenBucket } from './token-bucket';
@@ -12,4 +13,5 @@ export const memoryAlgorithms: Readonly<Partial<Record<Algorithm, MemoryAlgorith
   fixed_window: fixedWindow as MemoryAlgorithm,
   sliding_window: slidingWindow as MemoryAlgorithm,
   token_bucket: tokenBucket as MemoryAlgorithm,
+  gcra: gcra as MemoryAlgorithm,
 };

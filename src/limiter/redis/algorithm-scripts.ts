@@ -83,5 +83,6 @@ export function algorithmScripts(): Readonly<Partial<Record<Algorithm, Algorithm
     fixed_window: fixedWindowScript(),
     sliding_window: admittedHitsScript('sliding_window'),
     token_bucket: admittedHitsScript('token_bucket'),
+    gcra: admittedHitsScript('gcra'),
   };
 }
