@@ -60,4 +60,4 @@ export interface Limiter {
 }
 
 /** Algorithms both backends implement today; a rule naming another one is refused at load. */
-export const IMPLEMENTED_ALGORITHMS: ReadonlySet<Algorithm> = new Set<Algorithm>(['fixed_window', 'sliding_window', 'token_bucket', 'gcra']);
+export const IMPLEMENTED_ALGORITHMS: ReadonlySet<Algorithm> = new Set<Algorithm>(['fixed_window', 'sliding_window', 'token_bucket', 'gcra', 'sliding_log']);

@@ -121,11 +121,30 @@ function bucketTraces(algorithm: 'token_bucket' | 'gcra'): Trace[] {
   ];
 }
 
+const slidingLog: Trace[] = [
+  trace('sliding_log: exact window of 10 s, limit 3', spec('sliding_log', 3, 10), [
+    [0, 1, 1, 1, 2, 10_000, 0],
+    // Two entries in the same millisecond are two entries.
+    [2_000, 2, 1, 3, 0, 10_000, 0],
+    [3_000, 1, 0, 3, 0, 9_000, 7_000],
+    [3_000, 2, 0, 3, 0, 9_000, 9_000],
+    [3_000, 4, 0, 3, 0, 9_000, 9_000],
+    // The entry of t = 0 leaves the window at exactly t = 10 s.
+    [10_000, 1, 1, 3, 0, 10_000, 0],
+    [10_000, 0, 1, 3, 0, 10_000, 0],
+    [11_999, 1, 0, 3, 0, 8_001, 1],
+    [12_000, 1, 1, 2, 1, 10_000, 0],
+    [30_000, 0, 1, 0, 3, 0, 0],
+  ]),
+  zeroLimit('sliding_log'),
+];
+
 /** The traces of every algorithm that counts only admitted hits, by algorithm. */
 export const ALGORITHM_TRACES: Readonly<Partial<Record<Algorithm, readonly Trace[]>>> = {
   sliding_window: slidingWindow,
   token_bucket: bucketTraces('token_bucket'),
   gcra: bucketTraces('gcra'),
+  sliding_log: slidingLog,
 };
 
 /** A deterministic pseudo-random sequence (LCG), for random traces both backends replay. */

@@ -2,6 +2,7 @@ import type { Algorithm } from '../../config/rule-types';
 import { fixedWindow } from './fixed-window';
 import { gcra } from './gcra';
 import type { MemoryAlgorithm } from './memory-algorithm';
+import { slidingLog } from './sliding-log';
 import { slidingWindow } from './sliding-window';
 import { tokenBucket } from './token-bucket';
 
@@ -14,4 +15,5 @@ export const memoryAlgorithms: Readonly<Partial<Record<Algorithm, MemoryAlgorith
   sliding_window: slidingWindow as MemoryAlgorithm,
   token_bucket: tokenBucket as MemoryAlgorithm,
   gcra: gcra as MemoryAlgorithm,
+  sliding_log: slidingLog as MemoryAlgorithm,
 };

@@ -84,5 +84,6 @@ export function algorithmScripts(): Readonly<Partial<Record<Algorithm, Algorithm
     sliding_window: admittedHitsScript('sliding_window'),
     token_bucket: admittedHitsScript('token_bucket'),
     gcra: admittedHitsScript('gcra'),
+    sliding_log: admittedHitsScript('sliding_log'),
   };
 }
