@@ -81,7 +81,8 @@ end
 
 -- The decision over the bucket's debt (capacity − tokens, in tokens × W), shared word for word
 -- by token_bucket.lua and gcra.lua: the two differ in what they store, never in what they answer.
--- `store(debt)` writes the charged state; it is called only when hits are admitted and charged.
+-- `store(debt, ttl_ms)` writes the charged state; called only when hits are admitted and charged.
+-- Exact while burst × W stays below 2^53 (a day window: burst up to about 10^8).
 local function decide(i, debt, charge, store)
   local h, limit, burst, w = hits[i], limits[i], bursts[i], windows[i]
   local capacity = burst * w

@@ -99,6 +99,8 @@ local function step(i, charge)
   if allowed and charge and h > 0 then
     curr = curr + h
     redis.call('HSET', key, 's', int(start), 'c', int(curr), 'p', int(prev))
+    -- The end of the next window, as a relative expiry: the same as PEXPIREAT on redis TIME,
+    -- and still a real TTL when a test pins "now" away from the server's clock.
     redis.call('PEXPIRE', key, int(start + 2 * w - now))
   end
   local used = math.ceil((weighted + curr * w) / w)

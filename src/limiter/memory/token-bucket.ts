@@ -31,6 +31,7 @@ export const tokenBucket: MemoryAlgorithm<TokenBucketState> = {
 /**
  * The decision shared by token_bucket and gcra, over the bucket's debt (capacity − tokens, in
  * tokens × W ms): the two algorithms differ in what they store, never in what they answer.
+ * Exact while burst × W stays below 2^53 (a day window: burst up to about 10^8).
  */
 export function bucketStep<S extends AlgorithmState>(
   debt: number,
