@@ -13,6 +13,13 @@ export type CallPass =
 /** How the Redis limiter talks to one algorithm's script: arguments in, results out. */
 export interface AlgorithmScript {
   readonly script: LuaScript;
+  /** Integers per key in the reply. */
+  readonly replyWidth: number;
+  /**
+   * Count-mode calls of concurrent requests may be merged into one call: the script treats each
+   * key on its own, one after another, so a merged call answers as separate ones would.
+   */
+  readonly coalescible: boolean;
   /** ARGV[1] of the call. */
   mode(pass: CallPass): number;
   /** Appends the ARGV of one check. */
@@ -31,6 +38,9 @@ function fixedWindowScript(): AlgorithmScript {
   const width = 4;
   return {
     script: loadLuaScript('fixed_window'),
+    replyWidth: width,
+    // Each key is one INCRBY (and its expiry) in turn: a key that appears twice counts twice.
+    coalescible: true,
     // The peek pass sends hits 0 and judges the hits here, from the count.
     mode: (pass) => (pass === 'stop' ? 1 : 0),
     pushArgs(args, c, pass) {
@@ -56,6 +66,9 @@ function admittedHitsScript(name: Algorithm): AlgorithmScript {
   const width = 5;
   return {
     script: loadLuaScript(name),
+    replyWidth: width,
+    // Not merged: these scripts are not written for one key appearing twice in a call.
+    coalescible: false,
     mode: (pass) => MODES[pass],
     pushArgs(args, c) {
       args.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);

@@ -6,6 +6,7 @@ import { CircuitBreaker } from '../circuit-breaker';
 import { counterKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 import { algorithmScripts, type AlgorithmScript, type CallPass } from './algorithm-scripts';
+import { CallCoalescer } from './call-coalescer';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
 
 export interface RedisLimiterOptions {
@@ -23,6 +24,8 @@ export interface RedisLimiterOptions {
 interface SlotGroup {
   readonly client: RedisClient;
   readonly algorithm: AlgorithmScript;
+  /** Client side, slot and algorithm: calls with the same one may be merged. */
+  readonly batchKey: string;
   readonly breaker: CircuitBreaker;
   readonly keys: string[];
   readonly indexes: number[];
@@ -38,6 +41,7 @@ interface SlotGroup {
 export class RedisLimiter implements Limiter {
   private readonly scripts: Readonly<Partial<Record<Algorithm, AlgorithmScript>>> = algorithmScripts();
   private readonly breakers = new Map<string, CircuitBreaker>();
+  private readonly coalescer = new CallCoalescer();
   private readonly newBreaker: () => CircuitBreaker;
 
   constructor(private readonly options: RedisLimiterOptions) {
@@ -113,7 +117,7 @@ export class RedisLimiter implements Limiter {
         const algorithm = this.scripts[check.spec.algorithm];
         // Unreachable for loaded rules: checkAlgorithms refuses an algorithm that is not implemented.
         if (algorithm === undefined) throw new Error(`rate limit algorithm '${check.spec.algorithm}' is not implemented`);
-        group = { client: target, algorithm, breaker: this.breakerFor(side + node), keys: [], indexes: [] };
+        group = { client: target, algorithm, batchKey: groupKey, breaker: this.breakerFor(side + node), keys: [], indexes: [] };
         groups.set(groupKey, group);
       }
       group.keys.push(key);
@@ -157,10 +161,15 @@ export class RedisLimiter implements Limiter {
 
   private async runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[]): Promise<void> {
     const algorithm = group.algorithm;
-    const args: (number | string)[] = [algorithm.mode(pass)];
+    const args: (number | string)[] = [];
     for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck, pass);
-    if (this.options.pinnedNow) args.push(this.options.pinnedNow());
-    const reply = await algorithm.script.run(group.client, group.keys, args);
+    let reply: number[];
+    if (pass === 'count' && algorithm.coalescible && this.options.pinnedNow === undefined) {
+      reply = await this.coalescer.run(group.batchKey, group.client, algorithm.script, algorithm.mode(pass), algorithm.replyWidth, group.keys, args);
+    } else {
+      if (this.options.pinnedNow) args.push(this.options.pinnedNow());
+      reply = await algorithm.script.run(group.client, group.keys, [algorithm.mode(pass), ...args]);
+    }
     // In all-or-nothing mode a refused call charged nothing.
     let anyDenied = false;
     for (let j = 0; j < group.indexes.length; j++) if (algorithm.denied(reply, j)) anyDenied = true;
