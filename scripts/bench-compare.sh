@@ -40,6 +40,8 @@ fi
 declare -A port pid
 # CPU seconds (user + system) the server process has used so far.
 cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
+# CPU seconds the Redis server has used (both sides share it; rounds do not overlap).
+redis_cpu() { redis-cli -p "$redis_port" info cpu | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
 for side in before after; do
   port[$side]=$(free_port)
   env "${env_extra[@]}" RUNTIME_ROOT="$PWD/bench/rules" RUNTIME_WATCH_ROOT=false LOG_LEVEL=ERROR \
@@ -61,14 +63,20 @@ echo "# $(date -u +%FT%TZ) $backend: before=$(git rev-parse --short "$before") a
 for r in $(seq "$rounds"); do
   for side in before after; do
     cpu0=$(cpu_of "${pid[$side]}")
+    [ "$backend" = redis ] && rcpu0=$(redis_cpu)
     out=$(run "$DURATION" "${port[$side]}")
     cpu1=$(cpu_of "${pid[$side]}")
+    [ "$backend" = redis ] && rcpu1=$(redis_cpu)
     count=$(echo "$out" | awk '/Count:/ {print $2}')
     rps=$(echo "$out" | awk '/Requests\/sec:/ {print $2}')
     p50=$(echo "$out" | awk '/50 % in/ {print $4}')
     p99=$(echo "$out" | awk '/99 % in/ {print $4}')
     # Server CPU per call: steadier than req/s on a small machine where ghz competes for cores.
     us=$(awk -v a="$cpu0" -v b="$cpu1" -v n="$count" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}')
-    echo "round $r $side: $rps req/s, p50 ${p50} ms, p99 ${p99} ms, server CPU ${us} us/call"
+    extra=""
+    if [ "$backend" = redis ]; then
+      extra=", redis CPU $(awk -v a="$rcpu0" -v b="$rcpu1" -v n="$count" 'BEGIN {printf "%.0f", (b - a) * 1e6 / n}') us/call"
+    fi
+    echo "round $r $side: $rps req/s, p50 ${p50} ms, p99 ${p99} ms, server CPU ${us} us/call$extra"
   done
 done
