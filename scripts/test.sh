@@ -4,13 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+# Real redis-server/redis-cli for the integration suites; openssl makes the TLS certificates of
+# the TLS tests; pgrep (procps) looks at worker processes.
+missing=()
+for tool in redis-server redis-cli openssl pgrep; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "redis-server is missing; installing it with apt-get" >&2
-    apt-get update -qq && apt-get install -y redis-server >&2
+    echo "missing ${missing[*]}; installing with apt-get" >&2
+    apt-get update -qq && apt-get install -y redis-server openssl procps >&2
   else
-    echo "The tests need redis-server and redis-cli. Install them with:" >&2
-    echo "  sudo apt-get update -qq && sudo apt-get install -y redis-server" >&2
+    echo "The tests need ${missing[*]}. Install them with:" >&2
+    echo "  sudo apt-get update -qq && sudo apt-get install -y redis-server openssl procps" >&2
     exit 1
   fi
 fi
