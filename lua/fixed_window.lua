@@ -23,57 +23,23 @@
 --                          count_i + hits_i > limit_i when they were not (peek, or held back)
 -- Errors      "ERR fixed_window: ..." when ARGV does not fit KEYS or a number is invalid.
 
-local n = #KEYS
-local nargs = #ARGV
-if nargs ~= 3 * n + 1 and nargs ~= 3 * n + 2 then
-  return redis.error_reply(string.format(
-    'ERR fixed_window: %d keys need %d or %d ARGV, got %d', n, 3 * n + 1, 3 * n + 2, nargs))
-end
+-- @include lib/args.lua
 
--- A whole number >= min that a double holds exactly; nil otherwise (also for nan and inf).
-local function whole(i, min)
-  local v = tonumber(ARGV[i])
-  if v ~= nil and v >= min and v < 9007199254740992 and v == math.floor(v) then
-    return v
-  end
-  return nil
-end
-
-local mode = whole(1, 0)
-if mode ~= 0 and mode ~= 1 and mode ~= 2 then
-  return redis.error_reply('ERR fixed_window: mode (ARGV[1]) must be 0, 1 or 2')
-end
-
-local now
-if nargs == 3 * n + 2 then
-  now = whole(nargs, 0)
-  if now == nil then
-    return redis.error_reply('ERR fixed_window: pinned now (last ARGV) must be epoch milliseconds')
-  end
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
-local hits, limits, ends = {}, {}, {}
+local call, err = read_call('fixed_window', 3)
+if err then return err end
+local n, mode, now, hits, limits = call.n, call.mode, call.now, call.hits, call.limits
+local ends = {}
 for i = 1, n do
-  local h, l, w = whole(3 * i - 1, 0), whole(3 * i, 0), whole(3 * i + 1, 1)
-  if h == nil or l == nil or w == nil then
-    return redis.error_reply(string.format(
-      'ERR fixed_window: key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])',
-      i, 3 * i - 1, 3 * i + 1))
-  end
-  local window_ms = w * 1000
-  hits[i], limits[i], ends[i] = h, l, now - (now % window_ms) + window_ms
+  local window_ms = call.windows[i]
+  ends[i] = now - (now % window_ms) + window_ms
 end
 
--- Numbers go to redis as '%d' strings: redis versions differ in how they print Lua doubles.
 local function add(i)
   local key = KEYS[i]
-  local count = redis.call('INCRBY', key, string.format('%d', hits[i]))
+  local count = redis.call('INCRBY', key, int(hits[i]))
   -- A new key gets its expiry here; an old one without expiry (written by someone else) is healed.
   if count == hits[i] or redis.call('PTTL', key) < 0 then
-    redis.call('PEXPIREAT', key, string.format('%d', ends[i]))
+    redis.call('PEXPIREAT', key, int(ends[i]))
   end
   return count
 end

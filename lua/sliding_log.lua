@@ -30,53 +30,12 @@
 --             denied_i       1 when count + hits_i > limit_i (before charging), else 0
 -- Errors      "ERR sliding_log: ..." when ARGV does not fit KEYS or a number is invalid.
 
-local n = #KEYS
-local nargs = #ARGV
-if nargs ~= 4 * n + 1 and nargs ~= 4 * n + 2 then
-  return redis.error_reply(string.format(
-    'ERR sliding_log: %d keys need %d or %d ARGV, got %d', n, 4 * n + 1, 4 * n + 2, nargs))
-end
+-- @include lib/args.lua
+-- @include lib/admitted.lua
 
--- A whole number >= min that a double holds exactly; nil otherwise (also for nan and inf).
-local function whole(i, min)
-  local v = tonumber(ARGV[i])
-  if v ~= nil and v >= min and v < 9007199254740992 and v == math.floor(v) then
-    return v
-  end
-  return nil
-end
-
-local mode = whole(1, 0)
-if mode ~= 0 and mode ~= 1 and mode ~= 2 then
-  return redis.error_reply('ERR sliding_log: mode (ARGV[1]) must be 0, 1 or 2')
-end
-
-local now
-if nargs == 4 * n + 2 then
-  now = whole(nargs, 0)
-  if now == nil then
-    return redis.error_reply('ERR sliding_log: pinned now (last ARGV) must be epoch milliseconds')
-  end
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
-local hits, limits, windows, bursts = {}, {}, {}, {}
-for i = 1, n do
-  local h, l, w, b = whole(4 * i - 2, 0), whole(4 * i - 1, 0), whole(4 * i, 1), whole(4 * i + 1, 0)
-  if h == nil or l == nil or w == nil or b == nil then
-    return redis.error_reply(string.format(
-      'ERR sliding_log: key %d needs integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[%d..%d])',
-      i, 4 * i - 2, 4 * i + 1))
-  end
-  hits[i], limits[i], windows[i], bursts[i] = h, l, w * 1000, b
-end
-
--- Numbers go to redis as '%d' strings: redis versions differ in how they print Lua doubles.
-local function int(v)
-  return string.format('%d', v)
-end
+local call, err = read_call('sliding_log', 4)
+if err then return err end
+local now, hits, limits, windows = call.now, call.hits, call.limits, call.windows
 
 local function step(i, charge)
   local key, h, limit, w = KEYS[i], hits[i], limits[i], windows[i]
@@ -116,36 +75,4 @@ local function step(i, charge)
   return count, math.max(0, limit - count), reset_ms, retry_ms, 1
 end
 
--- limit 0: every hit is denied, a peek allowed; nothing is read or written. No wait helps, so
--- reset and Retry-After are one window.
-local function zero_limit(i)
-  local denied = hits[i] > 0
-  return 0, 0, windows[i], denied and windows[i] or 0, denied and 1 or 0
-end
-
--- Mode 0 checks and charges key by key; modes 1 and 2 first look at every key without
--- charging, and mode 1 then charges all of them only when none was denied.
-local function run(charge)
-  local out, any_denied = {}, false
-  for i = 1, n do
-    local used, remaining, reset_ms, retry_ms, denied
-    if limits[i] == 0 then
-      used, remaining, reset_ms, retry_ms, denied = zero_limit(i)
-    else
-      used, remaining, reset_ms, retry_ms, denied = step(i, charge)
-    end
-    local at = 5 * i - 4
-    out[at], out[at + 1], out[at + 2], out[at + 3], out[at + 4] = used, remaining, reset_ms, retry_ms, denied
-    if denied == 1 then any_denied = true end
-  end
-  return out, any_denied
-end
-
-if mode == 0 then
-  return (run(true))
-end
-local looked, any_denied = run(false)
-if mode == 1 and not any_denied then
-  return (run(true))
-end
-return looked
+return answer(call, step)

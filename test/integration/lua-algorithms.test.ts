@@ -1,13 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import Redis, { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LimitResult, LimitSpec } from '../../src/limiter/limiter';
 import { IMPLEMENTED_ALGORITHMS } from '../../src/limiter/limiter';
 import type { AlgorithmState } from '../../src/limiter/memory/memory-algorithm';
 import { memoryAlgorithms } from '../../src/limiter/memory/memory-algorithms';
-import { luaDir } from '../../src/paths';
+import { readLuaScript } from '../../src/limiter/redis/lua-script';
 import { startCluster, startStandalone } from '../harness/redis-servers';
 import { ALGORITHM_TRACES, TRACE_START, randomSteps, seededRandom } from '../helpers/algorithm-traces';
 
@@ -33,7 +31,7 @@ interface Target {
   stop(): Promise<void>;
 }
 
-const sources = Object.fromEntries(ALGORITHMS.map((a) => [a, fs.readFileSync(path.join(luaDir, `${a}.lua`), 'utf8')]));
+const sources = Object.fromEntries(ALGORITHMS.map((a) => [a, readLuaScript(a)]));
 
 async function loadAll(direct: Redis): Promise<Record<string, string>> {
   const sha: Record<string, string> = {};

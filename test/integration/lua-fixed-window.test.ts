@@ -1,12 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import Redis, { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { luaDir } from '../../src/paths';
+import { readLuaScript } from '../../src/limiter/redis/lua-script';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 
-const SOURCE = fs.readFileSync(path.join(luaDir, 'fixed_window.lua'), 'utf8');
+const SOURCE = readLuaScript('fixed_window');
 
 const MODE_COUNT_ALL = 0;
 const MODE_STOP = 1;

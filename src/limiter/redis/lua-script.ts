@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { luaDir } from '../../paths';
 import type { RedisClient } from './redis-client';
@@ -10,12 +10,44 @@ export interface LuaScript {
   run(client: RedisClient, keys: readonly string[], args: readonly (string | number)[]): Promise<number[]>;
 }
 
+const INCLUDE = /^--\s*@include\b/;
+const INCLUDE_EXACT = /^-- @include (lib\/[a-z][a-z0-9_]*\.lua)\s*$/;
+
+/**
+ * Replaces every line `-- @include lib/<name>.lua` of a script by the text of
+ * `<dir>/lib/<name>.lua`. One level only: an included file must not include. Throws on an
+ * include of a missing file and on a malformed or nested include, so a broken script fails at
+ * load rather than in Redis.
+ */
+export function expandLuaIncludes(source: string, dir: string = luaDir, what = 'script'): string {
+  return source
+    .split('\n')
+    .map((line) => {
+      if (!INCLUDE.test(line)) return line;
+      const path = INCLUDE_EXACT.exec(line)?.[1];
+      if (path === undefined) throw new Error(`${what}: malformed include "${line}" (expected "-- @include lib/<name>.lua")`);
+      const file = join(dir, path);
+      if (!existsSync(file)) throw new Error(`${what}: unknown include ${path} (no ${file})`);
+      const lib = readFileSync(file, 'utf8');
+      const nested = lib.split('\n').find((l) => INCLUDE.test(l));
+      if (nested !== undefined) throw new Error(`${what}: ${path} includes again ("${nested}"); includes are one level deep`);
+      return lib.replace(/\n+$/, '');
+    })
+    .join('\n');
+}
+
+/** The text of `lua/<name>.lua` with its includes expanded: what goes to Redis. */
+export function readLuaScript(name: string): string {
+  return expandLuaIncludes(readFileSync(join(luaDir, `${name}.lua`), 'utf8'), luaDir, `lua/${name}.lua`);
+}
+
 function isNoScript(err: unknown): boolean {
   return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }
 
 /**
- * Loads `lua/<name>.lua` once and runs it with EVALSHA; on NOSCRIPT (Redis restarted, failed
+ * Loads `lua/<name>.lua` once (includes expanded, see expandLuaIncludes; the SHA1 is that of the
+ * expanded text) and runs it with EVALSHA; on NOSCRIPT (Redis restarted, failed
  * over or SCRIPT FLUSHed) the same call goes out as EVAL, which also puts the script back into
  * Redis' cache for the next EVALSHA.
  *
@@ -26,7 +58,7 @@ function isNoScript(err: unknown): boolean {
  * pipeline should belong to the same slots allocation group").
  */
 export function loadLuaScript(name: string): LuaScript {
-  const lua = readFileSync(join(luaDir, `${name}.lua`), 'utf8');
+  const lua = readLuaScript(name);
   const sha = createHash('sha1').update(lua).digest('hex');
   return {
     async run(client, keys, args) {
