@@ -39,7 +39,12 @@ export function createLimiter(settings: Settings, deps: LimiterDeps): Limiter {
     perSecondClient = createRedisClient(settings.redisPerSecond);
     logConnectionErrors(perSecondClient, 'redis (per second)', deps.logger);
   }
-  let limiter: Limiter = new RedisLimiter({ client, ...(perSecondClient ? { perSecondClient } : {}), keyPrefix: settings.cacheKeyPrefix });
+  let limiter: Limiter = new RedisLimiter({
+    client,
+    ...(perSecondClient ? { perSecondClient } : {}),
+    keyPrefix: settings.cacheKeyPrefix,
+    coalescing: { windowMs: settings.redis.pipelineWindowMs, maxKeys: settings.redis.pipelineLimit },
+  });
   if (settings.localCacheSizeInBytes > 0) limiter = new OverLimitCache(limiter, { maxBytes: settings.localCacheSizeInBytes });
   return new FailureModeLimiter(limiter, {
     mode: settings.backendFailureMode,

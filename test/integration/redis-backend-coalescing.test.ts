@@ -32,14 +32,19 @@ describe.each([
   ['cluster', () => new Cluster(cluster.startupNodes as { host: string; port: number }[], { enableAutoPipelining: true }), () => cluster.masters()],
 ] as const)('on %s', (name, connect, nodes) => {
   let limiter: RedisLimiter;
+  let limited: RedisLimiter;
+  let windowed: RedisLimiter;
   beforeAll(async () => {
-    const client = connect();
-    limiter = new RedisLimiter({ client, keyPrefix: `co_${name}_` });
+    limiter = new RedisLimiter({ client: connect(), keyPrefix: `co_${name}_` });
+    // REDIS_PIPELINE_LIMIT: at most 10 keys per merged call.
+    limited = new RedisLimiter({ client: connect(), keyPrefix: `co_lim_${name}_`, coalescing: { maxKeys: 10 } });
+    // REDIS_PIPELINE_WINDOW: calls collected for 40 ms.
+    windowed = new RedisLimiter({ client: connect(), keyPrefix: `co_win_${name}_`, coalescing: { windowMs: 40 } });
     const start = Date.now();
-    while (!limiter.isHealthy() && Date.now() - start < 5000) await new Promise((r) => setTimeout(r, 20));
+    while (![limiter, limited, windowed].every((l) => l.isHealthy()) && Date.now() - start < 5000) await new Promise((r) => setTimeout(r, 20));
   });
   afterAll(async () => {
-    await limiter?.close();
+    await Promise.all([limiter?.close(), limited?.close(), windowed?.close()]);
   });
 
   test('200 concurrent requests for one counter: one or a few script calls, counts 1..200 each once', async () => {
@@ -51,6 +56,31 @@ describe.each([
     expect(results.filter((r) => r[0]!.allowed)).toHaveLength(50);
     // Merged: far fewer script calls than requests (a NOSCRIPT retry may add one).
     expect(calls).toBeLessThanOrEqual(4);
+  });
+
+  test('REDIS_PIPELINE_LIMIT caps the keys of one merged call', async () => {
+    const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
+    const calls0 = await evalCalls(nodes());
+    const results = await Promise.all(Array.from({ length: 100 }, () => limited.check([check('capped')], options)));
+    const calls = (await evalCalls(nodes())) - calls0;
+    expect(results.map((r) => r[0]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect(calls).toBeGreaterThanOrEqual(10);
+    expect(calls).toBeLessThanOrEqual(12);
+  });
+
+  test('REDIS_PIPELINE_WINDOW collects calls made over several event-loop turns', async () => {
+    const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
+    const calls0 = await evalCalls(nodes());
+    const pending = [];
+    for (let burst = 0; burst < 3; burst++) {
+      for (let i = 0; i < 10; i++) pending.push(windowed.check([check('slow')], options));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const results = await Promise.all(pending);
+    const calls = (await evalCalls(nodes())) - calls0;
+    expect(results.map((r) => r[0]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+    // Three bursts 5 ms apart fall into one 40 ms window (a NOSCRIPT retry may add one).
+    expect(calls).toBeLessThanOrEqual(2);
   });
 
   test('requests of several counters and hits are answered as separate calls would be', async () => {

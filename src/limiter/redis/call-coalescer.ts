@@ -25,9 +25,23 @@ interface Batch {
  * one after another, each on its own (a key that appears twice is simply counted twice), so a
  * merged call answers every request exactly as its own call would.
  */
+export interface CoalescerOptions {
+  /** REDIS_PIPELINE_WINDOW: how long calls are collected, in ms; 0 = until this loop turn ends. */
+  readonly windowMs?: number;
+  /** REDIS_PIPELINE_LIMIT: a batch with this many keys goes out at once; 0 = no limit. */
+  readonly maxKeys?: number;
+}
+
 export class CallCoalescer {
   private batches = new Map<string, Batch>();
   private scheduled = false;
+  private readonly windowMs: number;
+  private readonly maxKeys: number;
+
+  constructor(options: CoalescerOptions = {}) {
+    this.windowMs = options.windowMs ?? 0;
+    this.maxKeys = options.maxKeys ?? 0;
+  }
 
   /**
    * Queues `keys` with their per-key `args` (without the mode) and resolves with this call's
@@ -50,30 +64,38 @@ export class CallCoalescer {
     const first = batch.keys.length;
     for (const k of keys) batch.keys.push(k);
     for (const a of args) batch.args.push(a);
-    if (!this.scheduled) {
-      this.scheduled = true;
-      // After this turn's I/O callbacks, so that every request that arrived with them joins.
-      setImmediate(() => this.flush());
-    }
-    return new Promise((resolve, reject) => {
+    const reply = new Promise<number[]>((resolve, reject) => {
       (batch as Batch).waiters.push({ first, count: keys.length, resolve, reject });
     });
+    if (this.maxKeys > 0 && batch.keys.length >= this.maxKeys) {
+      this.batches.delete(batchKey);
+      this.send(batch);
+    } else if (!this.scheduled) {
+      this.scheduled = true;
+      // By default after this turn's I/O callbacks, so that every request that arrived with
+      // them joins; REDIS_PIPELINE_WINDOW waits longer for more company.
+      if (this.windowMs > 0) setTimeout(() => this.flush(), this.windowMs);
+      else setImmediate(() => this.flush());
+    }
+    return reply;
   }
 
   private flush(): void {
     const batches = this.batches;
     this.batches = new Map();
     this.scheduled = false;
-    for (const batch of batches.values()) {
-      batch.script.run(batch.client, batch.keys, batch.args).then(
-        (reply) => {
-          const w = batch.replyWidth;
-          for (const waiter of batch.waiters) waiter.resolve(reply.slice(waiter.first * w, (waiter.first + waiter.count) * w));
-        },
-        (err: unknown) => {
-          for (const waiter of batch.waiters) waiter.reject(err);
-        },
-      );
-    }
+    for (const batch of batches.values()) this.send(batch);
+  }
+
+  private send(batch: Batch): void {
+    batch.script.run(batch.client, batch.keys, batch.args).then(
+      (reply) => {
+        const w = batch.replyWidth;
+        for (const waiter of batch.waiters) waiter.resolve(reply.slice(waiter.first * w, (waiter.first + waiter.count) * w));
+      },
+      (err: unknown) => {
+        for (const waiter of batch.waiters) waiter.reject(err);
+      },
+    );
   }
 }

@@ -6,7 +6,7 @@ import { CircuitBreaker } from '../circuit-breaker';
 import { counterKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 import { algorithmScripts, type AlgorithmScript, type CallPass } from './algorithm-scripts';
-import { CallCoalescer } from './call-coalescer';
+import { CallCoalescer, type CoalescerOptions } from './call-coalescer';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
 
 export interface RedisLimiterOptions {
@@ -16,6 +16,8 @@ export interface RedisLimiterOptions {
   readonly keyPrefix: string;
   /** Makes the circuit breaker of each Redis node; tests pass their own thresholds. */
   readonly newBreaker?: () => CircuitBreaker;
+  /** REDIS_PIPELINE_WINDOW / REDIS_PIPELINE_LIMIT for merging concurrent calls. */
+  readonly coalescing?: CoalescerOptions;
   /** Test hook: pins the script's clock (epoch ms) instead of Redis TIME. */
   readonly pinnedNow?: () => number;
 }
@@ -41,11 +43,12 @@ interface SlotGroup {
 export class RedisLimiter implements Limiter {
   private readonly scripts: Readonly<Partial<Record<Algorithm, AlgorithmScript>>> = algorithmScripts();
   private readonly breakers = new Map<string, CircuitBreaker>();
-  private readonly coalescer = new CallCoalescer();
+  private readonly coalescer: CallCoalescer;
   private readonly newBreaker: () => CircuitBreaker;
 
   constructor(private readonly options: RedisLimiterOptions) {
     this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
+    this.coalescer = new CallCoalescer(options.coalescing);
     // A (re)connected client is worth trying at once, not after the breaker's open time.
     for (const client of this.clients()) client.on('ready', () => this.breakers.clear());
   }
