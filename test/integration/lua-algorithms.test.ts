@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import Redis, { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LimitResult, LimitSpec } from '../../src/limiter/limiter';
 import { IMPLEMENTED_ALGORITHMS } from '../../src/limiter/limiter';
 import type { AlgorithmState } from '../../src/limiter/memory/memory-algorithm';
 import { memoryAlgorithms } from '../../src/limiter/memory/memory-algorithms';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
-import { startCluster, startStandalone } from '../harness/redis-servers';
+import { clusterTarget, standaloneTarget, type ScriptClient as Client, type ScriptTarget } from '../helpers/script-targets';
 import { ALGORITHM_TRACES, TRACE_START, randomSteps, seededRandom } from '../helpers/algorithm-traces';
 
 // The scripts that count only admitted hits (uniform layout), as far as they are implemented.
@@ -17,71 +16,12 @@ const MODE_EACH = 0;
 const MODE_ALL_OR_NOTHING = 1;
 const MODE_LOOK = 2;
 
-type Client = Redis | Cluster;
 interface Call {
   hits: number;
   spec: LimitSpec;
 }
 
-interface Target {
-  client: Client;
-  clients: Client[];
-  sha: Record<string, string>;
-  allKeys(): Promise<string[]>;
-  stop(): Promise<void>;
-}
-
 const sources = Object.fromEntries(ALGORITHMS.map((a) => [a, readLuaScript(a)]));
-
-async function loadAll(direct: Redis): Promise<Record<string, string>> {
-  const sha: Record<string, string> = {};
-  for (const a of ALGORITHMS) sha[a] = String(await direct.script('LOAD', sources[a]!));
-  return sha;
-}
-
-async function standaloneTarget(): Promise<Target> {
-  const server = await startStandalone();
-  const clients = Array.from({ length: 4 }, () => new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1 }));
-  const client = clients[0]!;
-  const sha = await loadAll(client);
-  return {
-    client,
-    clients,
-    sha,
-    allKeys: () => client.keys('*'),
-    stop: async () => {
-      clients.forEach((c) => c.disconnect());
-      await server.stop();
-    },
-  };
-}
-
-async function clusterTarget(): Promise<Target> {
-  const cluster = await startCluster({ masters: 3, replicasPerMaster: 1 });
-  const clients = Array.from({ length: 4 }, () => new Cluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: 1 } }));
-  const client = clients[0]!;
-  await Promise.all(clients.map((c) => c.ping()));
-  // SCRIPT LOAD reaches one node only: every master gets the scripts up front.
-  let sha: Record<string, string> = {};
-  for (const m of cluster.masters()) {
-    const direct = new Redis({ host: m.host, port: m.port, maxRetriesPerRequest: 1 });
-    try {
-      sha = await loadAll(direct);
-    } finally {
-      direct.disconnect();
-    }
-  }
-  return {
-    client,
-    clients,
-    sha,
-    allKeys: async () => (await Promise.all(client.nodes('master').map((n) => n.keys('*')))).flat(),
-    stop: async () => {
-      clients.forEach((c) => c.disconnect());
-      await cluster.stop();
-    },
-  };
-}
 
 async function runScript(client: Client, sha: string, keys: readonly string[], mode: number, calls: readonly Call[], now?: number): Promise<LimitResult[]> {
   const argv: (string | number)[] = [mode];
@@ -111,10 +51,10 @@ function maxTtl(algorithm: Name, spec: LimitSpec): number {
 const spec = (algorithm: Name, limit: number, windowSeconds = 3600, burst = limit): LimitSpec => ({ algorithm, limit, windowSeconds, burst });
 
 describe.each([
-  ['standalone', standaloneTarget],
-  ['cluster', clusterTarget],
+  ['standalone', () => standaloneTarget(sources)],
+  ['cluster', () => clusterTarget(sources)],
 ] as const)('admitted-hits scripts on %s', (_name, makeTarget) => {
-  let t: Target;
+  let t: ScriptTarget;
   beforeAll(async () => {
     t = await makeTarget();
   }, 90_000);

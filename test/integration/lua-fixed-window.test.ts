@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import Redis, { Cluster } from 'ioredis';
+import Redis from 'ioredis';
+import { startCluster } from '../harness/redis-servers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
-import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
+import { clusterTarget, standaloneTarget, type ScriptClient as Client, type ScriptTarget } from '../helpers/script-targets';
 
 const SOURCE = readLuaScript('fixed_window');
 
@@ -22,66 +23,7 @@ interface Result {
   over: boolean;
 }
 
-type Client = Redis | Cluster;
-
-/** One Redis deployment the script must behave identically on. */
-interface Target {
-  client: Client;
-  /** Extra clients for concurrency tests (separate connections). */
-  clients: Client[];
-  sha: string;
-  /** Every key on the deployment. */
-  allKeys(): Promise<string[]>;
-  stop(): Promise<void>;
-}
-
-async function standaloneTarget(): Promise<Target> {
-  const server: RedisProcess = await startStandalone();
-  const connect = (): Redis => new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1 });
-  const clients = [connect(), connect(), connect(), connect()];
-  const client = clients[0]!;
-  const sha = String(await client.script('LOAD', SOURCE));
-  return {
-    client,
-    clients,
-    sha,
-    allKeys: () => client.keys('*'),
-    stop: async () => {
-      clients.forEach((c) => c.disconnect());
-      await server.stop();
-    },
-  };
-}
-
-async function clusterTarget(): Promise<Target> {
-  const cluster: RedisClusterHarness = await startCluster({ masters: 3, replicasPerMaster: 1 });
-  const connect = (): Cluster => new Cluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: 1 } });
-  const clients = [connect(), connect(), connect(), connect()];
-  const client = clients[0]!;
-  await Promise.all(clients.map((c) => c.ping()));
-  // SCRIPT LOAD reaches one node only; the production loader falls back to EVAL on NOSCRIPT,
-  // here every master gets the script up front.
-  const shas = await Promise.all(
-    cluster.masters().map(async (m) => {
-      const direct = new Redis({ host: m.host, port: m.port, maxRetriesPerRequest: 1 });
-      try {
-        return await direct.script('LOAD', SOURCE);
-      } finally {
-        direct.disconnect();
-      }
-    }),
-  );
-  return {
-    client,
-    clients,
-    sha: String(shas[0]),
-    allKeys: async () => (await Promise.all(client.nodes('master').map((n) => n.keys('*')))).flat(),
-    stop: async () => {
-      clients.forEach((c) => c.disconnect());
-      await cluster.stop();
-    },
-  };
-}
+const sources = { fixed_window: SOURCE };
 
 async function fixedWindow(
   client: Client,
@@ -123,12 +65,12 @@ async function awayFromBoundaries(): Promise<void> {
 }
 
 describe.each([
-  ['standalone', standaloneTarget],
-  ['cluster', clusterTarget],
+  ['standalone', () => standaloneTarget(sources)],
+  ['cluster', () => clusterTarget(sources)],
 ] as const)('fixed_window.lua on %s', (_name, makeTarget) => {
-  let t: Target;
+  let t: ScriptTarget;
   const call = (keys: readonly string[], mode: number, counters: readonly Counter[], now?: number) =>
-    fixedWindow(t.client, t.sha, keys, mode, counters, now);
+    fixedWindow(t.client, t.sha.fixed_window!, keys, mode, counters, now);
 
   beforeAll(async () => {
     t = await makeTarget();
@@ -283,7 +225,7 @@ describe.each([
   it('is atomic: 200 concurrent EVALSHA calls with limit 50 see counts 1..200 exactly once', async () => {
     const [key] = keysFor(1) as [string];
     const calls = Array.from({ length: 200 }, (_, i) =>
-      fixedWindow(t.clients[i % t.clients.length]!, t.sha, [key], MODE_COUNT_ALL, [one(1, 50)]),
+      fixedWindow(t.clients[i % t.clients.length]!, t.sha.fixed_window!, [key], MODE_COUNT_ALL, [one(1, 50)]),
     );
     const results = (await Promise.all(calls)).map((r) => r[0]!);
     expect(results.map((r) => r.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
@@ -295,7 +237,7 @@ describe.each([
   it('is atomic in stop mode: under concurrency exactly `limit` hits get through', async () => {
     const keys = keysFor(2);
     const calls = Array.from({ length: 120 }, (_, i) =>
-      fixedWindow(t.clients[i % t.clients.length]!, t.sha, keys, MODE_STOP, [one(1, 100), one(1, 30)]),
+      fixedWindow(t.clients[i % t.clients.length]!, t.sha.fixed_window!, keys, MODE_STOP, [one(1, 100), one(1, 30)]),
     );
     const results = await Promise.all(calls);
     expect(results.filter((r) => !r[0]!.over && !r[1]!.over)).toHaveLength(30);
@@ -304,12 +246,12 @@ describe.each([
 
   it('rejects malformed arguments with a clear error', async () => {
     const [key] = keysFor(1) as [string];
-    await expect(t.client.evalsha(t.sha, 1, key, 0, 1, 10)).rejects.toThrow(/1 keys need 4 or 5 ARGV, got 3/);
-    await expect(t.client.evalsha(t.sha, 1, key, 0, 'x', 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
-    await expect(t.client.evalsha(t.sha, 1, key, 0, 1.5, 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
-    await expect(t.client.evalsha(t.sha, 1, key, 0, 1, 10, 0)).rejects.toThrow(/window >= 1/);
-    await expect(t.client.evalsha(t.sha, 1, key, 3, 1, 10, 60)).rejects.toThrow(/mode \(ARGV\[1\]\)/);
-    await expect(t.client.evalsha(t.sha, 1, key, 0, 1, 10, 60, 'soon')).rejects.toThrow(/pinned now/);
+    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 0, 1, 10)).rejects.toThrow(/1 keys need 4 or 5 ARGV, got 3/);
+    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 0, 'x', 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
+    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 0, 1.5, 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
+    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 0, 1, 10, 0)).rejects.toThrow(/window >= 1/);
+    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 3, 1, 10, 60)).rejects.toThrow(/mode \(ARGV\[1\]\)/);
+    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 0, 1, 10, 60, 'soon')).rejects.toThrow(/pinned now/);
     expect(await t.client.exists(key)).toBe(0);
   });
 
@@ -320,7 +262,7 @@ describe.each([
     const calls = Array.from({ length: 400 }, (_, i) => {
       const group = keys[random(keys.length)]!;
       const counters = group.map(() => one(random(4), 1 + random(20), [1, 60, 3600][random(3)]!));
-      return fixedWindow(t.clients[i % t.clients.length]!, t.sha, group, random(3), counters);
+      return fixedWindow(t.clients[i % t.clients.length]!, t.sha.fixed_window!, group, random(3), counters);
     });
     await Promise.all(calls);
     const all = await t.allKeys();
