@@ -33,6 +33,12 @@ export interface LimitResult {
   readonly resetMs: number;
   /** When denied: time until this request would be allowed; 0 when allowed. */
   readonly retryAfterMs: number;
+  /**
+   * How long, from now, the counter's state after this call denies every request with hits >= 1,
+   * whatever its size (0 or absent: not guaranteed, for example because a smaller request would
+   * still be admitted). Only this makes an answer safe for the local over-limit cache.
+   */
+  readonly blockedForMs?: number;
   /** True when the answer came from the local over-limit cache, without the backend. */
   readonly fromLocalCache?: boolean;
 }
