@@ -1,0 +1,119 @@
+import type Redis from 'ioredis';
+import { Cluster } from 'ioredis';
+import { counterKeyPattern, counterKeyShape, repairTtlSeconds } from './key-shape';
+
+/** How hard a scan may lean on Redis. */
+export interface ScanPace {
+  /** SCAN's COUNT hint: keys examined per call (bounded by the caller's validation). */
+  readonly count: number;
+  /** Pause between two SCAN calls on one node, so the scan never takes more than its share. */
+  readonly pauseMs: number;
+  /** Hard bound on SCAN calls per node, whatever the cursor says. */
+  readonly maxCalls: number;
+}
+
+export interface KeyFinding {
+  readonly key: string;
+  readonly node: string;
+  readonly noTtl: boolean;
+  readonly unknownShape: boolean;
+  /** PTTL in ms (-1: none). */
+  readonly pttl: number;
+  readonly redisType: string;
+  /** Set when a TTL was given (fix mode), in seconds. */
+  readonly fixedTtlSeconds?: number;
+}
+
+export interface ScanReport {
+  readonly nodes: number;
+  readonly scanned: number;
+  readonly withoutTtl: number;
+  readonly unknownShape: number;
+  readonly fixed: number;
+  readonly findings: readonly KeyFinding[];
+}
+
+export interface ScanOptions extends ScanPace {
+  readonly prefix: string;
+  /** Give every key without a TTL one (`EXPIRE ... NX`): its two windows, or `unknownTtlSeconds`. */
+  readonly fix?: { readonly unknownTtlSeconds: number };
+  /** Stop early (service shutdown). */
+  readonly signal?: AbortSignal;
+  /** Findings kept in the report; counts go on past it. */
+  readonly maxFindings?: number;
+}
+
+/** The nodes to scan: a standalone server itself, or every master (or replica) of a cluster. */
+export function scanTargets(client: Redis | Cluster, replicas: boolean): Redis[] {
+  if (!(client instanceof Cluster)) return [client];
+  const wanted = replicas ? client.nodes('slave') : [];
+  return wanted.length > 0 ? wanted : client.nodes('master');
+}
+
+function nodeName(node: Redis): string {
+  const o = node.options;
+  return o.path ?? `${o.host ?? '127.0.0.1'}:${o.port ?? 6379}`;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (ms <= 0 || signal?.aborted) return resolve();
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+  });
+}
+
+/**
+ * Walks every key floodgate may have written under the prefix with SCAN (COUNT-bounded and
+ * paused between calls), and reports those without a TTL and those of an unknown shape. With
+ * `fix`, writes go to `writer` (the client that routes to masters), never to a replica.
+ */
+export async function scanCounterKeys(nodes: readonly Redis[], writer: Redis | Cluster, options: ScanOptions): Promise<ScanReport> {
+  const match = counterKeyPattern(options.prefix);
+  const maxFindings = options.maxFindings ?? 1000;
+  const findings: KeyFinding[] = [];
+  let scanned = 0;
+  let withoutTtl = 0;
+  let unknownShape = 0;
+  let fixed = 0;
+  for (const node of nodes) {
+    let cursor = '0';
+    for (let call = 0; call < options.maxCalls; call++) {
+      if (options.signal?.aborted) break;
+      const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', options.count);
+      cursor = next;
+      if (keys.length > 0) {
+        const pipeline = node.pipeline();
+        for (const key of keys) pipeline.pttl(key).type(key);
+        const replies = (await pipeline.exec()) ?? [];
+        for (let i = 0; i < keys.length; i++) {
+          const key = keys[i] as string;
+          const pttl = Number(replies[2 * i]?.[1] ?? -2);
+          const redisType = String(replies[2 * i + 1]?.[1] ?? 'none');
+          if (pttl === -2 || redisType === 'none') continue; // expired meanwhile
+          scanned++;
+          const shape = counterKeyShape(options.prefix, key, redisType);
+          if (shape !== undefined && pttl >= 0) continue;
+          if (pttl < 0) withoutTtl++;
+          if (shape === undefined) unknownShape++;
+          let fixedTtlSeconds: number | undefined;
+          if (pttl < 0 && options.fix !== undefined) {
+            const ttl = shape ? repairTtlSeconds(shape) : options.fix.unknownTtlSeconds;
+            // NX: a key the service re-created with its own TTL meanwhile keeps that one.
+            const set = await writer.call('EXPIRE', key, String(ttl), 'NX');
+            if (set === 1) {
+              fixed++;
+              fixedTtlSeconds = ttl;
+            }
+          }
+          if (findings.length < maxFindings) {
+            findings.push({ key, node: nodeName(node), noTtl: pttl < 0, unknownShape: shape === undefined, pttl, redisType, ...(fixedTtlSeconds !== undefined ? { fixedTtlSeconds } : {}) });
+          }
+        }
+      }
+      if (cursor === '0') break;
+      await sleep(options.pauseMs, options.signal);
+    }
+  }
+  return { nodes: nodes.length, scanned, withoutTtl, unknownShape, fixed, findings };
+}
