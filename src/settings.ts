@@ -7,6 +7,7 @@ export type BackendType = 'memory' | 'redis';
 export type RedisType = 'SINGLE' | 'SENTINEL' | 'CLUSTER';
 export type FailureMode = 'error' | 'allow' | 'deny' | 'local';
 export type LogLevel = 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+export type ResponseHeadersStyle = 'reference' | 'ietf' | 'x-ratelimit';
 
 /** One Redis deployment (the main one, or the per-second one). */
 export interface RedisSettings {
@@ -89,6 +90,43 @@ export interface Settings {
   readonly shutdownGraceMs: number;
   /** WORKERS: server processes sharing the ports (Node cluster); 1 = this process serves. */
   readonly workers: number;
+
+  // ---- operating floodgate (orphan-key scan, header style) ----
+  /** ORPHAN_SCAN_*: the background scan for counter keys without a TTL; undefined = off. */
+  readonly orphanScan?: OrphanScanSettings;
+  /** RESPONSE_HEADERS_STYLE: which rate-limit headers LIMIT_RESPONSE_HEADERS_ENABLED sends. */
+  readonly responseHeadersStyle: ResponseHeadersStyle;
+}
+
+export interface OrphanScanSettings {
+  /** Time from the end of one full scan to the start of the next. */
+  readonly intervalMs: number;
+  /** SCAN COUNT per call. */
+  readonly count: number;
+  /** Pause between two SCAN calls on one node. */
+  readonly pauseMs: number;
+  /** Scan replicas (cluster replicas, sentinel replicas) instead of primaries. */
+  readonly replicas: boolean;
+}
+
+/** The operator settings, one block: ORPHAN_SCAN_* and RESPONSE_HEADERS_STYLE. */
+function operatorSettings(env: Env, backendType: BackendType): Pick<Settings, 'orphanScan' | 'responseHeadersStyle'> {
+  const responseHeadersStyle = oneOf<ResponseHeadersStyle>(env, 'RESPONSE_HEADERS_STYLE', 'reference', ['reference', 'ietf', 'x-ratelimit']);
+  const intervalMs = duration(env, 'ORPHAN_SCAN_INTERVAL', 0);
+  if (intervalMs === 0) return { responseHeadersStyle };
+  const raw = str(env, 'ORPHAN_SCAN_INTERVAL', '');
+  if (backendType !== 'redis') throw new SettingsError(`invalid value for ORPHAN_SCAN_INTERVAL: '${raw}' (the orphan scan needs BACKEND_TYPE=redis)`);
+  // A full scan every few ms would be a load, not a check.
+  if (intervalMs < 1000) throw new SettingsError(`invalid value for ORPHAN_SCAN_INTERVAL: '${raw}' (expected 0 (off) or at least 1s)`);
+  const pauseMs = duration(env, 'ORPHAN_SCAN_PAUSE', 10);
+  if (pauseMs > 10_000) throw new SettingsError(`invalid value for ORPHAN_SCAN_PAUSE: '${str(env, 'ORPHAN_SCAN_PAUSE', '')}' (expected at most 10s)`);
+  const orphanScan: OrphanScanSettings = Object.freeze({
+    intervalMs,
+    count: int(env, 'ORPHAN_SCAN_COUNT', 100, 1, 1000),
+    pauseMs,
+    replicas: bool(env, 'ORPHAN_SCAN_REPLICAS', false),
+  });
+  return { orphanScan, responseHeadersStyle };
 }
 
 function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: string): RedisSettings {
@@ -230,5 +268,6 @@ export function loadSettings(env: Env = process.env): Settings {
     defaultDeadlineMs: int(env, 'DEFAULT_DEADLINE_MS', 1000, 1, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     workers: workers(env, backend.backendType),
+    ...operatorSettings(env, backend.backendType),
   } satisfies Settings);
 }
