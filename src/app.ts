@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import * as grpc from '@grpc/grpc-js';
 import { checkAlgorithms } from './config/check-algorithms';
 import { loadRules } from './config/load-rules';
@@ -13,6 +14,7 @@ import { createLimiter } from './limiter/create-limiter';
 import { IMPLEMENTED_ALGORITHMS, type Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
 import { PrometheusMetrics } from './metrics/metrics';
+import { OrphanScan } from './redis-keys/orphan-scan';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
 import { SettingsError } from './errors';
@@ -160,6 +162,13 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
   }
 
+  // One scanner per deployment of workers is plenty: the first worker (or the only process).
+  const orphanScan =
+    settings.orphanScan && settings.redis && (!cluster.isWorker || cluster.worker?.id === 1)
+      ? new OrphanScan({ redis: settings.redis, scan: settings.orphanScan, prefix: settings.cacheKeyPrefix, registry: metrics.registry, logger })
+      : undefined;
+  orphanScan?.start();
+
   const rules = (): RuleSet | undefined => current;
   const health = new HealthState({
     backendHealthy: () => limiter.isHealthy(),
@@ -200,6 +209,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
       await grpcServer.shutdown(settings.shutdownGraceMs);
       await Promise.all([http.close(), debug.close(), prometheus?.close()]);
       health.close();
+      await orphanScan?.close();
       await limiter.close();
     })());
 

@@ -43,11 +43,14 @@ export interface ScanOptions extends ScanPace {
   readonly maxFindings?: number;
 }
 
-/** The nodes to scan: a standalone server itself, or every master (or replica) of a cluster. */
+/**
+ * The nodes to scan: a standalone server itself, or every master of a cluster, or with
+ * `replicas` every replica of it (none while the client knows of none: primaries are never
+ * scanned when replicas were asked for).
+ */
 export function scanTargets(client: Redis | Cluster, replicas: boolean): Redis[] {
   if (!(client instanceof Cluster)) return [client];
-  const wanted = replicas ? client.nodes('slave') : [];
-  return wanted.length > 0 ? wanted : client.nodes('master');
+  return client.nodes(replicas ? 'slave' : 'master');
 }
 
 function nodeName(node: Redis): string {
