@@ -120,7 +120,7 @@ function serviceConfig(settings: Settings): ServiceConfig {
     nearLimitRatio: settings.nearLimitRatio,
     responseDynamicMetadata: settings.responseDynamicMetadata,
     ...(settings.limitResponseHeadersEnabled
-      ? { headers: { limit: settings.limitLimitHeader, remaining: settings.limitRemainingHeader, reset: settings.limitResetHeader } }
+      ? { headers: { limit: settings.limitLimitHeader, remaining: settings.limitRemainingHeader, reset: settings.limitResetHeader, style: settings.responseHeadersStyle } }
       : {}),
     requestLimits: settings.requestLimits,
   };

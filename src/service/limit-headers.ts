@@ -1,10 +1,14 @@
-import type { Code, DescriptorStatus, HeaderPair } from './types';
+import type { ResponseHeadersStyle } from '../settings';
+import { styledLimitHeaders } from './header-styles';
+import type { Code, DescriptorStatus, HeaderPair, RateLimitRequest } from './types';
 
 /** Header names from LIMIT_LIMIT_HEADER / LIMIT_REMAINING_HEADER / LIMIT_RESET_HEADER. */
 export interface HeaderNames {
   readonly limit: string;
   readonly remaining: string;
   readonly reset: string;
+  /** RESPONSE_HEADERS_STYLE; absent = reference. */
+  readonly style?: ResponseHeadersStyle;
 }
 
 /**
@@ -12,7 +16,7 @@ export interface HeaderNames {
  * remaining, an over-limit status winning. On OVER_LIMIT, Retry-After says in whole seconds
  * (at least 1) when the request would be allowed.
  */
-export function limitHeaders(names: HeaderNames, statuses: readonly DescriptorStatus[], overall: Code, retryAfterMs: number): HeaderPair[] {
+export function limitHeaders(names: HeaderNames, statuses: readonly DescriptorStatus[], overall: Code, retryAfterMs: number, request?: RateLimitRequest): HeaderPair[] {
   let chosen: DescriptorStatus | undefined;
   for (const s of statuses) {
     if (s.currentLimit === undefined) continue;
@@ -24,14 +28,7 @@ export function limitHeaders(names: HeaderNames, statuses: readonly DescriptorSt
       chosen = s;
     }
   }
-  const headers: HeaderPair[] = [];
-  if (chosen?.currentLimit !== undefined) {
-    headers.push(
-      { key: names.limit, value: String(chosen.currentLimit.requestsPerUnit) },
-      { key: names.remaining, value: String(chosen.limitRemaining) },
-      { key: names.reset, value: String(chosen.durationUntilResetSeconds) },
-    );
-  }
-  if (overall === 'OVER_LIMIT') headers.push({ key: 'Retry-After', value: String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
-  return headers;
+  // The style of the headers is header-styles.ts' job; this function only chooses the status.
+  const entries = chosen && request?.descriptors[statuses.indexOf(chosen)]?.entries;
+  return styledLimitHeaders(names.style ?? 'reference', names, chosen && { status: chosen, ...(entries ? { domain: (request as RateLimitRequest).domain, entries } : {}) }, overall, retryAfterMs);
 }

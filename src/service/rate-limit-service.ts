@@ -175,7 +175,7 @@ export class RateLimitService {
     return {
       overallCode,
       statuses,
-      responseHeadersToAdd: config.headers ? limitHeaders(config.headers, statuses, overallCode, retryAfterMs) : [],
+      responseHeadersToAdd: config.headers ? limitHeaders(config.headers, statuses, overallCode, retryAfterMs, request) : [],
       requestHeadersToAdd: [],
       ...(config.responseDynamicMetadata ? { dynamicMetadata: buildDynamicMetadata(request, plans, statuses) } : {}),
     };
