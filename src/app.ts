@@ -14,6 +14,7 @@ import { createLimiter } from './limiter/create-limiter';
 import { IMPLEMENTED_ALGORITHMS, type Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
 import { PrometheusMetrics } from './metrics/metrics';
+import { OperatorMetrics } from './metrics/operator-metrics';
 import { OrphanScan } from './redis-keys/orphan-scan';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
@@ -130,6 +131,7 @@ function serviceConfig(settings: Settings): ServiceConfig {
 export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
   const metrics = new PrometheusMetrics({ collectDefault: true });
+  const operatorMetrics = new OperatorMetrics(metrics.registry);
   let current: RuleSet | undefined;
   const watcher = new RulesWatcher({
     root: settings.runtimeRoot,
@@ -139,6 +141,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     load: () => readRules(settings),
     onLoaded: (rules) => {
       current = rules;
+      operatorMetrics.rulesLoaded(rules);
       metrics.configLoad(true);
       logger.info('rules reloaded', { domains: rules.domainCount });
     },
@@ -153,7 +156,8 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     watcher.close();
     throw err;
   });
-  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics });
+  if (current !== undefined) operatorMetrics.rulesLoaded(current);
+  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics, operator: operatorMetrics });
   // The Redis client never queues commands, so a call that arrived before the first connection
   // is up would fail (and a burst of them would open the circuit breaker). Open the ports only
   // once the backend is connected, or after a bound, so that with Redis away the service still

@@ -1,5 +1,6 @@
 import type { Logger } from '../log';
 import type { ServiceMetrics } from '../metrics/metrics';
+import type { OperatorMetrics } from '../metrics/operator-metrics';
 import type { Settings } from '../settings';
 import { FailureModeLimiter } from './failure-mode-limiter';
 import type { Limiter } from './limiter';
@@ -11,6 +12,8 @@ import { RedisLimiter } from './redis/redis-limiter';
 export interface LimiterDeps {
   readonly logger: Logger;
   readonly metrics: ServiceMetrics;
+  /** Redis latency and errors, breaker states, failure-mode answers, cache hits. */
+  readonly operator?: OperatorMetrics;
 }
 
 function logConnectionErrors(client: RedisClient, name: string, logger: Logger): void {
@@ -39,16 +42,25 @@ export function createLimiter(settings: Settings, deps: LimiterDeps): Limiter {
     perSecondClient = createRedisClient(settings.redisPerSecond);
     logConnectionErrors(perSecondClient, 'redis (per second)', deps.logger);
   }
-  let limiter: Limiter = new RedisLimiter({
+  const operator = deps.operator;
+  const redisLimiter = new RedisLimiter({
     client,
     ...(perSecondClient ? { perSecondClient } : {}),
     keyPrefix: settings.cacheKeyPrefix,
     coalescing: { windowMs: settings.redis.pipelineWindowMs, maxKeys: settings.redis.pipelineLimit },
+    ...(operator ? { observer: operator } : {}),
   });
-  if (settings.localCacheSizeInBytes > 0) limiter = new OverLimitCache(limiter, { maxBytes: settings.localCacheSizeInBytes });
+  operator?.watchBreakers(() => redisLimiter.breakerStates());
+  let limiter: Limiter = redisLimiter;
+  if (settings.localCacheSizeInBytes > 0) {
+    limiter = new OverLimitCache(limiter, { maxBytes: settings.localCacheSizeInBytes, ...(operator ? { onHit: () => operator.localCacheHit() } : {}) });
+  }
   return new FailureModeLimiter(limiter, {
     mode: settings.backendFailureMode,
     ...(settings.backendFailureMode === 'local' ? { local: new MemoryLimiter() } : {}),
-    onFallback: (mode, err) => deps.logger.debug(`backend failed, answering with failure mode ${mode}`, { error: err.message }),
+    onFallback: (mode, err) => {
+      operator?.failureModeAnswer(mode);
+      deps.logger.debug(`backend failed, answering with failure mode ${mode}`, { error: err.message });
+    },
   });
 }

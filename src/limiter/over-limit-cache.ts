@@ -8,6 +8,8 @@ export interface OverLimitCacheOptions {
   /** LOCAL_CACHE_SIZE_IN_BYTES: the cache never holds more than this (estimated). */
   readonly maxBytes: number;
   readonly now?: () => number;
+  /** Called for each check answered from the cache (operator metrics). */
+  readonly onHit?: () => void;
 }
 
 /**
@@ -49,6 +51,7 @@ export class OverLimitCache implements Limiter {
       const until = this.overUntil.get(key);
       if (until !== undefined && until > now) {
         results[i] = { allowed: false, used: check.spec.limit + check.hits, remaining: 0, resetMs: until - now, retryAfterMs: until - now, fromLocalCache: true };
+        this.options.onHit?.();
         continue;
       }
       if (until !== undefined) this.forget(key);

@@ -8,6 +8,7 @@ import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter'
 import { algorithmScripts, type AlgorithmScript, type CallPass } from './algorithm-scripts';
 import { CallCoalescer, type CoalescerOptions } from './call-coalescer';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
+import type { BreakerState, RedisCallObserver } from './redis-call-observer';
 
 export interface RedisLimiterOptions {
   readonly client: RedisClient;
@@ -20,6 +21,8 @@ export interface RedisLimiterOptions {
   readonly coalescing?: CoalescerOptions;
   /** Test hook: pins the script's clock (epoch ms) instead of Redis TIME. */
   readonly pinnedNow?: () => number;
+  /** Operator metrics: script latency per script and node, errors by kind. */
+  readonly observer?: RedisCallObserver;
 }
 
 /** The checks of one call that go to one Redis node and slot with one algorithm: one atomic script call. */
@@ -29,6 +32,8 @@ interface SlotGroup {
   /** Client side, slot and algorithm: calls with the same one may be merged. */
   readonly batchKey: string;
   readonly breaker: CircuitBreaker;
+  /** The breaker's name: side and node (`m|127.0.0.1:7000`). */
+  readonly node: string;
   readonly keys: string[];
   readonly indexes: number[];
 }
@@ -58,6 +63,7 @@ export class RedisLimiter implements Limiter {
     for (let g = 0; g < groups.length; g++) {
       if (groups[g]!.breaker.allow()) continue;
       for (let h = 0; h < g; h++) groups[h]!.breaker.cancelProbe();
+      this.options.observer?.refused('breaker_open');
       throw new BackendUnavailableError('redis is unavailable (circuit open)');
     }
     try {
@@ -97,6 +103,11 @@ export class RedisLimiter implements Limiter {
     return open > 0 && open >= nodes;
   }
 
+  /** Every node's circuit breaker that has seen a call, for the operator metrics. */
+  breakerStates(): BreakerState[] {
+    return [...this.breakers].map(([node, breaker]) => ({ node, open: breaker.isOpen }));
+  }
+
   private breakerFor(name: string): CircuitBreaker {
     let breaker = this.breakers.get(name);
     if (breaker === undefined) this.breakers.set(name, (breaker = this.newBreaker()));
@@ -120,7 +131,7 @@ export class RedisLimiter implements Limiter {
         const algorithm = this.scripts[check.spec.algorithm];
         // Unreachable for loaded rules: checkAlgorithms refuses an algorithm that is not implemented.
         if (algorithm === undefined) throw new Error(`rate limit algorithm '${check.spec.algorithm}' is not implemented`);
-        group = { client: target, algorithm, batchKey: groupKey, breaker: this.breakerFor(side + node), keys: [], indexes: [] };
+        group = { client: target, algorithm, batchKey: groupKey, breaker: this.breakerFor(side + node), node: side + node, keys: [], indexes: [] };
         groups.set(groupKey, group);
       }
       group.keys.push(key);
@@ -139,15 +150,19 @@ export class RedisLimiter implements Limiter {
   private async runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], pass: CallPass, deadline: number): Promise<LimitResult[]> {
     const results: LimitResult[] = new Array(checks.length);
     const pending = new Set(groups);
+    const observer = this.options.observer;
+    const started = observer ? performance.now() : 0;
     const runs = groups.map((g) =>
       this.runGroup(checks, g, pass, results).then(
         () => {
           pending.delete(g);
           g.breaker.success();
+          observer?.scriptCall(checks[g.indexes[0] as number]!.spec.algorithm, g.node, (performance.now() - started) / 1000);
         },
         (err: unknown) => {
           pending.delete(g);
           g.breaker.failure();
+          observer?.scriptCall(checks[g.indexes[0] as number]!.spec.algorithm, g.node, (performance.now() - started) / 1000, err);
           throw err;
         },
       ),
@@ -156,7 +171,10 @@ export class RedisLimiter implements Limiter {
       await withDeadline(Promise.all(runs), deadline);
     } catch (err) {
       // The nodes that had not answered by the deadline count as failed, too.
-      if (err instanceof DeadlineExceededError) for (const g of pending) g.breaker.failure();
+      if (err instanceof DeadlineExceededError) {
+        for (const g of pending) g.breaker.failure();
+        if (pending.size > 0) observer?.refused('timeout');
+      }
       throw err;
     }
     return results;
