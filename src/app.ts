@@ -6,6 +6,7 @@ import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
 import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
+import { debugPageRoute, debugStateRoute } from './http/debug-page';
 import { rlconfigRoute } from './http/debug-routes';
 import { HttpListener } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
@@ -192,7 +193,20 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
   const grpcPort = await grpcServer.listen(grpcAddress, await grpcCredentials(settings));
   const http = new HttpListener({ '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) });
   const httpPort = await http.listen(settings.host, settings.port);
-  const debug = new HttpListener({ '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) });
+  const debug = new HttpListener({
+    '/rlconfig': rlconfigRoute(rules),
+    '/metrics': metricsRoute(metrics.registry),
+    '/': debugPageRoute(),
+    '/debug/state': debugStateRoute({
+      rules,
+      registry: metrics.registry,
+      backendType: settings.backendType,
+      backendHealthy: () => limiter.isHealthy(),
+      serving: () => health.isServing(),
+      breakers: () => operatorMetrics.breakerStates(),
+      lastLoad: () => operatorMetrics.lastLoad,
+    }),
+  });
   const debugPort = await debug.listen(settings.debugHost, settings.debugPort);
   let prometheus: HttpListener | undefined;
   let metricsPort: number | undefined;

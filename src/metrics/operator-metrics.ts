@@ -46,6 +46,8 @@ export class OperatorMetrics implements RedisCallObserver {
   private readonly lastReload: Gauge;
   private readonly nodes = new Set<string>();
   private breakers: () => readonly BreakerState[] = () => [];
+  /** Epoch seconds of the last good rule load. */
+  lastLoad: number | undefined;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -118,6 +120,7 @@ export class OperatorMetrics implements RedisCallObserver {
   rulesLoaded(rules: RuleSet): void {
     this.rulesLoadedGauge.reset();
     for (const [domain, list] of rules.rulesByDomain) this.rulesLoadedGauge.set({ domain }, list.filter((r) => !r.unlimited).length);
-    this.lastReload.set(Date.now() / 1000);
+    this.lastLoad = Date.now() / 1000;
+    this.lastReload.set(this.lastLoad);
   }
 }
