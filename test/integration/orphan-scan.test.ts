@@ -2,6 +2,7 @@
 // `floodgate keys` (the real bin), repaired by `--fix`, and reported by the running server's
 // gauge floodgate_redis_keys_without_ttl; with ORPHAN_SCAN_REPLICAS the server's SCAN calls go
 // to the cluster's replicas only.
+import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { keySlot } from '../harness/key-slot';
@@ -76,30 +77,35 @@ describe('cluster with ORPHAN_SCAN_REPLICAS', () => {
   });
 
   test('the gauge counts orphans on every shard, read from replicas only', async () => {
-    // One orphan per master: a key whose slot each master owns.
+    // One orphan per master (the slot ranges of a fresh 3-master cluster are its thirds),
+    // written through a real cluster client so each lands on the master that owns it.
     const keys: string[] = [];
     for (let i = 0; keys.length < 3 && i < 10_000; i++) {
       const key = `${prefix}rl:{d:k=o${i}}:fixed_window:60`;
-      const slot = keySlot(key);
-      const owner = Math.floor(slot / (16384 / 3));
-      if (owner === keys.length) keys.push(key);
+      if (Math.floor(keySlot(key) / (16384 / 3)) === keys.length) keys.push(key);
     }
-    const seedClient = cluster.masters();
-    for (const key of keys) {
-      // Try each master until the one owning the slot accepts the write.
-      for (const m of seedClient) {
-        try {
-          await m.command('SET', key, '1');
-          break;
-        } catch {
-          /* MOVED: another master owns it */
-        }
-      }
+    const writer = new Cluster([...cluster.startupNodes]);
+    try {
+      for (const key of keys) await writer.set(key, '1');
+    } finally {
+      writer.disconnect();
     }
     await cluster.waitForHealthy();
     await gaugeBecomes(app, 'floodgate_redis_keys_without_ttl', 3);
     const scans = async (node: { command(...a: string[]): Promise<unknown> }) => /cmdstat_scan:calls=(\d+)/.exec(String(await node.command('INFO', 'commandstats')))?.[1] ?? '0';
     for (const m of cluster.masters()) expect(await scans(m), `master ${m.url}`).toBe('0');
     for (const r of cluster.replicas()) expect(Number(await scans(r)), `replica ${r.url}`).toBeGreaterThan(0);
+
+    // The CLI on the same cluster: every master scanned, the three orphans reported and fixed
+    // (on the masters), and the replicas' view, hence the gauge, follows.
+    const seed = cluster.masters()[0]!.url;
+    const args = ['keys', '--redis', seed, '--cluster', '--prefix', prefix];
+    const report = await runCli(args);
+    expect(report.code).toBe(1);
+    expect(report.stdout).toBe([...keys].sort().map((k) => `no-ttl ${k} (string)`).join('\n') + '\nscanned 3 keys on 3 nodes: 3 without TTL, 0 of unknown shape\n');
+    const fixed = await runCli([...args, '--fix']);
+    expect(fixed.code).toBe(0);
+    expect(fixed.stdout.endsWith('scanned 3 keys on 3 nodes: 3 without TTL, 0 of unknown shape, 3 fixed\n')).toBe(true);
+    await gaugeBecomes(app, 'floodgate_redis_keys_without_ttl', 0);
   });
 });
