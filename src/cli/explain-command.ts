@@ -1,7 +1,7 @@
 import type { EntryStep, RateLimitRule, RuleSet } from '../config/rule-types';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter/limiter';
 import { counterKey } from '../limiter/counter-key';
-import type { ServiceMetrics } from '../metrics/metrics';
+import { PrometheusMetrics } from '../metrics/metrics';
 import { RateLimitService } from '../service/rate-limit-service';
 import type { DescriptorEntry, DescriptorStatus, RequestDescriptor } from '../service/types';
 import { loadSettings } from '../settings';
@@ -52,15 +52,6 @@ class RecordingLimiter implements Limiter {
   async close(): Promise<void> {}
 }
 
-const NO_METRICS: ServiceMetrics = {
-  recordRule: () => undefined,
-  domainNotFound: () => undefined,
-  shouldRateLimitError: () => undefined,
-  configLoad: () => undefined,
-  requestDone: () => undefined,
-  setBackendHealthy: () => undefined,
-};
-
 /** Runs `descriptors` through the server's RateLimitService and reads back what each came to. */
 export async function explainRequest(rules: RuleSet, domain: string, descriptors: readonly RequestDescriptor[], prefix: string): Promise<DescriptorExplanation[]> {
   const settings = loadSettings();
@@ -68,7 +59,8 @@ export async function explainRequest(rules: RuleSet, domain: string, descriptors
   const service = new RateLimitService({
     rules: () => rules,
     limiter,
-    metrics: NO_METRICS,
+    // A registry of its own that nobody reads: explain reports nothing.
+    metrics: new PrometheusMetrics(),
     config: {
       shadowMode: settings.shadowMode,
       quotaMode: settings.quotaMode,

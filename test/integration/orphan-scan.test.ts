@@ -9,6 +9,7 @@ import { keySlot } from '../harness/key-slot';
 import { waitUntil } from '../harness/wait';
 import { runCli } from '../helpers/run-cli';
 import { startTestApp, type TestApp } from '../helpers/test-app';
+import type { Logger } from '../../src/log';
 import { uniquePrefix } from './redis-backend-helpers';
 
 const RULES = { 'd.yaml': 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n' };
@@ -24,12 +25,19 @@ async function gaugeBecomes(app: TestApp, name: string, value: number): Promise<
 }
 
 describe('standalone', () => {
+  const warnings: { msg: string; fields?: Record<string, unknown> }[] = [];
+  const logger: Logger = {
+    debug: () => undefined,
+    info: () => undefined,
+    warn: (msg, fields) => void warnings.push({ msg, ...(fields ? { fields } : {}) }),
+    error: () => undefined,
+  };
   let redis: RedisProcess;
   let app: TestApp;
   const prefix = uniquePrefix('orphan');
   beforeAll(async () => {
     redis = await startStandalone();
-    app = await startTestApp(RULES, { REDIS_URL: redis.url, CACHE_KEY_PREFIX: prefix, ORPHAN_SCAN_INTERVAL: '1s', ORPHAN_SCAN_COUNT: '10' });
+    app = await startTestApp(RULES, { REDIS_URL: redis.url, CACHE_KEY_PREFIX: prefix, ORPHAN_SCAN_INTERVAL: '1s', ORPHAN_SCAN_COUNT: '10' }, { logger });
   });
   afterAll(async () => {
     await app?.stop();
@@ -46,6 +54,9 @@ describe('standalone', () => {
     const args = ['keys', '--redis', redis.url, '--prefix', prefix];
     expect(await runCli(args)).toEqual({ code: 1, stdout: `no-ttl ${orphan} (string)\nscanned 4 keys on 1 node: 1 without TTL, 0 of unknown shape\n`, stderr: '' });
     await gaugeBecomes(app, 'floodgate_redis_keys_without_ttl', 1);
+    // ...and a sample of the keys is logged.
+    const logged = warnings.find((w) => w.msg.startsWith('orphan scan: 1 counter keys without TTL'));
+    expect(logged?.fields?.['sample']).toEqual([orphan]);
 
     const fixed = await runCli([...args, '--fix']);
     expect(fixed).toEqual({ code: 0, stdout: `no-ttl ${orphan} (string) -> ttl 120s\nscanned 4 keys on 1 node: 1 without TTL, 0 of unknown shape, 1 fixed\n`, stderr: '' });
