@@ -1,6 +1,7 @@
 // `floodgate check`, `explain` and `--help`: the real bin on fixture rule files, exact output
 // and exit codes.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { projectRoot } from '../../src/paths';
@@ -139,6 +140,12 @@ describe('floodgate explain', () => {
 });
 
 describe('floodgate serve', () => {
+  test("is the package's bin, and what npm start runs", () => {
+    const pkg = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { bin: Record<string, string>; scripts: Record<string, string> };
+    expect(pkg.bin).toEqual({ floodgate: 'bin/floodgate.js' });
+    expect(pkg.scripts['start']).toMatch(/\bnode bin\/floodgate\.js serve$/);
+  });
+
   test('runs the service (as npm start does) until SIGTERM, then exits 0', async () => {
     const proc = spawn(process.execPath, [FLOODGATE_BIN, 'serve'], {
       env: { PATH: process.env['PATH'] ?? '', RUNTIME_ROOT: projectRoot, HOST: '127.0.0.1', PORT: '0', GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', DEBUG_PORT: '0', USE_PROMETHEUS: 'false' },
