@@ -1,4 +1,5 @@
-import type { LogLevel } from './settings';
+export type LogLevel = 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+export type LogFormat = 'text' | 'json';
 
 const ORDER: Readonly<Record<LogLevel, number>> = { DEBUG: 10, INFO: 20, WARN: 30, ERROR: 40 };
 
@@ -10,7 +11,7 @@ export interface Logger {
 }
 
 /** A small levelled logger writing text or JSON lines to stderr. */
-export function createLogger(level: LogLevel, format: 'text' | 'json', write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
+export function createLogger(level: LogLevel, format: LogFormat, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
   const min = ORDER[level];
   const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>): void => {
     if (ORDER[lvl] < min) return;

@@ -1,41 +1,12 @@
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { SettingsError } from './errors';
+import type { BackendType } from './limiter/create-limiter';
+import type { FailureMode } from './limiter/failure-mode-limiter';
+import type { RedisSettings, RedisType } from './limiter/redis/redis-client';
+import type { LogFormat, LogLevel } from './log';
+import type { RequestLimits } from './service/validate-request';
 import { bool, duration, float, int, listenAddress, oneOf, port, str, type Env } from './settings-parse';
-
-export type BackendType = 'memory' | 'redis';
-export type RedisType = 'SINGLE' | 'SENTINEL' | 'CLUSTER';
-export type FailureMode = 'error' | 'allow' | 'deny' | 'local';
-export type LogLevel = 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
-
-/** One Redis deployment (the main one, or the per-second one). */
-export interface RedisSettings {
-  readonly type: RedisType;
-  /** SINGLE: host:port or a socket path; SENTINEL: master,host:port,...; CLUSTER: seed list. */
-  readonly url: string;
-  readonly socketType: 'tcp' | 'unix';
-  readonly username?: string;
-  readonly password?: string;
-  readonly tls: boolean;
-  readonly tlsClientCert?: string;
-  readonly tlsClientKey?: string;
-  readonly tlsCaCert?: string;
-  readonly tlsSkipHostnameVerification: boolean;
-  readonly poolSize: number;
-  /** Upper bound of any one Redis command, in ms (REDIS_TIMEOUT). */
-  readonly timeoutMs: number;
-  /** REDIS_PIPELINE_WINDOW in ms; 0 = send at once. */
-  readonly pipelineWindowMs: number;
-  readonly pipelineLimit: number;
-}
-
-/** Limits on one request's size; a request over them is INVALID_ARGUMENT. */
-export interface RequestLimits {
-  readonly maxDescriptors: number;
-  readonly maxEntries: number;
-  readonly maxKeyBytes: number;
-  readonly maxValueBytes: number;
-}
 
 export interface Settings {
   readonly host: string;
@@ -51,7 +22,7 @@ export interface Settings {
   readonly prometheusPort: number;
   readonly prometheusPath: string;
   readonly logLevel: LogLevel;
-  readonly logFormat: 'text' | 'json';
+  readonly logFormat: LogFormat;
 
   readonly runtimeRoot: string;
   readonly runtimeSubdirectory: string;
@@ -197,7 +168,7 @@ export function loadSettings(env: Env = process.env): Settings {
     prometheusPort: prometheus.port,
     prometheusPath,
     logLevel: oneOf<LogLevel>(env, 'LOG_LEVEL', 'WARN', ['DEBUG', 'INFO', 'WARN', 'ERROR']),
-    logFormat: oneOf(env, 'LOG_FORMAT', 'text', ['text', 'json']),
+    logFormat: oneOf<LogFormat>(env, 'LOG_FORMAT', 'text', ['text', 'json']),
     runtimeRoot,
     runtimeSubdirectory,
     runtimeAppDirectory,

@@ -1,5 +1,6 @@
 import { ConfigError } from '../errors';
-import type { Algorithm, RuleSet } from './rule-types';
+import type { Algorithm } from '../domain/algorithm';
+import type { RuleSet } from './rule-types';
 
 /**
  * Refuses a rule set that names an algorithm the limiter does not implement, so that a rule

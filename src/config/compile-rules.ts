@@ -1,6 +1,6 @@
 import { ConfigError } from '../errors';
-import { UNIT_SECONDS } from '../units';
-import type { DescriptorEntry } from '../service/types';
+import { UNIT_SECONDS } from '../domain/units';
+import type { DescriptorEntry } from '../domain/descriptor';
 import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './parse-rule-file';
 import type { RateLimitRule, RuleMatch, RuleSet } from './rule-types';
 

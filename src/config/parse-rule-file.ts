@@ -1,6 +1,6 @@
 import { ConfigError } from '../errors';
-import { parseUnit, type Unit } from '../units';
-import type { Algorithm } from './rule-types';
+import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
+import { parseUnit, type Unit } from '../domain/units';
 import { DecodeYamlFields } from './decode-yaml-fields';
 import { validateYamlKeys } from './validate-yaml-keys';
 import { goText, yamlTree, YamlSyntaxError, type YMap, type YNode } from './yaml-tree';
@@ -38,14 +38,6 @@ export interface DomainConfig {
   readonly domain: string;
   readonly descriptors: readonly DescriptorConfig[];
 }
-
-const ALGORITHMS: ReadonlySet<string> = new Set<Algorithm>([
-  'fixed_window',
-  'sliding_window',
-  'token_bucket',
-  'gcra',
-  'sliding_log',
-]);
 
 /**
  * Parses and validates one rule file. Throws ConfigError `<fileName>: <message>` with the
@@ -235,8 +227,9 @@ function checkUnit(raw: RawRateLimit, fail: Fail): Unit | undefined {
 
 function checkAlgorithm(name: string, fail: Fail): Algorithm {
   if (name === '') return 'fixed_window';
-  if (!ALGORITHMS.has(name)) fail(`invalid rate limit algorithm '${name}'`);
-  return name as Algorithm;
+  const algorithm = parseAlgorithm(name);
+  if (algorithm === undefined) fail(`invalid rate limit algorithm '${name}'`);
+  return algorithm;
 }
 
 function checkPositive(field: string, value: number | undefined, fallback: number, fail: Fail): number {

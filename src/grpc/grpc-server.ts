@@ -4,10 +4,10 @@ import type { HealthState } from '../health';
 import type { Logger } from '../log';
 import type { ServiceMetrics } from '../metrics/metrics';
 import type { RateLimitService } from '../service/rate-limit-service';
-import { requestFromWire, responseToWire } from './convert';
+import { requestFromWire, responseToWire } from '../rls/convert';
 import { healthService, type HealthService } from './health-service';
 import { loadProtos } from './protos';
-import type { WireRequest, WireResponse } from './wire-types';
+import type { WireRequest, WireResponse } from '../rls/wire-types';
 
 export interface GrpcServerDeps {
   readonly service: RateLimitService;

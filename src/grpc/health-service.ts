@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import type { HealthState } from '../health';
-import type { WireHealthRequest, WireServingStatus } from './wire-types';
+import type { WireHealthRequest, WireServingStatus } from '../rls/wire-types';
 
 /** Service names Envoy and Kubernetes ask about. */
 const KNOWN_SERVICES: ReadonlySet<string> = new Set(['', 'ratelimit']);

@@ -1,6 +1,6 @@
 import { InvalidRequestError } from '../errors';
 import type { RateLimitResponse } from '../service/types';
-import type { WireDescriptor, WireRequest, WireUnit } from '../grpc/wire-types';
+import type { WireDescriptor, WireRequest, WireUnit } from '../rls/wire-types';
 
 // The /json endpoint speaks protobuf's JSON mapping: camelCase names (the original snake_case
 // names are accepted too, as protobuf parsers do), enums as names, Duration as "<n>s", and

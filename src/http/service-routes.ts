@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { httpStatusOf } from '../error-status';
 import { InvalidRequestError } from '../errors';
-import { requestFromWire } from '../grpc/convert';
+import { requestFromWire } from '../rls/convert';
 import type { HealthState } from '../health';
 import type { RateLimitService } from '../service/rate-limit-service';
 import { readBody, type Route } from './http-listener';

@@ -1,12 +1,23 @@
 import type { Logger } from '../log';
 import type { ServiceMetrics } from '../metrics/metrics';
-import type { Settings } from '../settings';
-import { FailureModeLimiter } from './failure-mode-limiter';
+import { FailureModeLimiter, type FailureMode } from './failure-mode-limiter';
 import type { Limiter } from './limiter';
-import { MemoryLimiter } from './memory-limiter';
+import { MemoryLimiter } from './memory/memory-limiter';
 import { OverLimitCache } from './over-limit-cache';
-import { createRedisClient, type RedisClient } from './redis/redis-client';
+import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
 import { RedisLimiter } from './redis/redis-limiter';
+
+export type BackendType = 'memory' | 'redis';
+
+/** The settings that choose and tune the limiter stack. */
+export interface LimiterSettings {
+  readonly backendType: BackendType;
+  readonly redis?: RedisSettings;
+  readonly redisPerSecond?: RedisSettings;
+  readonly cacheKeyPrefix: string;
+  readonly backendFailureMode: FailureMode;
+  readonly localCacheSizeInBytes: number;
+}
 
 export interface LimiterDeps {
   readonly logger: Logger;
@@ -30,7 +41,7 @@ function logConnectionErrors(client: RedisClient, name: string, logger: Logger):
  * Builds the limiter stack the settings describe. For Redis, from the outside in: the failure
  * mode (so a fallback answer is never cached), the local over-limit cache, the Redis limiter.
  */
-export function createLimiter(settings: Settings, deps: LimiterDeps): Limiter {
+export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Limiter {
   if (settings.backendType === 'memory' || settings.redis === undefined) return new MemoryLimiter();
   const client = createRedisClient(settings.redis);
   logConnectionErrors(client, 'redis', deps.logger);

@@ -1,19 +1,11 @@
-import type { Algorithm } from '../config/rule-types';
-import type { DescriptorEntry } from '../service/types';
+import type { Algorithm } from '../domain/algorithm';
+import type { DescriptorEntry } from '../domain/descriptor';
+import type { LimitSpec } from '../domain/limit-spec';
 
 /** Who is counted: a domain and the descriptor entries that identify the counter. */
 export interface CounterId {
   readonly domain: string;
   readonly entries: readonly DescriptorEntry[];
-}
-
-/** How it is counted. The limit is not part of a counter's identity; algorithm and window are. */
-export interface LimitSpec {
-  readonly algorithm: Algorithm;
-  readonly limit: number;
-  readonly windowSeconds: number;
-  /** Capacity for token_bucket / gcra. */
-  readonly burst: number;
 }
 
 /** One counter to check: who, which rule, how much (hits 0 = peek without consuming). */

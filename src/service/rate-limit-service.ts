@@ -2,12 +2,11 @@ import { NotReadyError } from '../errors';
 import type { RateLimitRule, RuleMatch, RuleSet } from '../config/rule-types';
 import type { Limiter, LimitCheck, LimitResult } from '../limiter/limiter';
 import type { ServiceMetrics } from '../metrics/metrics';
-import type { RequestLimits } from '../settings';
-import { UNIT_SECONDS } from '../units';
+import { UNIT_SECONDS } from '../domain/units';
 import { hitCounts } from './hit-counts';
 import { buildDynamicMetadata } from './dynamic-metadata';
 import { limitHeaders, type HeaderNames } from './limit-headers';
-import { validateRequest } from './validate-request';
+import { validateRequest, type RequestLimits } from './validate-request';
 import type { Code, DescriptorStatus, RateLimitRequest, RateLimitResponse, RequestDescriptor } from './types';
 
 /** Behaviour switches of the service, from settings. */

@@ -1,11 +1,7 @@
-import type { Unit } from '../units';
+import type { DescriptorEntry } from '../domain/descriptor';
+import type { Unit } from '../domain/units';
 
-/** Domain types of one ShouldRateLimit call. Protobuf shapes never reach past src/grpc. */
-
-export interface DescriptorEntry {
-  readonly key: string;
-  readonly value: string;
-}
+/** Domain types of one ShouldRateLimit call. Protobuf shapes never reach past src/rls. */
 
 export interface LimitOverride {
   readonly requestsPerUnit: number;

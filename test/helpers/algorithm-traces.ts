@@ -1,5 +1,6 @@
-import type { Algorithm } from '../../src/config/rule-types';
-import type { LimitResult, LimitSpec } from '../../src/limiter/limiter';
+import type { Algorithm } from '../../src/domain/algorithm';
+import type { LimitSpec } from '../../src/domain/limit-spec';
+import type { LimitResult } from '../../src/limiter/limiter';
 
 /**
  * Scripted traces of the algorithms that count only admitted hits, written once and run

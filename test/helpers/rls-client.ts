@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { loadProtos } from '../../src/grpc/protos';
-import type { WireResponse } from '../../src/grpc/wire-types';
+import type { WireResponse } from '../../src/rls/wire-types';
 
 /** What a test sends: plain objects in proto-loader's keepCase form. */
 export interface TestDescriptor {

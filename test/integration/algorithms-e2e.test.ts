@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Algorithm } from '../../src/config/rule-types';
+import type { Algorithm } from '../../src/domain/algorithm';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';

@@ -1,8 +1,9 @@
 import Redis, { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Algorithm } from '../../src/config/rule-types';
-import { IMPLEMENTED_ALGORITHMS, type LimitCheck, type LimitResult, type LimitSpec } from '../../src/limiter/limiter';
-import { MemoryLimiter } from '../../src/limiter/memory-limiter';
+import type { Algorithm } from '../../src/domain/algorithm';
+import type { LimitSpec } from '../../src/domain/limit-spec';
+import { IMPLEMENTED_ALGORITHMS, type LimitCheck, type LimitResult } from '../../src/limiter/limiter';
+import { MemoryLimiter } from '../../src/limiter/memory/memory-limiter';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { TRACE_START, seededRandom } from '../helpers/algorithm-traces';

@@ -6,7 +6,7 @@ import { compileRules } from '../../src/config/compile-rules';
 import { parseRuleFile } from '../../src/config/parse-rule-file';
 import type { RuleSet } from '../../src/config/rule-types';
 import { projectRoot } from '../../src/paths';
-import type { DescriptorEntry } from '../../src/service/types';
+import type { DescriptorEntry } from '../../src/domain/descriptor';
 import { loadSettings, type Settings } from '../../src/settings';
 
 /**

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LimitResult, LimitSpec } from '../../src/limiter/limiter';
+import type { LimitSpec } from '../../src/domain/limit-spec';
+import type { LimitResult } from '../../src/limiter/limiter';
 import { IMPLEMENTED_ALGORITHMS } from '../../src/limiter/limiter';
 import type { AlgorithmState } from '../../src/limiter/memory/memory-algorithm';
 import { memoryAlgorithms } from '../../src/limiter/memory/memory-algorithms';

@@ -1,4 +1,5 @@
-import type { LimitResult, LimitSpec } from '../limiter';
+import type { LimitSpec } from '../../domain/limit-spec';
+import type { LimitResult } from '../limiter';
 
 /** What every in-memory counter state carries, whatever the algorithm. */
 export interface AlgorithmState {

@@ -1,4 +1,4 @@
-import type { Algorithm } from '../../config/rule-types';
+import type { Algorithm } from '../../domain/algorithm';
 import { fixedWindow } from './fixed-window';
 import { gcra } from './gcra';
 import type { MemoryAlgorithm } from './memory-algorithm';

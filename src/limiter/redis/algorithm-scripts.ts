@@ -1,4 +1,4 @@
-import type { Algorithm } from '../../config/rule-types';
+import type { Algorithm } from '../../domain/algorithm';
 import type { LimitCheck, LimitResult } from '../limiter';
 import { loadLuaScript, type LuaScript } from './lua-script';
 

@@ -2,9 +2,31 @@ import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import { SettingsError } from '../../errors';
-import type { RedisSettings } from '../../settings';
 
 export type RedisClient = Redis | Cluster;
+
+export type RedisType = 'SINGLE' | 'SENTINEL' | 'CLUSTER';
+
+/** One Redis deployment (the main one, or the per-second one). */
+export interface RedisSettings {
+  readonly type: RedisType;
+  /** SINGLE: host:port or a socket path; SENTINEL: master,host:port,...; CLUSTER: seed list. */
+  readonly url: string;
+  readonly socketType: 'tcp' | 'unix';
+  readonly username?: string;
+  readonly password?: string;
+  readonly tls: boolean;
+  readonly tlsClientCert?: string;
+  readonly tlsClientKey?: string;
+  readonly tlsCaCert?: string;
+  readonly tlsSkipHostnameVerification: boolean;
+  readonly poolSize: number;
+  /** Upper bound of any one Redis command, in ms (REDIS_TIMEOUT). */
+  readonly timeoutMs: number;
+  /** REDIS_PIPELINE_WINDOW in ms; 0 = send at once. */
+  readonly pipelineWindowMs: number;
+  readonly pipelineLimit: number;
+}
 
 function hostPort(spec: string, what: string): { host: string; port: number } {
   const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(spec.trim().replace(/^redis:\/\//, ''));

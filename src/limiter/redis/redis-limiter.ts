@@ -1,8 +1,8 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
-import type { Algorithm } from '../../config/rule-types';
+import type { Algorithm } from '../../domain/algorithm';
 import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
-import { CircuitBreaker } from '../circuit-breaker';
+import { CircuitBreaker } from './circuit-breaker';
 import { counterKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 import { algorithmScripts, type AlgorithmScript, type CallPass } from './algorithm-scripts';

@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest';
 import { checkAlgorithms } from '../../../src/config/check-algorithms';
 import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
-import type { Algorithm } from '../../../src/config/rule-types';
+import type { Algorithm } from '../../../src/domain/algorithm';
 import { ConfigError } from '../../../src/errors';
 import { IMPLEMENTED_ALGORITHMS } from '../../../src/limiter/limiter';
 

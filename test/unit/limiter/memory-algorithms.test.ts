@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Algorithm } from '../../../src/config/rule-types';
-import { IMPLEMENTED_ALGORITHMS, type LimitCheck, type LimitSpec } from '../../../src/limiter/limiter';
-import { MemoryLimiter } from '../../../src/limiter/memory-limiter';
+import type { Algorithm } from '../../../src/domain/algorithm';
+import type { LimitSpec } from '../../../src/domain/limit-spec';
+import { IMPLEMENTED_ALGORITHMS, type LimitCheck } from '../../../src/limiter/limiter';
+import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
 import { memoryAlgorithms } from '../../../src/limiter/memory/memory-algorithms';
 import { ALGORITHM_TRACES, TRACE_START, randomSteps, seededRandom } from '../../helpers/algorithm-traces';
 

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Algorithm } from '../../../src/config/rule-types';
+import type { Algorithm } from '../../../src/domain/algorithm';
 import type { LimitCheck } from '../../../src/limiter/limiter';
-import { MemoryLimiter } from '../../../src/limiter/memory-limiter';
+import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
 
 /** 2024-01-01T12:00:00.000Z — a whole minute, hour and day of the epoch. */
 const NOON = Date.UTC(2024, 0, 1, 12, 0, 0, 0);

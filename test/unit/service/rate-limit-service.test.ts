@@ -3,7 +3,7 @@ import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
 import type { RuleSet } from '../../../src/config/rule-types';
 import { InvalidRequestError, NotReadyError } from '../../../src/errors';
-import { MemoryLimiter } from '../../../src/limiter/memory-limiter';
+import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
 import { PrometheusMetrics } from '../../../src/metrics/metrics';
 import { RateLimitService, type ServiceConfig } from '../../../src/service/rate-limit-service';
 import type { RateLimitRequest, RequestDescriptor } from '../../../src/service/types';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../../src/errors';
-import { requestFromWire, responseToWire, structToWire } from '../../../src/grpc/convert';
-import type { WireDescriptor, WireRequest } from '../../../src/grpc/wire-types';
+import { requestFromWire, responseToWire, structToWire } from '../../../src/rls/convert';
+import type { WireDescriptor, WireRequest } from '../../../src/rls/wire-types';
 import type { RateLimitResponse } from '../../../src/service/types';
 
 function wireDescriptor(over: Partial<WireDescriptor> = {}): WireDescriptor {

@@ -1,6 +1,6 @@
 import { InvalidRequestError } from '../errors';
 import type { RateLimitRequest, RateLimitResponse, RequestDescriptor } from '../service/types';
-import type { Unit } from '../units';
+import type { Unit } from '../domain/units';
 import type { WireDescriptor, WireDescriptorStatus, WireRequest, WireResponse, WireStruct, WireValue } from './wire-types';
 
 // RateLimitUnit on the request side has no WEEK; UNKNOWN or a number outside the enum is invalid.

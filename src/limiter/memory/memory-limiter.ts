@@ -1,7 +1,7 @@
-import type { CheckOptions, LimitCheck, LimitResult, Limiter } from './limiter';
-import { counterIdentity } from './counter-key';
-import type { AlgorithmState } from './memory/memory-algorithm';
-import { memoryAlgorithms } from './memory/memory-algorithms';
+import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
+import { counterIdentity } from '../counter-key';
+import type { AlgorithmState } from './memory-algorithm';
+import { memoryAlgorithms } from './memory-algorithms';
 
 export interface MemoryLimiterOptions {
   /** Clock in epoch ms; injectable for tests. */

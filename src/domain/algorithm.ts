@@ -1,0 +1,12 @@
+/** Counting algorithms (rule field `algorithm`, default `fixed_window`). */
+export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket' | 'gcra' | 'sliding_log';
+
+/** Every algorithm, in the order the rule-file documentation lists them. */
+export const ALGORITHMS: readonly Algorithm[] = Object.freeze(['fixed_window', 'sliding_window', 'token_bucket', 'gcra', 'sliding_log']);
+
+const KNOWN: ReadonlySet<string> = new Set(ALGORITHMS);
+
+/** Narrows a rule file's `algorithm` field; undefined when it names no algorithm. */
+export function parseAlgorithm(name: string): Algorithm | undefined {
+  return KNOWN.has(name) ? (name as Algorithm) : undefined;
+}
