@@ -1,12 +1,12 @@
 import * as grpc from '@grpc/grpc-js';
 import { checkAlgorithms } from './config/check-algorithms';
-import { loadRules } from './config/load-rules';
+import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
 import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
 import { rlconfigRoute } from './http/debug-routes';
-import { HttpListener } from './http/http-listener';
+import { HttpListener, type Route } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
 import { healthcheckRoute, jsonRoute } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
@@ -78,15 +78,16 @@ async function grpcCredentials(settings: Settings): Promise<grpc.ServerCredentia
   return grpc.experimental.createCertificateProviderServerCredentials(identity, clientCa, clientCa !== null);
 }
 
-/** Reads and validates every rule file; the whole load fails on any error. */
-async function readRules(settings: Settings): Promise<RuleSet> {
-  const rules = await loadRules(settings.rulesDir, { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles });
-  return checkAlgorithms(rules, IMPLEMENTED_ALGORITHMS);
+/** The rule loader both the first load and every reload use; the whole load fails on any error. */
+function ruleLoader(settings: Settings): () => Promise<RuleSet> {
+  const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
+  return async () => checkAlgorithms(await loadRuleDirectory(settings.rulesDir, options), IMPLEMENTED_ALGORITHMS);
 }
 
-async function initialRules(settings: Settings, logger: Logger, metrics: PrometheusMetrics): Promise<RuleSet | undefined> {
+/** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */
+async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings, logger: Logger, metrics: PrometheusMetrics): Promise<RuleSet | undefined> {
   try {
-    const rules = await readRules(settings);
+    const rules = await load();
     metrics.configLoad(true);
     return rules;
   } catch (err) {
@@ -124,19 +125,50 @@ function serviceConfig(settings: Settings): ServiceConfig {
   };
 }
 
-/** The one place that wires concrete pieces together. */
-export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
-  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
-  const metrics = new PrometheusMetrics({ collectDefault: true });
-  let current: RuleSet | undefined;
-  const watcher = new RulesWatcher({
+/**
+ * Everything startApp has started so far. Both a start that fails partway and stop() close it
+ * through closeRunning, so what was opened is closed whichever way the app ends.
+ */
+interface Running {
+  watcher?: RulesWatcher;
+  limiter?: Limiter;
+  health?: HealthState;
+  grpcServer?: GrpcServer;
+  readonly listeners: HttpListener[];
+}
+
+/** NOT_SERVING first, then calls in flight finish (bounded by `graceMs`), then the rest closes. */
+async function closeRunning(running: Running, graceMs: number): Promise<void> {
+  running.health?.markShuttingDown();
+  running.watcher?.close();
+  await running.grpcServer?.shutdown(graceMs);
+  await Promise.all(running.listeners.map((listener) => listener.close()));
+  running.health?.close();
+  await running.limiter?.close();
+}
+
+interface Core {
+  readonly logger: Logger;
+  readonly metrics: PrometheusMetrics;
+}
+
+/** The rule set in use, swapped whole by each successful reload. */
+interface RulesHolder {
+  current: RuleSet | undefined;
+}
+
+/** Starts watching the rule files, then loads them; the baseline comes first, so no change falls in between. */
+async function startRules(settings: Settings, { logger, metrics }: Core, running: Running): Promise<RulesHolder> {
+  const holder: RulesHolder = { current: undefined };
+  const load = ruleLoader(settings);
+  running.watcher = new RulesWatcher({
     root: settings.runtimeRoot,
     subdirectory: settings.runtimeSubdirectory,
     appDirectory: settings.runtimeAppDirectory,
     watchRoot: settings.runtimeWatchRoot,
-    load: () => readRules(settings),
+    load,
     onLoaded: (rules) => {
-      current = rules;
+      holder.current = rules;
       metrics.configLoad(true);
       logger.info('rules reloaded', { domains: rules.domainCount });
     },
@@ -145,29 +177,52 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
       logger.error(`error loading new configuration from runtime: ${err.message}`);
     },
   });
-  // The watcher takes its baseline before the first load, so no change can fall in between.
-  await watcher.start();
-  current = await initialRules(settings, logger, metrics).catch((err: unknown) => {
-    watcher.close();
-    throw err;
-  });
+  await running.watcher.start();
+  holder.current = await loadStartupRules(load, settings, logger, metrics);
+  return holder;
+}
+
+/**
+ * The Redis client never queues commands, so a call that arrived before the first connection
+ * is up would fail (and a burst of them would open the circuit breaker). The ports open only
+ * once the backend is connected, or after a bound, so that with Redis away the service still
+ * starts and the failure mode answers.
+ */
+async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics }: Core, running: Running): Promise<Limiter> {
   const limiter = options.limiter ?? createLimiter(settings, { logger, metrics });
-  // The Redis client never queues commands, so a call that arrived before the first connection
-  // is up would fail (and a burst of them would open the circuit breaker). Open the ports only
-  // once the backend is connected, or after a bound, so that with Redis away the service still
-  // starts and the failure mode answers.
+  running.limiter = limiter;
   if (!(await backendReady(limiter, BACKEND_STARTUP_WAIT_MS))) {
     logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
   }
+  return limiter;
+}
 
-  const rules = (): RuleSet | undefined => current;
-  const health = new HealthState({
+function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, running: Running): HealthState {
+  running.health = new HealthState({
     backendHealthy: () => limiter.isHealthy(),
-    rulesReady: () => !settings.healthyWithAtLeastOneConfigLoaded || current !== undefined,
+    rulesReady: () => !settings.healthyWithAtLeastOneConfigLoaded || holder.current !== undefined,
   });
-  const service = new RateLimitService({ rules, limiter, metrics, config: serviceConfig(settings) });
+  return running.health;
+}
 
-  const grpcServer = new GrpcServer({
+interface Served {
+  readonly service: RateLimitService;
+  readonly health: HealthState;
+  readonly rules: () => RuleSet | undefined;
+}
+
+type Ports = Pick<App, 'grpcPort' | 'httpPort' | 'debugPort' | 'metricsPort'>;
+
+async function listenHttp(running: Running, routes: Record<string, Route>, host: string, port: number): Promise<number> {
+  const listener = new HttpListener(routes);
+  const bound = await listener.listen(host, port);
+  running.listeners.push(listener);
+  return bound;
+}
+
+/** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
+async function openPorts(settings: Settings, { logger, metrics }: Core, { service, health, rules }: Served, running: Running): Promise<Ports> {
+  running.grpcServer = new GrpcServer({
     service,
     health,
     metrics,
@@ -176,32 +231,41 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
-  const grpcPort = await grpcServer.listen(grpcAddress, await grpcCredentials(settings));
-  const http = new HttpListener({ '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) });
-  const httpPort = await http.listen(settings.host, settings.port);
-  const debug = new HttpListener({ '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) });
-  const debugPort = await debug.listen(settings.debugHost, settings.debugPort);
-  let prometheus: HttpListener | undefined;
-  let metricsPort: number | undefined;
-  if (settings.usePrometheus) {
-    prometheus = new HttpListener({ [settings.prometheusPath]: metricsRoute(metrics.registry) });
-    metricsPort = await prometheus.listen(settings.prometheusHost, settings.prometheusPort);
-  }
+  const grpcPort = await running.grpcServer.listen(grpcAddress, await grpcCredentials(settings));
+  const httpRoutes = { '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) };
+  const httpPort = await listenHttp(running, httpRoutes, settings.host, settings.port);
+  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) };
+  const debugPort = await listenHttp(running, debugRoutes, settings.debugHost, settings.debugPort);
+  if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
+  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(metrics.registry) };
+  const metricsPort = await listenHttp(running, metricsRoutes, settings.prometheusHost, settings.prometheusPort);
+  return { grpcPort, httpPort, debugPort, metricsPort };
+}
+
+function reportHealthChanges(health: HealthState, limiter: Limiter, { logger, metrics }: Core): void {
   health.on('change', (serving: boolean) => {
     metrics.setBackendHealthy(limiter.isHealthy());
     logger.warn(serving ? 'health: SERVING' : 'health: NOT_SERVING');
   });
+}
 
-  let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> =>
-    (stopping ??= (async () => {
-      health.markShuttingDown();
-      watcher.close();
-      await grpcServer.shutdown(settings.shutdownGraceMs);
-      await Promise.all([http.close(), debug.close(), prometheus?.close()]);
-      health.close();
-      await limiter.close();
-    })());
-
-  return { grpcPort, httpPort, debugPort, ...(metricsPort !== undefined ? { metricsPort } : {}), health, metrics, limiter, rules, stop };
+/** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
+export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
+  const core: Core = { logger: options.logger ?? createLogger(settings.logLevel, settings.logFormat), metrics: new PrometheusMetrics({ collectDefault: true }) };
+  const running: Running = { listeners: [] };
+  try {
+    const holder = await startRules(settings, core, running);
+    const rules = (): RuleSet | undefined => holder.current;
+    const limiter = await startLimiter(settings, options, core, running);
+    const health = startHealth(settings, limiter, holder, running);
+    const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings) });
+    const ports = await openPorts(settings, core, { service, health, rules }, running);
+    reportHealthChanges(health, limiter, core);
+    let stopping: Promise<void> | undefined;
+    const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));
+    return { ...ports, health, metrics: core.metrics, limiter, rules, stop };
+  } catch (err) {
+    await closeRunning(running, 0);
+    throw err;
+  }
 }

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadRules } from '../../src/config/load-rules';
+import { loadRuleDirectory } from '../../src/config/load-rule-directory';
 import type { RuleSet } from '../../src/config/rule-types';
 import { RulesWatcher, type RulesWatcherOptions } from '../../src/config/rules-watcher';
 import { ConfigError } from '../../src/errors';
@@ -70,7 +70,7 @@ describe('RulesWatcher', () => {
     const dir = join(options.root, options.subdirectory, options.appDirectory);
     watcher = new RulesWatcher({
       ...options,
-      load: () => loadRules(dir, { mergeDomainConfig: false, ignoreDotFiles: true }),
+      load: () => loadRuleDirectory(dir, { mergeDomainConfig: false, ignoreDotFiles: true }),
       onLoaded: (rules) => {
         recorder.loads += 1;
         recorder.current = rules;
@@ -274,7 +274,7 @@ describe('RulesWatcher', () => {
         subdirectory: '',
         appDirectory: 'config',
         watchRoot: false,
-        load: () => loadRules(dir, { mergeDomainConfig: false, ignoreDotFiles: false }),
+        load: () => loadRuleDirectory(dir, { mergeDomainConfig: false, ignoreDotFiles: false }),
         onLoaded: () => {
           calls += 1;
           if (calls === 1) throw new Error('consumer failed');
