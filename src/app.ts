@@ -1,5 +1,4 @@
 import * as grpc from '@grpc/grpc-js';
-import { checkAlgorithms } from './config/check-algorithms';
 import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
@@ -10,7 +9,7 @@ import { HttpListener, type Route } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
 import { healthcheckRoute, jsonRoute } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
-import { IMPLEMENTED_ALGORITHMS, type Limiter } from './limiter/limiter';
+import type { Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
 import { PrometheusMetrics } from './metrics/metrics';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
@@ -81,7 +80,7 @@ async function grpcCredentials(settings: Settings): Promise<grpc.ServerCredentia
 /** The rule loader both the first load and every reload use; the whole load fails on any error. */
 function ruleLoader(settings: Settings): () => Promise<RuleSet> {
   const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
-  return async () => checkAlgorithms(await loadRuleDirectory(settings.rulesDir, options), IMPLEMENTED_ALGORITHMS);
+  return () => loadRuleDirectory(settings.rulesDir, options);
 }
 
 /** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */

@@ -1,5 +1,6 @@
 import { ConfigError } from '../errors';
 import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
+import { keyValue } from '../domain/descriptor';
 import { parseUnit, type Unit } from '../domain/units';
 import { DecodeYamlFields } from './decode-yaml-fields';
 import { validateYamlKeys } from './validate-yaml-keys';
@@ -166,7 +167,7 @@ function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fa
   const seen = new Set<string>();
   return raws.map((raw) => {
     if (raw.key === '') fail('descriptor has empty key');
-    const compositeKey = raw.value === '' ? raw.key : `${raw.key}_${raw.value}`;
+    const compositeKey = keyValue(raw);
     const path = parentPath + compositeKey;
     if (seen.has(compositeKey)) fail(`duplicate descriptor composite key '${path}'`);
     seen.add(compositeKey);

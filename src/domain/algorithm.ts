@@ -1,8 +1,8 @@
-/** Counting algorithms (rule field `algorithm`, default `fixed_window`). */
-export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket' | 'gcra' | 'sliding_log';
+/** Every counting algorithm, in the order the rule-file documentation lists them. */
+export const ALGORITHMS = Object.freeze(['fixed_window', 'sliding_window', 'token_bucket', 'gcra', 'sliding_log'] as const);
 
-/** Every algorithm, in the order the rule-file documentation lists them. */
-export const ALGORITHMS: readonly Algorithm[] = Object.freeze(['fixed_window', 'sliding_window', 'token_bucket', 'gcra', 'sliding_log']);
+/** Counting algorithms (rule field `algorithm`, default `fixed_window`). */
+export type Algorithm = (typeof ALGORITHMS)[number];
 
 const KNOWN: ReadonlySet<string> = new Set(ALGORITHMS);
 

@@ -1,3 +1,4 @@
+import { UINT32_MAX } from '../domain/uint32';
 import { InvalidRequestError } from '../errors';
 import type { RateLimitResponse } from '../service/types';
 import type { WireDescriptor, WireRequest, WireUnit } from '../rls/wire-types';
@@ -34,8 +35,6 @@ function asString(v: unknown, what: string): string {
   if (typeof v !== 'string') throw new InvalidRequestError(`${what} must be a string`);
   return v;
 }
-
-const UINT32_MAX = 0xffffffff;
 
 function asUint(v: unknown, what: string, max = Number.MAX_SAFE_INTEGER): number {
   if (v === undefined || v === null) return 0;

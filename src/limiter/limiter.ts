@@ -1,4 +1,3 @@
-import type { Algorithm } from '../domain/algorithm';
 import type { DescriptorEntry } from '../domain/descriptor';
 import type { LimitSpec } from '../domain/limit-spec';
 
@@ -56,6 +55,3 @@ export interface Limiter {
   isHealthy(): boolean;
   close(): Promise<void>;
 }
-
-/** Algorithms both backends implement today; a rule naming another one is refused at load. */
-export const IMPLEMENTED_ALGORITHMS: ReadonlySet<Algorithm> = new Set<Algorithm>(['fixed_window', 'sliding_window', 'token_bucket', 'gcra', 'sliding_log']);

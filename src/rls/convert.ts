@@ -1,11 +1,11 @@
 import { InvalidRequestError } from '../errors';
 import type { RateLimitRequest, RateLimitResponse, RequestDescriptor } from '../service/types';
+import { UINT32_MAX } from '../domain/uint32';
 import type { Unit } from '../domain/units';
 import type { WireDescriptor, WireDescriptorStatus, WireRequest, WireResponse, WireStruct, WireValue } from './wire-types';
 
 // RateLimitUnit on the request side has no WEEK; UNKNOWN or a number outside the enum is invalid.
 const OVERRIDE_UNITS: ReadonlySet<string> = new Set(['SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR']);
-const MAX_HITS = 0xffffffff;
 
 function descriptorFromWire(d: WireDescriptor, index: number): RequestDescriptor {
   let descriptor: RequestDescriptor = { entries: d.entries ?? [] };
@@ -18,8 +18,8 @@ function descriptorFromWire(d: WireDescriptor, index: number): RequestDescriptor
   }
   if (d.hits_addend) {
     const hits = d.hits_addend.value;
-    if (!Number.isInteger(hits) || hits < 0 || hits > MAX_HITS) {
-      throw new InvalidRequestError(`descriptor ${index}: hits_addend ${hits} is out of range (0 to ${MAX_HITS})`);
+    if (!Number.isInteger(hits) || hits < 0 || hits > UINT32_MAX) {
+      throw new InvalidRequestError(`descriptor ${index}: hits_addend ${hits} is out of range (0 to ${UINT32_MAX})`);
     }
     descriptor = { ...descriptor, hitsAddend: hits };
   }

@@ -2,6 +2,7 @@ import { NotReadyError } from '../errors';
 import type { RateLimitRule, RuleMatch, RuleSet } from '../config/rule-types';
 import type { Limiter, LimitCheck, LimitResult } from '../limiter/limiter';
 import type { ServiceMetrics } from '../metrics/metrics';
+import { UINT32_MAX } from '../domain/uint32';
 import { UNIT_SECONDS } from '../domain/units';
 import { hitCounts } from './hit-counts';
 import { buildDynamicMetadata } from './dynamic-metadata';
@@ -40,7 +41,7 @@ export interface DescriptorPlan {
 
 /** Statuses a descriptor gets without counting. */
 const STATUS_NO_LIMIT: DescriptorStatus = Object.freeze({ code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 0 });
-const STATUS_UNLIMITED: DescriptorStatus = Object.freeze({ code: 'OK', limitRemaining: 4294967295, durationUntilResetSeconds: 0 });
+const STATUS_UNLIMITED: DescriptorStatus = Object.freeze({ code: 'OK', limitRemaining: UINT32_MAX, durationUntilResetSeconds: 0 });
 
 /** `domain.key1_value1.key2` — the reference's runtime path, used for override stats. */
 function runtimePath(domain: string, descriptor: RequestDescriptor): string {

@@ -140,8 +140,11 @@ const slidingLog: Trace[] = [
   zeroLimit('sliding_log'),
 ];
 
+/** The algorithms that count only admitted hits: every one but fixed_window. */
+export type TracedAlgorithm = Exclude<Algorithm, 'fixed_window'>;
+
 /** The traces of every algorithm that counts only admitted hits, by algorithm. */
-export const ALGORITHM_TRACES: Readonly<Partial<Record<Algorithm, readonly Trace[]>>> = {
+export const ALGORITHM_TRACES: Readonly<Record<TracedAlgorithm, readonly Trace[]>> = {
   sliding_window: slidingWindow,
   token_bucket: bucketTraces('token_bucket'),
   gcra: bucketTraces('gcra'),

@@ -88,10 +88,10 @@ function admittedHitsScript(name: Algorithm): AlgorithmScript {
 }
 
 /**
- * The script of every implemented algorithm, loaded once (one table per limiter). An algorithm
- * joins IMPLEMENTED_ALGORITHMS only with an entry here and one in memory/memory-algorithms.ts.
+ * The script of every algorithm, loaded once (one table per limiter). The table is total: a new
+ * Algorithm does not compile until it has an entry here and one in memory/memory-algorithms.ts.
  */
-export function algorithmScripts(): Readonly<Partial<Record<Algorithm, AlgorithmScript>>> {
+export function algorithmScripts(): Readonly<Record<Algorithm, AlgorithmScript>> {
   return {
     fixed_window: fixedWindowScript(),
     sliding_window: admittedHitsScript('sliding_window'),

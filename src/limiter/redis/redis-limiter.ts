@@ -41,7 +41,7 @@ interface SlotGroup {
  * masters keep answering.
  */
 export class RedisLimiter implements Limiter {
-  private readonly scripts: Readonly<Partial<Record<Algorithm, AlgorithmScript>>> = algorithmScripts();
+  private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>> = algorithmScripts();
   private readonly breakers = new Map<string, CircuitBreaker>();
   private readonly coalescer: CallCoalescer;
   private readonly newBreaker: () => CircuitBreaker;
@@ -118,8 +118,6 @@ export class RedisLimiter implements Limiter {
       if (group === undefined) {
         const node = target instanceof Cluster ? (target.slots[slot]?.[0] ?? `slot ${slot}`) : 'server';
         const algorithm = this.scripts[check.spec.algorithm];
-        // Unreachable for loaded rules: checkAlgorithms refuses an algorithm that is not implemented.
-        if (algorithm === undefined) throw new Error(`rate limit algorithm '${check.spec.algorithm}' is not implemented`);
         group = { client: target, algorithm, batchKey: groupKey, breaker: this.breakerFor(side + node), keys: [], indexes: [] };
         groups.set(groupKey, group);
       }

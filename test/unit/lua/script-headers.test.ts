@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { IMPLEMENTED_ALGORITHMS } from '../../../src/limiter/limiter';
+import { ALGORITHMS } from '../../../src/domain/algorithm';
 import { readLuaScript } from '../../../src/limiter/redis/lua-script';
 import { luaDir } from '../../../src/paths';
 
@@ -33,7 +33,7 @@ function body(source: string, expanded: string): string {
 describe('lua scripts', () => {
   it('exist, one per implemented algorithm', () => {
     expect(files).toContain('fixed_window.lua');
-    for (const algorithm of IMPLEMENTED_ALGORITHMS) expect(files).toContain(`${algorithm}.lua`);
+    for (const algorithm of ALGORITHMS) expect(files).toContain(`${algorithm}.lua`);
   });
 
   describe.each(files)('%s', (file) => {
