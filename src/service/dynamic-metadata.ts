@@ -1,4 +1,4 @@
-import type { DescriptorPlan } from './rate-limit-service';
+import type { DescriptorPlan } from './descriptor-plan';
 import type { DescriptorStatus, RateLimitRequest } from './types';
 
 function entryStrings(entries: RateLimitRequest['descriptors'][number]['entries']): string[] {
@@ -33,7 +33,7 @@ export function buildDynamicMetadata(
         limit_key: rule.fullKey,
       });
     }
-    const nodeMetadata = plan.match?.metadata;
+    const nodeMetadata = plan.metadata;
     if (rule.quotaMode && nodeMetadata !== undefined) metadata = { ...nodeMetadata, ...metadata };
   });
   if (metadata !== undefined) out.metadata = metadata;
