@@ -9,7 +9,7 @@ export interface DescriptorPlan {
   readonly rule?: RateLimitRule;
   /** Metric label path of this evaluation (the rule's, or the match's detailed one). */
   readonly metricKey: string;
-  /** The matched node's `metadata`. */
+  /** The matched rule's `metadata`; never set for a limit override. */
   readonly metadata?: Readonly<Record<string, unknown>>;
   readonly hits: number;
   /** Index into {@link RequestPlan.checks}, or -1 when nothing is counted (no rule, unlimited). */
@@ -70,8 +70,11 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
       resolved[i] = {};
       continue;
     }
-    const match = rules.match(domain, d.entries);
-    const rule = overrideRule(domain, d) ?? match?.rule;
+    // An override is Envoy's limit, not a rule of ours: no match, so no metadata, shared counter
+    // or detailed metric of the node it happens to match (as the reference).
+    const override = overrideRule(domain, d);
+    const match = override === undefined ? rules.match(domain, d.entries) : undefined;
+    const rule = override ?? match?.rule;
     if (rule !== undefined && rule.replaces.length > 0) {
       replaced ??= new Set();
       for (const name of rule.replaces) replaced.add(name);
@@ -88,7 +91,7 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
     if (rule === undefined || (replaced !== undefined && name !== undefined && name !== '' && replaced.has(name))) {
       return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
     }
-    const metricKey = r.match?.rule === rule ? r.match.metricKey : rule.fullKey;
+    const metricKey = r.match?.metricKey ?? rule.fullKey;
     const metadata = r.match?.metadata;
     if (rule.unlimited) return { rule, metricKey, metadata, hits, checkIndex: NOTHING_TO_COUNT };
     checks.push({

@@ -59,6 +59,8 @@ export class RateLimitService {
     let quotaCount = 0;
     let quotaOver = 0;
     let retryAfterMs = 0;
+    // Metadata of the rules whose descriptor passed, in descriptor order; only when it is asked for.
+    const passedMetadata: Readonly<Record<string, unknown>>[] | undefined = config.responseDynamicMetadata ? [] : undefined;
     for (let i = 0; i < plans.length; i++) {
       const plan = plans[i] as DescriptorPlan;
       const rule = plan.rule;
@@ -90,6 +92,7 @@ export class RateLimitService {
         nonQuotaOver = true;
       }
       if (over && result.retryAfterMs > retryAfterMs) retryAfterMs = result.retryAfterMs;
+      if (!over && plan.metadata !== undefined) passedMetadata?.push(plan.metadata);
       statuses[i] = {
         code: over ? 'OVER_LIMIT' : 'OK',
         currentLimit: { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: rule.requestsPerUnit, unit: rule.unit ?? 'SECOND' },
@@ -104,7 +107,7 @@ export class RateLimitService {
       statuses,
       responseHeadersToAdd: config.headers ? limitHeaders(config.headers, statuses, overallCode, retryAfterMs) : [],
       requestHeadersToAdd: [],
-      ...(config.responseDynamicMetadata ? { dynamicMetadata: buildDynamicMetadata(request, plans, statuses) } : {}),
+      ...(passedMetadata !== undefined ? { dynamicMetadata: buildDynamicMetadata(request, passedMetadata) } : {}),
     };
   }
 }

@@ -35,6 +35,11 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 1 }
   - key: zero
     rate_limit: { unit: hour, requests_per_unit: 0 }
+  - key: qhour
+    quota_mode: true
+    rate_limit: { unit: hour, requests_per_unit: 0 }
+  - key: minute
+    rate_limit: { unit: minute, requests_per_unit: 0 }
   - key: open
 `;
 
@@ -186,20 +191,23 @@ describe('RateLimitService', () => {
     expect((await none.call([d({ zero: 'z' })])).responseHeadersToAdd).toEqual([]);
   });
 
-  test('dynamic metadata: domain, descriptors, hitsAddend, quota rules metadata, failed descriptors', async () => {
+  test('dynamic metadata: domain, descriptors, hitsAddend, the merged metadata of the rules that passed', async () => {
     const { call } = setup({ responseDynamicMetadata: true });
-    const res = await call([d({ q1: 'm' }), d({ q2: 'm' }), d({ zero: 'z' })], 2);
-    expect(res.dynamicMetadata).toEqual({
+    const first = await call([d({ q1: 'm' }), d({ q2: 'm' }), d({ zero: 'z' })], 1);
+    // q1 and q2 pass (q1 first: its `team` wins); zero is over and adds nothing. No failed_descriptors.
+    expect(first.dynamicMetadata).toEqual({
       domain: 'svc',
       descriptors: [{ entries: ['q1=m'] }, { entries: ['q2=m'] }, { entries: ['zero=z'] }],
-      hitsAddend: 2,
+      hitsAddend: 1,
       metadata: { team: 'a', extra: 'x' },
-      failed_descriptors: JSON.stringify([
-        { entries: ['q1=m'], limit: { requests_per_unit: 1, unit: 'MINUTE' }, limit_key: 'svc.q1' },
-        { entries: ['q2=m'], limit: { requests_per_unit: 1, unit: 'MINUTE' }, limit_key: 'svc.q2' },
-        { entries: ['zero=z'], limit: { requests_per_unit: 0, unit: 'HOUR' }, limit_key: 'svc.zero' },
-      ]),
     });
+    // Both quota rules over now: no metadata at all.
+    const second = await call([d({ q1: 'm' }), d({ q2: 'm' })], 2);
+    expect(second.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['q1=m'] }, { entries: ['q2=m'] }], hitsAddend: 2 });
+    // A request whose hits_addend was not sent (0 on the wire) has no top-level hitsAddend.
+    const service = setup({ responseDynamicMetadata: true }).service;
+    const unsent = await service.shouldRateLimit({ domain: 'svc', descriptors: [d({ q1: 'n' })], hitsAddend: 1, hitsAddendAsSent: 0 }, NOW + 1000);
+    expect(unsent.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['q1=n'] }], metadata: { team: 'a' } });
     expect(setup().call([d({ q1: 'm' })]).then((r) => r.dynamicMetadata)).resolves.toBeUndefined();
   });
 

@@ -1,0 +1,156 @@
+// Drop-in details that users of envoyproxy/ratelimit read from its current code
+// (src/service/ratelimit.go: ratelimitToMetadata, descriptorToStruct), as one suite that every backend must pass: memory
+// (test/e2e/drop-in-memory.test.ts) and Redis standalone (test/integration/drop-in-redis.test.ts).
+// Real gRPC with the project's protos; metadata is compared as the decoded protobuf Struct.
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { TestRequest } from './rls-client';
+import { struct, type DecodedStruct } from './protobuf-struct';
+import { startTestApp, type TestApp } from './test-app';
+
+const RULES = `
+domain: dropin
+descriptors:
+  - key: a
+    metadata:
+      team: payments
+      limits: { a: 1, shared: { x: 1 } }
+      tags: [from_a]
+    rate_limit: { unit: hour, requests_per_unit: 100 }
+  - key: b
+    metadata:
+      team: search
+      limits: { b: 2, shared: { x: 9, z: 2 } }
+      tags: [from_b]
+      owner: b
+    rate_limit: { unit: hour, requests_per_unit: 100 }
+  - key: quota
+    quota_mode: true
+    metadata: { quota: spent }
+    rate_limit: { unit: hour, requests_per_unit: 1 }
+  - key: blocked
+    metadata: { blocked: true }
+    rate_limit: { unit: hour, requests_per_unit: 0 }
+  - key: shadow
+    shadow_mode: true
+    metadata: { shadow: 1 }
+    rate_limit: { unit: hour, requests_per_unit: 0 }
+  - key: free
+    metadata: { free: 1 }
+    rate_limit: { unlimited: true }
+  - key: minute
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+  - key: day
+    rate_limit: { unit: day, requests_per_unit: 0 }
+  - key: s10
+    shadow_mode: true
+    rate_limit: { unit: second, requests_per_unit: 10 }
+  - key: m20
+    shadow_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 20 }
+  - key: l1
+    value: x
+    descriptors:
+      - key: l2
+        descriptors:
+          - key: l3
+            rate_limit: { unit: hour, requests_per_unit: 5 }
+`;
+
+/** Metadata of rule `a` alone. */
+const A_METADATA = { team: 'payments', limits: { a: 1, shared: { x: 1 } }, tags: ['from_a'] };
+
+type Entries = Record<string, string>;
+const desc = (entries: Entries, extra: Omit<TestRequest['descriptors'][number], 'entries'> = {}) => ({
+  entries: Object.entries(entries).map(([key, value]) => ({ key, value })),
+  ...extra,
+});
+
+export function dropInSuite(backend: string, env: () => Record<string, string>): void {
+  describe(`drop-in details (${backend})`, () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await startTestApp({ 'dropin.yaml': RULES }, { ...env(), RESPONSE_DYNAMIC_METADATA: 'true' });
+    });
+    afterAll(async () => {
+      await t?.stop();
+    });
+
+    const metadataOf = async (request: TestRequest): Promise<DecodedStruct> => {
+      const res = await t.client.shouldRateLimit(request);
+      return res.dynamic_metadata as unknown as DecodedStruct;
+    };
+
+    describe('dynamic metadata', () => {
+      test('two passed rules: nested metadata merged key by key, first rule wins a clash, lists not merged', async () => {
+        const request = { domain: 'dropin', descriptors: [desc({ a: 'm1' }), desc({ b: 'm1' })] };
+        const expected = struct({
+          domain: 'dropin',
+          descriptors: [{ entries: ['a=m1'] }, { entries: ['b=m1'] }],
+          metadata: { team: 'payments', limits: { a: 1, shared: { x: 1, z: 2 }, b: 2 }, tags: ['from_a'], owner: 'b' },
+        });
+        expect(await metadataOf(request)).toEqual(expected);
+        // The same request again gives the same struct: the merge wrote into nothing it reuses.
+        expect(await metadataOf(request)).toEqual(expected);
+        // And rule a alone still has only its own metadata.
+        expect(await metadataOf({ domain: 'dropin', descriptors: [desc({ a: 'm1' })] })).toEqual(
+          struct({ domain: 'dropin', descriptors: [{ entries: ['a=m1'] }], metadata: A_METADATA }),
+        );
+      });
+
+      test('a quota rule adds its metadata while within its limit, not once over it', async () => {
+        const request = { domain: 'dropin', descriptors: [desc({ quota: 'q1' }), desc({ a: 'q1' })] };
+        const descriptors = [{ entries: ['quota=q1'] }, { entries: ['a=q1'] }];
+        expect(await metadataOf(request)).toEqual(struct({ domain: 'dropin', descriptors, metadata: { quota: 'spent', ...A_METADATA } }));
+        expect(await metadataOf(request)).toEqual(struct({ domain: 'dropin', descriptors, metadata: A_METADATA }));
+      });
+
+      test('an over-limit rule and an unlimited rule add nothing; a shadow rule over its limit passes and adds its own', async () => {
+        expect(await metadataOf({ domain: 'dropin', descriptors: [desc({ blocked: 'o' }), desc({ free: 'o' })] })).toEqual(
+          struct({ domain: 'dropin', descriptors: [{ entries: ['blocked=o'] }, { entries: ['free=o'] }] }),
+        );
+        expect(await metadataOf({ domain: 'dropin', descriptors: [desc({ shadow: 'o' })] })).toEqual(
+          struct({ domain: 'dropin', descriptors: [{ entries: ['shadow=o'] }], metadata: { shadow: 1 } }),
+        );
+      });
+
+      test('hitsAddend at the top level whenever the request carries one, an explicit 1 too', async () => {
+        const one = { domain: 'dropin', descriptors: [desc({ nothing: 'h' })] };
+        expect(await metadataOf({ ...one, hits_addend: 1 })).toEqual(struct({ domain: 'dropin', descriptors: [{ entries: ['nothing=h'] }], hitsAddend: 1 }));
+        expect(await metadataOf({ ...one, hits_addend: 3 })).toEqual(struct({ domain: 'dropin', descriptors: [{ entries: ['nothing=h'] }], hitsAddend: 3 }));
+        expect(await metadataOf({ ...one, hits_addend: 0 })).toEqual(struct({ domain: 'dropin', descriptors: [{ entries: ['nothing=h'] }] }));
+        expect(await metadataOf(one)).toEqual(struct({ domain: 'dropin', descriptors: [{ entries: ['nothing=h'] }] }));
+      });
+
+      test('a per-descriptor hits_addend appears in its descriptor, 0 included', async () => {
+        const request = {
+          domain: 'dropin',
+          descriptors: [desc({ a: 'pd' }, { hits_addend: { value: 3 } }), desc({ nothing: 'pd', k2: '' }, { hits_addend: { value: 0 } }), desc({ b: 'pd' })],
+        };
+        expect(await metadataOf(request)).toEqual(
+          struct({
+            domain: 'dropin',
+            descriptors: [{ entries: ['a=pd'], hitsAddend: 3 }, { entries: ['nothing=pd', 'k2='], hitsAddend: 0 }, { entries: ['b=pd'] }],
+            metadata: { team: 'payments', limits: { a: 1, shared: { x: 1, z: 2 }, b: 2 }, tags: ['from_a'], owner: 'b' },
+          }),
+        );
+      });
+
+      test('a limit override appears in protobuf text form; the overridden rule adds no metadata', async () => {
+        const request = {
+          domain: 'dropin',
+          descriptors: [desc({ a: 'lo' }, { limit: { requests_per_unit: 5, unit: 'MINUTE' } }), desc({ b: 'lo' }, { limit: { requests_per_unit: 0, unit: 'HOUR' } })],
+        };
+        expect(await metadataOf(request)).toEqual(
+          struct({
+            domain: 'dropin',
+            descriptors: [
+              { entries: ['a=lo'], limit: 'requests_per_unit:5 unit:MINUTE' },
+              // proto3 text form leaves out a field at its default (requests_per_unit 0).
+              { entries: ['b=lo'], limit: 'unit:HOUR' },
+            ],
+          }),
+        );
+      });
+    });
+  });
+}
