@@ -58,7 +58,11 @@ export class RateLimitService {
     let nonQuotaOver = false;
     let quotaCount = 0;
     let quotaOver = 0;
-    let retryAfterMs = 0;
+    // Retry-After: the request is allowed again once every non-quota rule over its limit is,
+    // and (when all quota rules are over) one of the quota rules is.
+    let retryNonQuotaMs = 0;
+    let retryQuotaMs = Number.POSITIVE_INFINITY;
+    const quotaFlags: boolean[] | undefined = config.headers ? new Array<boolean>(plans.length).fill(false) : undefined;
     // Metadata of the rules whose descriptor passed, in descriptor order; only when it is asked for.
     const passedMetadata: Readonly<Record<string, unknown>>[] | undefined = config.responseDynamicMetadata ? [] : undefined;
     for (let i = 0; i < plans.length; i++) {
@@ -85,13 +89,17 @@ export class RateLimitService {
       metrics.recordRule(request.domain, plan.metricKey, counts);
       const over = !result.allowed && !rule.shadowMode;
       const quota = rule.quotaMode || config.quotaMode;
+      if (quotaFlags !== undefined) quotaFlags[i] = quota;
       if (quota) {
         quotaCount++;
-        if (over) quotaOver++;
+        if (over) {
+          quotaOver++;
+          retryQuotaMs = Math.min(retryQuotaMs, result.retryAfterMs);
+        }
       } else if (over) {
         nonQuotaOver = true;
+        retryNonQuotaMs = Math.max(retryNonQuotaMs, result.retryAfterMs);
       }
-      if (over && result.retryAfterMs > retryAfterMs) retryAfterMs = result.retryAfterMs;
       if (!over && plan.metadata !== undefined) passedMetadata?.push(plan.metadata);
       statuses[i] = {
         code: over ? 'OVER_LIMIT' : 'OK',
@@ -100,12 +108,15 @@ export class RateLimitService {
         durationUntilResetSeconds: Math.ceil(result.resetMs / 1000),
       };
     }
-    const limited: Code = nonQuotaOver || (quotaCount > 0 && quotaOver === quotaCount) ? 'OVER_LIMIT' : 'OK';
+    const allQuotaOver = quotaCount > 0 && quotaOver === quotaCount;
+    const limited: Code = nonQuotaOver || allQuotaOver ? 'OVER_LIMIT' : 'OK';
     const overallCode: Code = config.shadowMode ? 'OK' : limited;
+    const retryAfterMs = Math.max(retryNonQuotaMs, allQuotaOver ? retryQuotaMs : 0);
     return {
       overallCode,
       statuses,
-      responseHeadersToAdd: config.headers ? limitHeaders(config.headers, statuses, overallCode, retryAfterMs) : [],
+      responseHeadersToAdd:
+        config.headers && quotaFlags !== undefined ? limitHeaders(config.headers, { statuses, quota: quotaFlags, overall: overallCode, retryAfterMs }) : [],
       requestHeadersToAdd: [],
       ...(passedMetadata !== undefined ? { dynamicMetadata: buildDynamicMetadata(request, passedMetadata) } : {}),
     };

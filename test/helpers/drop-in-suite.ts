@@ -1,11 +1,13 @@
 // Drop-in details that users of envoyproxy/ratelimit read from its current code
-// (src/service/ratelimit.go: ratelimitToMetadata, descriptorToStruct), as one suite that every backend must pass: memory
+// (src/service/ratelimit.go: ratelimitToMetadata, descriptorToStruct, the header choice in
+// shouldRateLimitWorker), as one suite that every backend must pass: memory
 // (test/e2e/drop-in-memory.test.ts) and Redis standalone (test/integration/drop-in-redis.test.ts).
 // Real gRPC with the project's protos; metadata is compared as the decoded protobuf Struct.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { TestRequest } from './rls-client';
 import { struct, type DecodedStruct } from './protobuf-struct';
 import { startTestApp, type TestApp } from './test-app';
+import { awayFromWindowEdge, msToWindowEnd } from './windows';
 
 const RULES = `
 domain: dropin
@@ -65,11 +67,15 @@ const desc = (entries: Entries, extra: Omit<TestRequest['descriptors'][number], 
   ...extra,
 });
 
+function headerMap(headers: readonly { key: string; value: string }[]): Record<string, string> {
+  return Object.fromEntries(headers.map((h) => [h.key, h.value]));
+}
+
 export function dropInSuite(backend: string, env: () => Record<string, string>): void {
   describe(`drop-in details (${backend})`, () => {
     let t: TestApp;
     beforeAll(async () => {
-      t = await startTestApp({ 'dropin.yaml': RULES }, { ...env(), RESPONSE_DYNAMIC_METADATA: 'true' });
+      t = await startTestApp({ 'dropin.yaml': RULES }, { ...env(), RESPONSE_DYNAMIC_METADATA: 'true', LIMIT_RESPONSE_HEADERS_ENABLED: 'true' });
     });
     afterAll(async () => {
       await t?.stop();
@@ -150,6 +156,42 @@ export function dropInSuite(backend: string, env: () => Record<string, string>):
             ],
           }),
         );
+      });
+    });
+
+    describe('rate-limit headers', () => {
+      test('[1/min over, 0/day over]: the last over-limit status is described', async () => {
+        await awayFromWindowEdge(86_400, 120_000);
+        await awayFromWindowEdge(60, 5_000);
+        await t.client.shouldRateLimit({ domain: 'dropin', descriptors: [desc({ minute: 'h1' })] });
+        const before = Date.now();
+        const res = await t.client.shouldRateLimit({ domain: 'dropin', descriptors: [desc({ minute: 'h1' }), desc({ day: 'h1' })] });
+        expect(res.statuses.map((s) => s.code)).toEqual(['OVER_LIMIT', 'OVER_LIMIT']);
+        const headers = headerMap(res.response_headers_to_add);
+        expect(headers['RateLimit-Limit']).toBe('0');
+        expect(headers['RateLimit-Remaining']).toBe('0');
+        const dayReset = Math.ceil(msToWindowEnd(86_400, before) / 1000);
+        expect(Math.abs(Number(headers['RateLimit-Reset']) - dayReset)).toBeLessThanOrEqual(2);
+        expect(Math.abs(Number(headers['Retry-After']) - dayReset)).toBeLessThanOrEqual(2);
+      });
+
+      test('[0/day over, 1/min over]: the minute is described, Retry-After still waits for the day', async () => {
+        await awayFromWindowEdge(86_400, 120_000);
+        await awayFromWindowEdge(60, 5_000);
+        await t.client.shouldRateLimit({ domain: 'dropin', descriptors: [desc({ minute: 'h2' })] });
+        const before = Date.now();
+        const res = await t.client.shouldRateLimit({ domain: 'dropin', descriptors: [desc({ day: 'h2' }), desc({ minute: 'h2' })] });
+        const headers = headerMap(res.response_headers_to_add);
+        expect(headers['RateLimit-Limit']).toBe('1');
+        expect(headers['RateLimit-Remaining']).toBe('0');
+        expect(Number(headers['RateLimit-Reset'])).toBeLessThanOrEqual(60);
+        const dayReset = Math.ceil(msToWindowEnd(86_400, before) / 1000);
+        expect(Math.abs(Number(headers['Retry-After']) - dayReset)).toBeLessThanOrEqual(2);
+      });
+
+      test('an unlimited descriptor never takes part', async () => {
+        const res = await t.client.shouldRateLimit({ domain: 'dropin', descriptors: [desc({ free: 'h3' }), desc({ a: 'h3' })] });
+        expect(headerMap(res.response_headers_to_add)).toMatchObject({ 'RateLimit-Limit': '100', 'RateLimit-Remaining': '99' });
       });
     });
   });

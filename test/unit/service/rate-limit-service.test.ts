@@ -191,6 +191,29 @@ describe('RateLimitService', () => {
     expect((await none.call([d({ zero: 'z' })])).responseHeadersToAdd).toEqual([]);
   });
 
+  test('headers describe the last over-limit status; Retry-After waits for every over-limit one', async () => {
+    const { call } = setup({ headers: { limit: 'RateLimit-Limit', remaining: 'RateLimit-Remaining', reset: 'RateLimit-Reset' } });
+    const res = await call([d({ zero: 'z' }), d({ minute: 'm' })]);
+    expect(res.responseHeadersToAdd).toEqual([
+      { key: 'RateLimit-Limit', value: '0' },
+      { key: 'RateLimit-Remaining', value: '0' },
+      { key: 'RateLimit-Reset', value: '30' },
+      { key: 'Retry-After', value: '3570' },
+    ]);
+  });
+
+  test('Retry-After with quota rules: the request is allowed again once any one quota rule is', async () => {
+    const { call } = setup({ headers: { limit: 'RateLimit-Limit', remaining: 'RateLimit-Remaining', reset: 'RateLimit-Reset' } });
+    // Both quota rules over: the minute one frees the request in 30 s, not the hour one in 3570 s.
+    await call([d({ q1: 'r' })]);
+    const res = await call([d({ qhour: 'r' }), d({ q1: 'r' })]);
+    expect(res.overallCode).toBe('OVER_LIMIT');
+    expect(res.responseHeadersToAdd.find((h) => h.key === 'Retry-After')?.value).toBe('30');
+    // A non-quota rule over for an hour keeps it over for an hour, whatever the quota rules say.
+    const blocked = await call([d({ q1: 'r' }), d({ zero: 'r' })]);
+    expect(blocked.responseHeadersToAdd.find((h) => h.key === 'Retry-After')?.value).toBe('3570');
+  });
+
   test('dynamic metadata: domain, descriptors, hitsAddend, the merged metadata of the rules that passed', async () => {
     const { call } = setup({ responseDynamicMetadata: true });
     const first = await call([d({ q1: 'm' }), d({ q2: 'm' }), d({ zero: 'z' })], 1);
