@@ -44,6 +44,7 @@ export function hitCounts(input: HitCountInput): RuleHitCounts {
     if (used > near) counts.nearLimit = before >= near ? hits : used - near;
     counts.withinLimit = hits;
   }
-  if (!allowed && shadow) counts.shadowMode = hits;
+  // The reference's increaseShadowModeStats: the hits over the limit, split as over_limit is.
+  if (!allowed && shadow) counts.shadowMode = counts.overLimit;
   return counts;
 }

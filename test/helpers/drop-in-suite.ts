@@ -1,6 +1,7 @@
 // Drop-in details that users of envoyproxy/ratelimit read from its current code
 // (src/service/ratelimit.go: ratelimitToMetadata, descriptorToStruct, the header choice in
-// shouldRateLimitWorker), as one suite that every backend must pass: memory
+// shouldRateLimitWorker; src/limiter/base_limiter.go: shadow_mode stats; the statsd exporter's
+// default mapping), as one suite that every backend must pass: memory
 // (test/e2e/drop-in-memory.test.ts) and Redis standalone (test/integration/drop-in-redis.test.ts).
 // Real gRPC with the project's protos; metadata is compared as the decoded protobuf Struct.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -71,6 +72,18 @@ function headerMap(headers: readonly { key: string; value: string }[]): Record<s
   return Object.fromEntries(headers.map((h) => [h.key, h.value]));
 }
 
+/** One sample of Prometheus text exposition; 0 when the series does not exist yet. */
+function sample(text: string, name: string, labels: Record<string, string>): number {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = (m[2] as string).split(',');
+    if (wanted.length === have.length && wanted.every((w) => have.includes(w))) return Number(m[3]);
+  }
+  return 0;
+}
+
 export function dropInSuite(backend: string, env: () => Record<string, string>): void {
   describe(`drop-in details (${backend})`, () => {
     let t: TestApp;
@@ -85,6 +98,7 @@ export function dropInSuite(backend: string, env: () => Record<string, string>):
       const res = await t.client.shouldRateLimit(request);
       return res.dynamic_metadata as unknown as DecodedStruct;
     };
+    const metrics = async (): Promise<string> => (await fetch(`${t.debugUrl}/metrics`)).text();
 
     describe('dynamic metadata', () => {
       test('two passed rules: nested metadata merged key by key, first rule wins a clash, lists not merged', async () => {
@@ -192,6 +206,34 @@ export function dropInSuite(backend: string, env: () => Record<string, string>):
       test('an unlimited descriptor never takes part', async () => {
         const res = await t.client.shouldRateLimit({ domain: 'dropin', descriptors: [desc({ free: 'h3' }), desc({ a: 'h3' })] });
         expect(headerMap(res.response_headers_to_add)).toMatchObject({ 'RateLimit-Limit': '100', 'RateLimit-Remaining': '99' });
+      });
+    });
+
+    describe('counters', () => {
+      const SHADOW = 'ratelimit_service_rate_limit_shadow_mode';
+
+      test('shadow_mode counts the hits over the limit: 11 hits in one call on 10/second is +1', async () => {
+        const labels = { domain: 'dropin', key1: 's10', key2: '' };
+        const before = sample(await metrics(), SHADOW, labels);
+        const res = await t.client.shouldRateLimit({ domain: 'dropin', descriptors: [desc({ s10: 'c1' })], hits_addend: 11 });
+        expect(res.overall_code).toBe('OK');
+        expect(sample(await metrics(), SHADOW, labels) - before).toBe(1);
+      });
+
+      test('shadow_mode: 21 calls on 20/minute is +1', async () => {
+        await awayFromWindowEdge(60, 15_000);
+        const labels = { domain: 'dropin', key1: 'm20', key2: '' };
+        const before = sample(await metrics(), SHADOW, labels);
+        for (let i = 0; i < 21; i++) await t.client.shouldRateLimit({ domain: 'dropin', descriptors: [desc({ m20: 'c2' })] });
+        expect(sample(await metrics(), SHADOW, labels) - before).toBe(1);
+      });
+
+      test('a rule path deeper than two keys: key1 and key2 are its first two levels, deeper ones are dropped', async () => {
+        const labels = { domain: 'dropin', key1: 'l1_x', key2: 'l2' };
+        const before = sample(await metrics(), 'ratelimit_service_rate_limit_total_hits', labels);
+        const res = await t.client.shouldRateLimit({ domain: 'dropin', descriptors: [desc({ l1: 'x', l2: 'any', l3: 'z' })] });
+        expect(res.statuses[0]!.current_limit?.requests_per_unit).toBe(5);
+        expect(sample(await metrics(), 'ratelimit_service_rate_limit_total_hits', labels) - before).toBe(1);
       });
     });
   });

@@ -1,4 +1,4 @@
-// Drop-in details (dynamic metadata, header choice) on a real standalone Redis; the
+// Drop-in details (dynamic metadata, header choice, counters) on a real standalone Redis; the
 // same suite the memory backend passes (test/helpers/drop-in-suite.ts).
 import { afterAll, beforeAll } from 'vitest';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';

@@ -86,9 +86,15 @@ describe('hitCounts: local cache and shadow mode', () => {
     expect(hitCounts({ limit: 10, used: 0, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: true, shadow: false })).toEqual({ ...zero, totalHits: 3, overLimit: 3, overLimitWithLocalCache: 3 });
   });
 
-  it('shadow mode counts the hits of an over-limit evaluation', () => {
+  it('shadow mode counts the hits over the limit, as over_limit does (the reference)', () => {
     expect(counts(10, 10, 2, { shadow: true })).toEqual({ ...zero, totalHits: 2, overLimit: 2, shadowMode: 2 });
-    expect(counts(10, 5, 6, { shadow: true })).toEqual({ ...zero, totalHits: 6, nearLimit: 2, overLimit: 1, shadowMode: 6 });
+    expect(counts(10, 5, 6, { shadow: true })).toEqual({ ...zero, totalHits: 6, nearLimit: 2, overLimit: 1, shadowMode: 1 });
+    // 11 hits in one call on a 10/second rule: one of them is over.
+    expect(counts(10, 0, 11, { shadow: true })).toEqual({ ...zero, totalHits: 11, nearLimit: 2, overLimit: 1, shadowMode: 1 });
+    // The 21st call on a 20/minute rule.
+    expect(counts(20, 20, 1, { shadow: true })).toEqual({ ...zero, totalHits: 1, overLimit: 1, shadowMode: 1 });
+    // An algorithm that did not count the refused hits: all of them are over.
+    expect(hitCounts({ limit: 10, used: 9, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: false, shadow: true })).toMatchObject({ overLimit: 3, shadowMode: 3 });
     expect(hitCounts({ limit: 10, used: 0, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: true, shadow: true })).toMatchObject({ overLimitWithLocalCache: 3, shadowMode: 3 });
   });
 
