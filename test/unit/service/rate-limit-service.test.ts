@@ -40,6 +40,10 @@ descriptors:
     rate_limit: { unit: hour, requests_per_unit: 0 }
   - key: minute
     rate_limit: { unit: minute, requests_per_unit: 0 }
+  - key: detailed
+    detailed_metric: true
+    metadata: { team: detailed }
+    rate_limit: { unit: minute, requests_per_unit: 5 }
   - key: open
 `;
 
@@ -232,6 +236,14 @@ describe('RateLimitService', () => {
     const unsent = await service.shouldRateLimit({ domain: 'svc', descriptors: [d({ q1: 'n' })], hitsAddend: 1, hitsAddendAsSent: 0 }, NOW + 1000);
     expect(unsent.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['q1=n'] }], metadata: { team: 'a' } });
     expect(setup().call([d({ q1: 'm' })]).then((r) => r.dynamicMetadata)).resolves.toBeUndefined();
+  });
+
+  test('dynamic metadata: a detailed_metric rule keeps its metadata; a limit override never has any', async () => {
+    const { call } = setup({ responseDynamicMetadata: true });
+    const detailed = await call([d({ detailed: 'v1' })]);
+    expect(detailed.dynamicMetadata?.metadata).toEqual({ team: 'detailed' });
+    const overridden = await call([d({ detailed: 'v1' }, { limit: { requestsPerUnit: 9, unit: 'MINUTE' } })]);
+    expect(overridden.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['detailed=v1'], limit: 'requests_per_unit:9 unit:MINUTE' }], hitsAddend: 1 });
   });
 
   test('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: one descriptor over → the others are not charged', async () => {
