@@ -33,6 +33,7 @@ export function requestFromWire(wire: WireRequest): RateLimitRequest {
     domain: wire.domain ?? '',
     descriptors: descriptors.map(descriptorFromWire),
     hitsAddend: wire.hits_addend || 1,
+    hitsAddendAsSent: wire.hits_addend ?? 0,
   };
 }
 

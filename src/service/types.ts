@@ -21,6 +21,8 @@ export interface RateLimitRequest {
   readonly descriptors: readonly RequestDescriptor[];
   /** Already normalised: the wire's 0 ("not set") arrives here as 1. */
   readonly hitsAddend: number;
+  /** hits_addend as the caller sent it (0 = not set); only dynamic metadata reports it. Absent: hitsAddend. */
+  readonly hitsAddendAsSent?: number;
 }
 
 export type Code = 'OK' | 'OVER_LIMIT';
