@@ -61,6 +61,7 @@ export class RedisLimiter implements Limiter {
       throw new BackendUnavailableError('redis is unavailable (circuit open)');
     }
     try {
+      if (options.holdBack === true) return await this.runGroups(checks, groups, 'peek', options.deadline);
       return options.stopIncrementWhenOverLimit && groups.length > 1
         ? await this.allOrNothingAcrossGroups(checks, groups, options.deadline)
         : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? 'stop' : 'count', options.deadline);
