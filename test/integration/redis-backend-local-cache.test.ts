@@ -33,6 +33,8 @@ describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
     return metricValue(await t.app.metrics.registry.metrics(), 'ratelimit_service_rate_limit_over_limit_with_local_cache', { domain: 'lc', key1: 'k' });
   }
 
+  // Needs the algorithm branch (exact-algo): the cache keeps only answers with blockedForMs,
+  // which the Redis backend fills from there on.
   test('an over-limit key is answered from the cache: Redis untouched, even when Redis is gone', async () => {
     await awayFromWindowEdge(3600, 30_000);
     const hot = oneDescriptor('lc', { k: 'hot' });
@@ -71,6 +73,8 @@ describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
 });
 
 describe('OverLimitCache memory bound (real RedisLimiter underneath)', () => {
+  // Needs the algorithm branch (exact-algo), as above: limit 0 denies every request for the
+  // rest of the window, which only blockedForMs tells the cache.
   test('thousands of over-limit keys keep estimatedBytes within maxBytes, newest kept', async () => {
     await awayFromWindowEdge(3600, 30_000);
     const client = createRedisClient(loadSettings({ REDIS_URL: redis.url }).redis!);
