@@ -42,6 +42,11 @@ export interface CheckOptions {
    * of this call is incremented.
    */
   readonly stopIncrementWhenOverLimit: boolean;
+  /**
+   * Judge every check with its hits but charge none: another counter of this request is already
+   * known to be over (the over-limit cache in STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT mode).
+   */
+  readonly holdBack?: boolean;
 }
 
 /** The seam between the service and storage. Memory and Redis backends pass the same suite. */

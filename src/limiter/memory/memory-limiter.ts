@@ -32,6 +32,10 @@ export class MemoryLimiter implements Limiter {
   }
 
   check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
+    if (options.holdBack === true) {
+      const now = this.now();
+      return Promise.resolve(checks.map((c) => this.step(counterIdentity(c.counter, c.spec), c, now, false)));
+    }
     return Promise.resolve(this.checkNow(checks, options.stopIncrementWhenOverLimit));
   }
 

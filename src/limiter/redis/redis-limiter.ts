@@ -2,7 +2,7 @@ import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
 import type { Algorithm } from '../../domain/algorithm';
 import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
-import { CircuitBreaker } from './circuit-breaker';
+import { BreakerCall, CircuitBreaker } from './circuit-breaker';
 import { counterKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 import { algorithmScripts, type AlgorithmScript, type CallPass } from './algorithm-scripts';
@@ -55,12 +55,9 @@ export class RedisLimiter implements Limiter {
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     const groups = this.group(checks);
-    for (let g = 0; g < groups.length; g++) {
-      if (groups[g]!.breaker.allow()) continue;
-      for (let h = 0; h < g; h++) groups[h]!.breaker.cancelProbe();
-      throw new BackendUnavailableError('redis is unavailable (circuit open)');
-    }
+    admitOrThrow(groups);
     try {
+      if (options.holdBack === true) return await this.runGroups(checks, groups, 'peek', options.deadline);
       return options.stopIncrementWhenOverLimit && groups.length > 1
         ? await this.allOrNothingAcrossGroups(checks, groups, options.deadline)
         : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? 'stop' : 'count', options.deadline);
@@ -134,42 +131,46 @@ export class RedisLimiter implements Limiter {
     return this.runGroups(checks, groups, 'stop', deadline);
   }
 
+  /**
+   * Each Redis call tells its node's breaker its outcome once, when it settles (see BreakerCall);
+   * a call still unanswered at the deadline has failed, and its late end is not counted again.
+   */
   private async runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], pass: CallPass, deadline: number): Promise<LimitResult[]> {
     const results: LimitResult[] = new Array(checks.length);
-    const pending = new Set(groups);
-    const runs = groups.map((g) =>
-      this.runGroup(checks, g, pass, results).then(
-        () => {
-          pending.delete(g);
-          g.breaker.success();
-        },
-        (err: unknown) => {
-          pending.delete(g);
-          g.breaker.failure();
-          throw err;
-        },
-      ),
-    );
+    const calls: BreakerCall[] = [];
+    const runs = groups.map((g) => this.runGroup(checks, g, pass, results, calls));
     try {
       await withDeadline(Promise.all(runs), deadline);
     } catch (err) {
-      // The nodes that had not answered by the deadline count as failed, too.
-      if (err instanceof DeadlineExceededError) for (const g of pending) g.breaker.failure();
+      if (err instanceof DeadlineExceededError) for (const call of calls) call.failed();
       throw err;
     }
     return results;
   }
 
-  private async runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[]): Promise<void> {
+  private async runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[], calls: BreakerCall[]): Promise<void> {
     const algorithm = group.algorithm;
     const args: (number | string)[] = [];
     for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck, pass);
     let reply: number[];
     if (pass === 'count' && algorithm.coalescible && this.options.pinnedNow === undefined) {
-      reply = await this.coalescer.run(group.batchKey, group.client, algorithm.script, algorithm.mode(pass), algorithm.replyWidth, group.keys, args);
+      const merged = this.coalescer.run({
+        batchKey: group.batchKey,
+        client: group.client,
+        script: algorithm.script,
+        mode: algorithm.mode(pass),
+        replyWidth: algorithm.replyWidth,
+        breaker: group.breaker,
+        keys: group.keys,
+        args,
+      });
+      calls.push(merged.call);
+      reply = await merged.reply;
     } else {
       if (this.options.pinnedNow) args.push(this.options.pinnedNow());
-      reply = await algorithm.script.run(group.client, group.keys, [algorithm.mode(pass), ...args]);
+      const call = new BreakerCall(group.breaker);
+      calls.push(call);
+      reply = await call.track(algorithm.script.run(group.client, group.keys, [algorithm.mode(pass), ...args]));
     }
     // In all-or-nothing mode a refused call charged nothing.
     let anyDenied = false;
@@ -179,6 +180,25 @@ export class RedisLimiter implements Limiter {
       const i = group.indexes[j] as number;
       out[i] = algorithm.decode(reply, j, checks[i] as LimitCheck, pass, heldBack);
     }
+  }
+}
+
+/**
+ * One breaker decision per distinct node of the request: a request with two script calls to one
+ * node asks that node's breaker once, so that when it is half open the request is its probe
+ * (asking twice, the second ask was refused and the probe cancelled, for ever). When a node
+ * refuses, the probes already granted to others are handed back.
+ */
+function admitOrThrow(groups: readonly SlotGroup[]): void {
+  const admitted: CircuitBreaker[] = [];
+  for (const { breaker } of groups) {
+    if (admitted.includes(breaker)) continue;
+    if (breaker.allow()) {
+      admitted.push(breaker);
+      continue;
+    }
+    for (const b of admitted) b.cancelProbe();
+    throw new BackendUnavailableError('redis is unavailable (circuit open)');
   }
 }
 

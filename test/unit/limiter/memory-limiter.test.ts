@@ -268,3 +268,15 @@ describe('MemoryLimiter results and concurrency', () => {
     expect(limiter.isHealthy()).toBe(true);
   });
 });
+
+describe('MemoryLimiter holdBack (another counter of the request is known to be over)', () => {
+  it('judges every check with its hits and charges none', async () => {
+    const { limiter } = setup();
+    await one(limiter, check('b', 10, 5));
+    const [held] = await limiter.check([check('b', 10, 3)], { ...STOP, holdBack: true });
+    expect(held).toMatchObject({ allowed: true, used: 8, remaining: 2 });
+    const [over] = await limiter.check([check('b', 10, 6)], { ...STOP, holdBack: true });
+    expect(over!.allowed).toBe(false);
+    expect((await one(limiter, check('b', 10, 0))).used).toBe(5);
+  });
+});
