@@ -173,18 +173,22 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     metrics,
     logger,
     defaultDeadlineMs: settings.defaultDeadlineMs,
+    limits: settings.grpcLimits,
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
   const grpcPort = await grpcServer.listen(grpcAddress, await grpcCredentials(settings));
-  const http = new HttpListener({ '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) });
+  const http = new HttpListener(
+    { '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs, settings.httpLimits.maxBodyBytes) },
+    settings.httpLimits,
+  );
   const httpPort = await http.listen(settings.host, settings.port);
-  const debug = new HttpListener({ '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) });
+  const debug = new HttpListener({ '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) }, settings.httpLimits);
   const debugPort = await debug.listen(settings.debugHost, settings.debugPort);
   let prometheus: HttpListener | undefined;
   let metricsPort: number | undefined;
   if (settings.usePrometheus) {
-    prometheus = new HttpListener({ [settings.prometheusPath]: metricsRoute(metrics.registry) });
+    prometheus = new HttpListener({ [settings.prometheusPath]: metricsRoute(metrics.registry) }, settings.httpLimits);
     metricsPort = await prometheus.listen(settings.prometheusHost, settings.prometheusPort);
   }
   health.on('change', (serving: boolean) => {

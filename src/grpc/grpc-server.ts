@@ -3,6 +3,7 @@ import { errTypeOf, grpcStatusOf } from '../error-status';
 import type { HealthState } from '../health';
 import type { Logger } from '../log';
 import type { ServiceMetrics } from '../metrics/metrics';
+import type { GrpcLimits } from '../settings';
 import type { RateLimitService } from '../service/rate-limit-service';
 import { requestFromWire, responseToWire } from './convert';
 import { healthService, type HealthService } from './health-service';
@@ -16,6 +17,8 @@ export interface GrpcServerDeps {
   readonly logger: Logger;
   /** Budget for a call that arrives without a deadline. */
   readonly defaultDeadlineMs: number;
+  /** Message size, streams per connection and idle time: what one client can make the server hold. */
+  readonly limits: GrpcLimits;
   /** GRPC_CLIENT_TLS_SAN: with mTLS, the client certificate must carry this subject alternative name. */
   readonly requiredClientSan?: string;
 }
@@ -46,7 +49,11 @@ export class GrpcServer {
     this.server = new grpc.Server({
       // Envoy keeps long-lived HTTP/2 connections; answer its pings promptly.
       'grpc.keepalive_permit_without_calls': 1,
-      'grpc.max_receive_message_length': 4 * 1024 * 1024,
+      // Checked against the length prefix, before a byte of the message is decoded.
+      'grpc.max_receive_message_length': deps.limits.maxReceiveMessageBytes,
+      'grpc.max_concurrent_streams': deps.limits.maxConcurrentStreams,
+      // Also closes raw connections that never open a stream.
+      'grpc.max_connection_idle_ms': deps.limits.maxConnectionIdleMs,
       // channelz bookkeeping costs CPU on every call and nothing here reads it.
       'grpc.enable_channelz': 0,
     });

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { httpStatusOf } from '../error-status';
-import { InvalidRequestError } from '../errors';
+import { FloodgateError, InvalidRequestError } from '../errors';
 import { requestFromWire } from '../grpc/convert';
 import type { HealthState } from '../health';
 import type { RateLimitService } from '../service/rate-limit-service';
@@ -20,15 +20,15 @@ export function healthcheckRoute(health: HealthState): Route {
 }
 
 /** `/json` (POST): the RLS call in protobuf JSON; 200 OK, 429 OVER_LIMIT, 400 bad request. */
-export function jsonRoute(service: RateLimitService, defaultDeadlineMs: number): Route {
+export function jsonRoute(service: RateLimitService, defaultDeadlineMs: number, maxBodyBytes: number): Route {
   return (req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== 'POST') {
       res.writeHead(405, { allow: 'POST', 'content-type': 'text/plain' }).end('method not allowed\n');
       return;
     }
-    readBody(req)
-      .catch(() => {
-        throw new InvalidRequestError('request body is too large or was not received');
+    readBody(req, maxBodyBytes)
+      .catch((err: unknown) => {
+        throw err instanceof FloodgateError ? err : new InvalidRequestError('request body was not received');
       })
       .then((body) => service.shouldRateLimit(requestFromWire(wireRequestFromJson(body)), Date.now() + defaultDeadlineMs))
       .then(
