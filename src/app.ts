@@ -1,12 +1,13 @@
-import * as grpc from '@grpc/grpc-js';
 import { checkAlgorithms } from './config/check-algorithms';
 import { loadRules } from './config/load-rules';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
+import { grpcServerCredentials } from './grpc/credentials';
 import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
 import { rlconfigRoute } from './http/debug-routes';
-import { HttpListener } from './http/http-listener';
+import { HttpListener, type Route } from './http/http-listener';
+import { loopbackOnly } from './http/loopback-only';
 import { metricsRoute } from './http/metrics-route';
 import { healthcheckRoute, jsonRoute } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
@@ -15,7 +16,6 @@ import { createLogger, type Logger } from './log';
 import { PrometheusMetrics } from './metrics/metrics';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
-import { SettingsError } from './errors';
 
 /** A running floodgate instance. */
 export interface App {
@@ -36,46 +36,6 @@ export interface AppOptions {
   readonly logger?: Logger;
   /** A limiter to use instead of the one the settings describe (tests). */
   readonly limiter?: Limiter;
-}
-
-// How often TLS files are re-read: a rotated certificate is in use within this time.
-const TLS_REFRESH_MS = 1000;
-
-/** Resolves once `provider` has read its files, so the first connection already finds them. */
-function firstLoad(provider: grpc.experimental.CertificateProvider, kind: 'identity' | 'ca', what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new SettingsError(`cannot read ${what} within 5 s`)), 5000);
-    const done = (update: unknown): void => {
-      clearTimeout(timer);
-      if (update === null) reject(new SettingsError(`cannot read ${what}`));
-      else resolve();
-    };
-    if (kind === 'identity') provider.addIdentityCertificateListener(done);
-    else provider.addCaCertificateListener(done);
-  });
-}
-
-/**
- * Plaintext, TLS, or mTLS when a client CA is set. The files are watched, so a certificate that
- * cert-manager (or anyone) rotates is served without a restart.
- */
-async function grpcCredentials(settings: Settings): Promise<grpc.ServerCredentials> {
-  const tls = settings.grpcTls;
-  if (tls === undefined) return grpc.ServerCredentials.createInsecure();
-  const identity = new grpc.experimental.FileWatcherCertificateProvider({
-    certificateFile: tls.cert,
-    privateKeyFile: tls.key,
-    refreshIntervalMs: TLS_REFRESH_MS,
-  });
-  const clientCa = tls.clientCaCert
-    ? new grpc.experimental.FileWatcherCertificateProvider({ caCertificateFile: tls.clientCaCert, refreshIntervalMs: TLS_REFRESH_MS })
-    : null;
-  await Promise.all([
-    firstLoad(identity, 'identity', `GRPC_SERVER_TLS_CERT/GRPC_SERVER_TLS_KEY (${tls.cert}, ${tls.key})`),
-    clientCa && firstLoad(clientCa, 'ca', `GRPC_CLIENT_TLS_CACERT (${tls.clientCaCert})`),
-  ]);
-  // grpc-js names the first parameter caCertificateProvider but uses it as the identity provider.
-  return grpc.experimental.createCertificateProviderServerCredentials(identity, clientCa, clientCa !== null);
 }
 
 /** Reads and validates every rule file; the whole load fails on any error. */
@@ -122,6 +82,16 @@ function serviceConfig(settings: Settings): ServiceConfig {
       : {}),
     requestLimits: settings.requestLimits,
   };
+}
+
+/**
+ * /json answers the same calls as gRPC: while gRPC requires client certificates, it answers
+ * peers on this host only, so the HTTP port is not a way around mTLS.
+ */
+function jsonRouteFor(settings: Settings, service: RateLimitService): Route {
+  const route = jsonRoute(service, settings.defaultDeadlineMs, settings.httpLimits.maxBodyBytes);
+  if (settings.grpcTls?.clientCaCert === undefined) return route;
+  return loopbackOnly(route, '/json answers loopback clients only while gRPC requires client certificates (GRPC_CLIENT_TLS_CACERT)');
 }
 
 /** The one place that wires concrete pieces together. */
@@ -177,9 +147,9 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
-  const grpcPort = await grpcServer.listen(grpcAddress, await grpcCredentials(settings));
+  const grpcPort = await grpcServer.listen(grpcAddress, await grpcServerCredentials(settings, logger));
   const http = new HttpListener(
-    { '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs, settings.httpLimits.maxBodyBytes) },
+    { '/healthcheck': healthcheckRoute(health), '/json': jsonRouteFor(settings, service) },
     settings.httpLimits,
   );
   const httpPort = await http.listen(settings.host, settings.port);

@@ -6,6 +6,7 @@ import type { ServiceMetrics } from '../metrics/metrics';
 import type { GrpcLimits } from '../settings';
 import type { RateLimitService } from '../service/rate-limit-service';
 import { requestFromWire, responseToWire } from './convert';
+import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
 import { loadProtos } from './protos';
 import type { WireRequest, WireResponse } from './wire-types';
@@ -24,14 +25,6 @@ export interface GrpcServerDeps {
 }
 
 const METHOD = 'ShouldRateLimit';
-
-/** True when the mTLS peer certificate lists `san` among its subject alternative names. */
-export function peerHasSan(call: grpc.ServerUnaryCall<unknown, unknown>, san: string): boolean {
-  const names = call.getAuthContext().sslPeerCertificate?.subjectaltname;
-  if (!names) return false;
-  // Node prints them as `DNS:a, IP Address:10.0.0.1, URI:spiffe://x`.
-  return names.split(', ').some((entry) => entry.slice(entry.indexOf(':') + 1) === san);
-}
 
 function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>, fallbackMs: number): number {
   const d = call.getDeadline();
