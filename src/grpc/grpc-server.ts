@@ -8,7 +8,7 @@ import type { RateLimitService } from '../service/rate-limit-service';
 import { requestFromWire, responseToWire } from './convert';
 import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
-import { loadProtos } from './protos';
+import { loadProtos, SERVER_PROTO_LOADER_OPTIONS } from './protos';
 import type { WireRequest, WireResponse } from './wire-types';
 
 export interface GrpcServerDeps {
@@ -38,7 +38,7 @@ export class GrpcServer {
   private readonly health: HealthService;
 
   constructor(private readonly deps: GrpcServerDeps) {
-    const protos = loadProtos();
+    const protos = loadProtos(SERVER_PROTO_LOADER_OPTIONS);
     this.server = new grpc.Server({
       // Envoy keeps long-lived HTTP/2 connections; answer its pings promptly.
       'grpc.keepalive_permit_without_calls': 1,
