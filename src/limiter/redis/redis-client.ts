@@ -7,7 +7,7 @@ import type { RedisSettings } from '../../settings';
 export type RedisClient = Redis | Cluster;
 
 function hostPort(spec: string, what: string): { host: string; port: number } {
-  const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(spec.trim().replace(/^redis:\/\//, ''));
+  const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(spec.trim().replace(/^rediss?:\/\//, ''));
   if (!m) throw new SettingsError(`invalid value for REDIS_URL: '${spec}' (${what} must be host:port)`);
   return { host: m[1] as string, port: Number(m[2]) };
 }
