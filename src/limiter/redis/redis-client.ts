@@ -54,12 +54,18 @@ export function createRedisClient(s: RedisSettings): RedisClient {
       if (!name || sentinels.length === 0) {
         throw new SettingsError(`invalid value for REDIS_URL: '${s.url}' (SENTINEL needs master,host:port[,host:port...])`);
       }
+      const tls = tlsOptions(s);
       return new Redis({
         ...options,
         name,
         sentinels: sentinels.map((x) => hostPort(x, 'a sentinel')),
-        ...(s.password ? { sentinelPassword: s.password } : {}),
-        ...(s.username ? { sentinelUsername: s.username } : {}),
+        // The sentinels have their own credentials (REDIS_SENTINEL_AUTH, as the reference);
+        // REDIS_AUTH is the master's.
+        ...(s.sentinelPassword ? { sentinelPassword: s.sentinelPassword } : {}),
+        ...(s.sentinelUsername ? { sentinelUsername: s.sentinelUsername } : {}),
+        // ioredis ignores `tls` in sentinel mode unless told: without these, REDIS_TLS would send
+        // both AUTH passwords in cleartext to the sentinels and to the master they name.
+        ...(tls ? { sentinelTLS: tls, enableTLSForSentinelMode: true } : {}),
       });
     }
     case 'CLUSTER': {
