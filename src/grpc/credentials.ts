@@ -17,6 +17,8 @@ type GrpcTls = NonNullable<Settings['grpcTls']>;
 // How often TLS files are re-read: a rotated certificate is in use within this time.
 const TLS_REFRESH_MS = 1000;
 const FIRST_LOAD_TIMEOUT_MS = 5000;
+// A TLS handshake takes milliseconds; a client that has not finished one in this time is not going to.
+const HANDSHAKE_TIMEOUT_MS = 10_000;
 
 interface Pair {
   readonly identity: IdentityUpdate;
@@ -154,7 +156,12 @@ export async function grpcServerCredentials(settings: Settings, logger: Logger):
   await files.start();
   const requireClientCert = tls.clientCaCert !== undefined;
   // grpc-js names the first parameter caCertificateProvider but uses it as the identity provider.
-  return grpc.experimental.createCertificateProviderServerCredentials(files, requireClientCert ? files : null, requireClientCert);
+  const credentials = grpc.experimental.createCertificateProviderServerCredentials(files, requireClientCert ? files : null, requireClientCert);
+  // grpc.max_connection_idle_ms starts only once TLS is up; Node's handshake timeout (120 s by
+  // default) bounds a connection that never completes it. grpc-js passes these options to
+  // http2.createSecureServer and offers no setting of its own for it.
+  Object.assign(credentials._getConstructorOptions() ?? {}, { handshakeTimeout: Math.min(HANDSHAKE_TIMEOUT_MS, settings.grpcLimits.maxConnectionIdleMs) });
+  return credentials;
 }
 
 /** One subject alternative name: its type as Node prints it (`DNS`, `URI`, `email`, `IP Address`...) and value. */

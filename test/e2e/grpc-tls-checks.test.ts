@@ -1,5 +1,6 @@
 // Issue 8, findings 6, 9 and 12: the SAN check compares type and value, a bad certificate reload
 // keeps the last good pair (and says so), and /json is not a way around gRPC mTLS.
+import * as net from 'node:net';
 import { mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -160,5 +161,23 @@ describe('/json while gRPC requires client certificates (finding 6)', () => {
     });
     expect(res.status).toBe(200);
     expect((await fetch(`${t.httpUrl}/healthcheck`)).status).toBe(200);
+  });
+});
+
+describe('idle connections on the TLS port (finding 5)', () => {
+  test('a raw TCP connection that never starts the TLS handshake is closed after GRPC_MAX_CONNECTION_IDLE', async () => {
+    const t = await startMtls(dir, { GRPC_MAX_CONNECTION_IDLE: '1s' });
+    const socket = net.connect(t.app.grpcPort, '127.0.0.1').resume();
+    const t0 = Date.now();
+    const closed = await new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), 6000);
+      socket.once('close', () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    socket.destroy();
+    console.log(`raw connection to the TLS port closed: ${closed} after ${Date.now() - t0} ms (GRPC_MAX_CONNECTION_IDLE=1s)`);
+    expect(closed).toBe(true);
   });
 });
