@@ -36,7 +36,8 @@ export function redactUserInfo(text: string): string {
  * carry user info: REDIS_AUTH and REDIS_SENTINEL_AUTH hold the passwords there.
  */
 export function splitRedisUrl(raw: string, name: string, single: boolean): SplitRedisUrl {
-  if (!raw.includes('@')) return { url: raw };
+  // A socket path (`/run/redis@6379.sock`) may hold an `@`; it has no user info.
+  if (!raw.includes('@') || /^\.{0,2}\//.test(raw)) return { url: raw };
   const safe = redactUserInfo(raw);
   if (!single || raw.includes(',')) {
     throw new SettingsError(`invalid value for ${name}: '${safe}' (an address list cannot carry user info; use the AUTH settings)`);

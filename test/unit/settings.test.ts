@@ -538,6 +538,11 @@ describe('user info in REDIS_URL (issue 8)', () => {
     expect(JSON.stringify({ ...redis, password: undefined })).not.toContain('hunter2');
   });
 
+  it('leaves a socket path with an @ alone', () => {
+    expect(loadSettings({ REDIS_URL: '/run/redis@6379.sock' }).redis).toMatchObject({ url: '/run/redis@6379.sock', socketType: 'unix' });
+    expect(loadSettings({ REDIS_URL: '/run/redis@6379.sock' }).redis).not.toHaveProperty('password');
+  });
+
   it('works for the per-second Redis too', () => {
     const s = loadSettings({ REDIS_URL: 'r:1', REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: 'bob:x@ps:2' });
     expect(s.redisPerSecond).toMatchObject({ url: 'ps:2', username: 'bob', password: 'x' });
