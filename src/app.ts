@@ -6,10 +6,9 @@ import { grpcServerCredentials } from './grpc/credentials';
 import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
 import { rlconfigRoute } from './http/debug-routes';
-import { HttpListener, type Route } from './http/http-listener';
-import { loopbackOnly } from './http/loopback-only';
+import { HttpListener } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
-import { healthcheckRoute, jsonRoute } from './http/service-routes';
+import { healthcheckRoute, jsonRouteFor } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
 import { IMPLEMENTED_ALGORITHMS, type Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
@@ -82,16 +81,6 @@ function serviceConfig(settings: Settings): ServiceConfig {
       : {}),
     requestLimits: settings.requestLimits,
   };
-}
-
-/**
- * /json answers the same calls as gRPC: while gRPC requires client certificates, it answers
- * peers on this host only, so the HTTP port is not a way around mTLS.
- */
-function jsonRouteFor(settings: Settings, service: RateLimitService): Route {
-  const route = jsonRoute(service, settings.defaultDeadlineMs, settings.httpLimits.maxBodyBytes);
-  if (settings.grpcTls?.clientCaCert === undefined) return route;
-  return loopbackOnly(route, '/json answers loopback clients only while gRPC requires client certificates (GRPC_CLIENT_TLS_CACERT)');
 }
 
 /** The one place that wires concrete pieces together. */

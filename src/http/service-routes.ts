@@ -4,7 +4,9 @@ import { FloodgateError, InvalidRequestError } from '../errors';
 import { requestFromWire } from '../grpc/convert';
 import type { HealthState } from '../health';
 import type { RateLimitService } from '../service/rate-limit-service';
+import type { Settings } from '../settings';
 import { readBody, type Route } from './http-listener';
+import { loopbackOnly } from './loopback-only';
 import { responseToJson, wireRequestFromJson } from './json-codec';
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -36,4 +38,14 @@ export function jsonRoute(service: RateLimitService, defaultDeadlineMs: number, 
         (err: unknown) => sendJson(res, httpStatusOf(err), { error: err instanceof Error ? err.message : String(err) }),
       );
   };
+}
+
+/**
+ * `/json` as the settings ask. It answers the same calls as gRPC: while gRPC requires client
+ * certificates, it answers peers on this host only, so the HTTP port is not a way around mTLS.
+ */
+export function jsonRouteFor(settings: Settings, service: RateLimitService): Route {
+  const route = jsonRoute(service, settings.defaultDeadlineMs, settings.httpLimits.maxBodyBytes);
+  if (settings.grpcTls?.clientCaCert === undefined) return route;
+  return loopbackOnly(route, '/json answers loopback clients only while gRPC requires client certificates (GRPC_CLIENT_TLS_CACERT)');
 }

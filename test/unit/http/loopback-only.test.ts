@@ -1,6 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { isLoopbackAddress, loopbackOnly } from '../../../src/http/loopback-only';
+import { jsonRouteFor } from '../../../src/http/service-routes';
+import type { RateLimitService } from '../../../src/service/rate-limit-service';
+import { loadSettings } from '../../../src/settings';
 
 describe('isLoopbackAddress', () => {
   it.each<[string | undefined, boolean]>([
@@ -40,5 +43,27 @@ describe('loopbackOnly', () => {
     expect(served).toBe(false);
     expect(res.status).toBe(403);
     expect(JSON.parse(res.body)).toEqual({ error: expect.stringContaining('why') });
+  });
+});
+
+describe('jsonRouteFor: /json under gRPC mTLS (issue 8, finding 6)', () => {
+  const tls = { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: '/c.pem', GRPC_SERVER_TLS_KEY: '/k.pem' };
+  // A GET reaches the real route (405) without touching the service; a refused peer gets 403.
+  const statusFor = (env: Record<string, string>, remoteAddress: string): number => {
+    let status = 0;
+    const res = { writeHead(s: number) { status = s; return this; }, end() { return this; } };
+    const route = jsonRouteFor(loadSettings(env), {} as RateLimitService);
+    route({ method: 'GET', socket: { remoteAddress } } as unknown as IncomingMessage, res as unknown as ServerResponse);
+    return status;
+  };
+
+  it('refuses a remote peer while a client CA is required', () => {
+    expect(statusFor({ ...tls, GRPC_CLIENT_TLS_CACERT: '/ca.pem' }, '10.0.0.7')).toBe(403);
+    expect(statusFor({ ...tls, GRPC_CLIENT_TLS_CACERT: '/ca.pem' }, '127.0.0.1')).toBe(405);
+  });
+
+  it('serves every peer without a client CA (plaintext or server-only TLS)', () => {
+    expect(statusFor({}, '10.0.0.7')).toBe(405);
+    expect(statusFor(tls, '10.0.0.7')).toBe(405);
   });
 });
