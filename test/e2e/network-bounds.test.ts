@@ -188,3 +188,31 @@ describe('HTTP bounds', () => {
     expect((await fetch(`http://127.0.0.1:${server.httpPort}/healthcheck`)).status).toBe(200);
   });
 });
+
+describe('HTTP bounds under many large slow bodies (defaults but the timeout)', () => {
+  let big: ServerProcess;
+  beforeAll(async () => {
+    big = await spawnServer(RULES, { HTTP_REQUEST_TIMEOUT: '3s', HTTP_HEADERS_TIMEOUT: '1s' });
+  });
+  afterAll(() => big?.cleanup());
+
+  test('100 connections each announcing 1 MiB − 16 bytes and sending 256 KiB of it: 413 each, little memory held, all closed', async () => {
+    const before = residentMb(big.proc.pid!);
+    const sockets = await Promise.all(Array.from({ length: 100 }, () => connect(big.httpPort)));
+    const results = sockets.map((s) => {
+      let text = '';
+      s.on('data', (d: Buffer) => (text += d.toString()));
+      s.write(`POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: ${1024 * 1024 - 16}\r\n\r\n`);
+      s.write(Buffer.alloc(256 * 1024, 0x20));
+      return closedWithin(s, 10_000).then((ms) => ({ ms, text }));
+    });
+    await new Promise((r) => setTimeout(r, 1000));
+    const held = residentMb(big.proc.pid!);
+    const done = await Promise.all(results);
+    const worst = Math.max(...done.map((r) => r.ms));
+    console.log(`100 large slow bodies: server RSS ${before.toFixed(0)} -> ${held.toFixed(0)} MB while held, all closed after at most ${worst} ms`);
+    for (const r of done) expect(r.text).toMatch(/^HTTP\/1\.1 413/);
+    expect(held - before).toBeLessThan(60);
+    expect(worst).toBeLessThan(10_000);
+  });
+});
