@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startTlsSentinel, type TlsSentinelHarness } from '../harness/redis-sentinel-tls';
+import { startTlsSentinel, type TlsSentinelHarness } from '../harness/redis-servers';
 import { makeCertificates } from '../helpers/certificates';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
