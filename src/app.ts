@@ -1,20 +1,19 @@
-import * as grpc from '@grpc/grpc-js';
 import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
+import { grpcServerCredentials } from './grpc/credentials';
 import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
 import { rlconfigRoute } from './http/debug-routes';
 import { HttpListener, type Route } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
-import { healthcheckRoute, jsonRoute } from './http/service-routes';
+import { healthcheckRoute, jsonRouteFor } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
 import type { Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
 import { PrometheusMetrics } from './metrics/metrics';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
-import { SettingsError } from './errors';
 
 /** A running floodgate instance. */
 export interface App {
@@ -35,46 +34,6 @@ export interface AppOptions {
   readonly logger?: Logger;
   /** A limiter to use instead of the one the settings describe (tests). */
   readonly limiter?: Limiter;
-}
-
-// How often TLS files are re-read: a rotated certificate is in use within this time.
-const TLS_REFRESH_MS = 1000;
-
-/** Resolves once `provider` has read its files, so the first connection already finds them. */
-function firstLoad(provider: grpc.experimental.CertificateProvider, kind: 'identity' | 'ca', what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new SettingsError(`cannot read ${what} within 5 s`)), 5000);
-    const done = (update: unknown): void => {
-      clearTimeout(timer);
-      if (update === null) reject(new SettingsError(`cannot read ${what}`));
-      else resolve();
-    };
-    if (kind === 'identity') provider.addIdentityCertificateListener(done);
-    else provider.addCaCertificateListener(done);
-  });
-}
-
-/**
- * Plaintext, TLS, or mTLS when a client CA is set. The files are watched, so a certificate that
- * cert-manager (or anyone) rotates is served without a restart.
- */
-async function grpcCredentials(settings: Settings): Promise<grpc.ServerCredentials> {
-  const tls = settings.grpcTls;
-  if (tls === undefined) return grpc.ServerCredentials.createInsecure();
-  const identity = new grpc.experimental.FileWatcherCertificateProvider({
-    certificateFile: tls.cert,
-    privateKeyFile: tls.key,
-    refreshIntervalMs: TLS_REFRESH_MS,
-  });
-  const clientCa = tls.clientCaCert
-    ? new grpc.experimental.FileWatcherCertificateProvider({ caCertificateFile: tls.clientCaCert, refreshIntervalMs: TLS_REFRESH_MS })
-    : null;
-  await Promise.all([
-    firstLoad(identity, 'identity', `GRPC_SERVER_TLS_CERT/GRPC_SERVER_TLS_KEY (${tls.cert}, ${tls.key})`),
-    clientCa && firstLoad(clientCa, 'ca', `GRPC_CLIENT_TLS_CACERT (${tls.clientCaCert})`),
-  ]);
-  // grpc-js names the first parameter caCertificateProvider but uses it as the identity provider.
-  return grpc.experimental.createCertificateProviderServerCredentials(identity, clientCa, clientCa !== null);
 }
 
 /** The rule loader both the first load and every reload use; the whole load fails on any error. */
@@ -212,8 +171,8 @@ interface Served {
 
 type Ports = Pick<App, 'grpcPort' | 'httpPort' | 'debugPort' | 'metricsPort'>;
 
-async function listenHttp(running: Running, routes: Record<string, Route>, host: string, port: number): Promise<number> {
-  const listener = new HttpListener(routes);
+async function listenHttp(running: Running, routes: Record<string, Route>, settings: Settings, host: string, port: number): Promise<number> {
+  const listener = new HttpListener(routes, settings.httpLimits);
   const bound = await listener.listen(host, port);
   running.listeners.push(listener);
   return bound;
@@ -227,17 +186,21 @@ async function openPorts(settings: Settings, { logger, metrics }: Core, { servic
     metrics,
     logger,
     defaultDeadlineMs: settings.defaultDeadlineMs,
+    limits: settings.grpcLimits,
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
-  const grpcPort = await running.grpcServer.listen(grpcAddress, await grpcCredentials(settings));
-  const httpRoutes = { '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) };
-  const httpPort = await listenHttp(running, httpRoutes, settings.host, settings.port);
+  const grpcPort = await running.grpcServer.listen(grpcAddress, await grpcServerCredentials(settings.grpcTls, settings.grpcLimits.maxConnectionIdleMs, logger));
+  const httpRoutes = { '/healthcheck': healthcheckRoute(health), '/json': jsonRouteFor(
+    { defaultDeadlineMs: settings.defaultDeadlineMs, maxBodyBytes: settings.httpLimits.maxBodyBytes, grpcRequiresClientCerts: settings.grpcTls?.clientCaCert !== undefined },
+    service,
+  ) };
+  const httpPort = await listenHttp(running, httpRoutes, settings, settings.host, settings.port);
   const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) };
-  const debugPort = await listenHttp(running, debugRoutes, settings.debugHost, settings.debugPort);
+  const debugPort = await listenHttp(running, debugRoutes, settings, settings.debugHost, settings.debugPort);
   if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
   const metricsRoutes = { [settings.prometheusPath]: metricsRoute(metrics.registry) };
-  const metricsPort = await listenHttp(running, metricsRoutes, settings.prometheusHost, settings.prometheusPort);
+  const metricsPort = await listenHttp(running, metricsRoutes, settings, settings.prometheusHost, settings.prometheusPort);
   return { grpcPort, httpPort, debugPort, metricsPort };
 }
 

@@ -7,6 +7,18 @@ import type { WireDescriptor, WireDescriptorStatus, WireRequest, WireResponse, W
 // RateLimitUnit on the request side has no WEEK; UNKNOWN or a number outside the enum is invalid.
 const OVERRIDE_UNITS: ReadonlySet<string> = new Set(['SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR']);
 
+/**
+ * A hits_addend from the wire (a decimal string on the server, exact for any uint64); 0 = not set.
+ * An out-of-range value is refused with the digits the caller sent.
+ */
+function hitsFromWire(raw: number | string, what: string): number {
+  const text = String(raw);
+  if (!/^\d{1,10}$/.test(text) || Number(text) > UINT32_MAX) {
+    throw new InvalidRequestError(`${what} ${text} is out of range (0 to ${UINT32_MAX})`);
+  }
+  return Number(text);
+}
+
 function descriptorFromWire(d: WireDescriptor, index: number): RequestDescriptor {
   let descriptor: RequestDescriptor = { entries: d.entries ?? [] };
   if (d.limit) {
@@ -17,11 +29,7 @@ function descriptorFromWire(d: WireDescriptor, index: number): RequestDescriptor
     descriptor = { ...descriptor, limit: { requestsPerUnit: d.limit.requests_per_unit, unit: unit as Unit } };
   }
   if (d.hits_addend) {
-    const hits = d.hits_addend.value;
-    if (!Number.isInteger(hits) || hits < 0 || hits > UINT32_MAX) {
-      throw new InvalidRequestError(`descriptor ${index}: hits_addend ${hits} is out of range (0 to ${UINT32_MAX})`);
-    }
-    descriptor = { ...descriptor, hitsAddend: hits };
+    descriptor = { ...descriptor, hitsAddend: hitsFromWire(d.hits_addend.value, `descriptor ${index}: hits_addend`) };
   }
   return descriptor;
 }
