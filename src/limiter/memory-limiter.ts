@@ -1,6 +1,6 @@
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from './limiter';
 import { counterIdentity } from './counter-key';
-import type { AlgorithmState } from './memory/memory-algorithm';
+import type { AlgorithmState, MemoryAlgorithm } from './memory/memory-algorithm';
 import { memoryAlgorithms } from './memory/memory-algorithms';
 
 export interface MemoryLimiterOptions {
@@ -35,16 +35,28 @@ export class MemoryLimiter implements Limiter {
     return Promise.resolve(this.checkNow(checks, options.stopIncrementWhenOverLimit));
   }
 
-  /** Synchronous core, also used by the `local` failure mode. */
+  /**
+   * Synchronous core, also used by the `local` failure mode. The call protocol of the scripts
+   * (lua/lib/run_call.lua): each check in turn; with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT,
+   * look at every check first (a counter that appears twice is judged with the hits of its
+   * earlier admitted occurrences pending); when none is denied charge them all, else charge
+   * only the denied checks of an algorithm that counts every hit (the reference's rule) and
+   * answer the others with their look.
+   */
   checkNow(checks: readonly LimitCheck[], stopIncrementWhenOverLimit: boolean): LimitResult[] {
     const now = this.now();
     const keys = checks.map((c) => counterIdentity(c.counter, c.spec));
-    if (stopIncrementWhenOverLimit) {
-      // All or nothing: look at every counter first; one denial charges none of them.
-      const looked = checks.map((c, i) => this.step(keys[i] as string, c, now, false));
-      if (looked.some((r) => !r.allowed)) return looked;
-    }
-    return checks.map((c, i) => this.step(keys[i] as string, c, now, true));
+    const charge = (i: number): LimitResult => this.step(keys[i] as string, checks[i] as LimitCheck, now, 0, true);
+    if (!stopIncrementWhenOverLimit) return checks.map((_, i) => charge(i));
+    const pending = new Map<string, number>();
+    const looked = checks.map((c, i) => {
+      const key = keys[i] as string;
+      const result = this.step(key, c, now, pending.get(key) ?? 0, false);
+      if (result.allowed && !this.algorithm(c).countsEveryHit) pending.set(key, (pending.get(key) ?? 0) + c.hits);
+      return result;
+    });
+    if (looked.every((r) => r.allowed)) return checks.map((_, i) => charge(i));
+    return looked.map((r, i) => (!r.allowed && this.algorithm(checks[i] as LimitCheck).countsEveryHit ? charge(i) : r));
   }
 
   isHealthy(): boolean {
@@ -65,13 +77,17 @@ export class MemoryLimiter implements Limiter {
     }
   }
 
-  private step(key: string, check: LimitCheck, now: number, charge: boolean): LimitResult {
-    let state = this.states.get(key);
-    if (state !== undefined && state.expiresAt <= now) state = undefined;
+  private algorithm(check: LimitCheck): MemoryAlgorithm {
     const algorithm = memoryAlgorithms[check.spec.algorithm];
     // Unreachable for loaded rules: checkAlgorithms refuses an algorithm that is not implemented.
     if (algorithm === undefined) throw new Error(`rate limit algorithm '${check.spec.algorithm}' is not implemented`);
-    const { result, next } = algorithm.step(state, check.spec, check.hits, now, charge);
+    return algorithm;
+  }
+
+  private step(key: string, check: LimitCheck, now: number, pending: number, charge: boolean): LimitResult {
+    let state = this.states.get(key);
+    if (state !== undefined && state.expiresAt <= now) state = undefined;
+    const { result, next } = this.algorithm(check).step({ state, spec: check.spec, hits: check.hits, now, pending, charge });
     if (next !== undefined) this.states.set(key, next);
     return result;
   }
