@@ -1,4 +1,5 @@
 import { ConfigError } from '../errors';
+import { exactBoundsProblem } from './check-exact-bounds';
 import { parseUnit, type Unit } from '../units';
 import type { Algorithm } from './rule-types';
 import { DecodeYamlFields } from './decode-yaml-fields';
@@ -184,6 +185,8 @@ function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fa
 
 function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string, fail: Fail): DescriptorConfig {
   const rateLimit = raw.rateLimit && buildRateLimit(raw.rateLimit, fail);
+  const outOfBounds = rateLimit && exactBoundsProblem(path, rateLimit);
+  if (outOfBounds !== undefined) fail(outOfBounds);
   if (raw.shareThreshold && !raw.value.includes('*')) {
     fail(
       `share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`,
