@@ -12,7 +12,9 @@
 --             is s counts in c, s − W (the clock stepped back one window) in p, a later window
 --             starts afresh, and a count more than one window behind s is not kept. A plain
 --             integer (a key of an older floodgate) is the count of the current window. The key
---             expires when window s ends.
+--             expires when the window after s ends (as the reference's per-window keys live one
+--             window past their last write), so a clock that steps back across an edge still
+--             finds the count it left there.
 -- ARGV[...]   as lib/read_call.lua; burst_i is ignored.
 -- Returns     as lib/run_call.lua, per key: used = the window's count after this call;
 --             remaining = max(0, limit − used); reset_ms = until the window ends (>= 1);
@@ -41,7 +43,7 @@ local function step(i, _, charge)
     end
   end
   -- Past its expiry the state is gone, whether or not redis has removed the key yet.
-  if stored ~= nil and stored + w <= now then stored, c, p = nil, 0, 0 end
+  if stored ~= nil and stored + 2 * w <= now then stored, c, p = nil, 0, 0 end
   local count = 0
   if stored == start then
     count = c
@@ -53,12 +55,12 @@ local function step(i, _, charge)
     count = count + h
     if stored == start + w then
       redis.call('SET', key, int(stored) .. ':' .. int(c) .. ':' .. int(count))
-      redis.call('PEXPIREAT', key, int(stored + w))
+      redis.call('PEXPIREAT', key, int(stored + 2 * w))
     elseif stored == nil or stored <= start then
       local before = 0
       if stored == start then before = p elseif stored == start - w then before = c end
       redis.call('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before))
-      redis.call('PEXPIREAT', key, int(start + w))
+      redis.call('PEXPIREAT', key, int(start + 2 * w))
     end
   end
   local reset_ms = start + w - now

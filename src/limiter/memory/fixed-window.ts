@@ -9,7 +9,8 @@ export interface FixedWindowState extends AlgorithmState {
 
 /**
  * lua/fixed_window.lua in memory: epoch-aligned windows, the window kept in the state so a call
- * at T counts in the window containing T (one window back, too, when the clock steps back);
+ * at T counts in the window containing T (one window back, too, when the clock steps back: the
+ * state lives until the window after its latest one ends);
  * every charged hit is counted, also over the limit (the reference's behaviour); over when
  * count + hits > limit.
  */
@@ -26,7 +27,7 @@ export const fixedWindow: MemoryAlgorithm<FixedWindowState> = {
       if (state !== undefined && state.start === start + w) next = { ...state, prev: count };
       else if (state === undefined || state.start <= start) {
         const prev = state?.start === start ? state.prev : state?.start === start - w ? state.count : 0;
-        next = { start, count, prev, expiresAt: start + w };
+        next = { start, count, prev, expiresAt: start + 2 * w };
       }
       // More than one window behind the state: not kept (the script does the same).
     }
