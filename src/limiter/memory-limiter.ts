@@ -86,7 +86,11 @@ export class MemoryLimiter implements Limiter {
 
   private step(key: string, check: LimitCheck, now: number, pending: number, charge: boolean): LimitResult {
     let state = this.states.get(key);
-    if (state !== undefined && state.expiresAt <= now) state = undefined;
+    if (state !== undefined && state.expiresAt <= now) {
+      // Gone for good, as redis removes an expired key: a clock that steps back must not revive it.
+      this.states.delete(key);
+      state = undefined;
+    }
     const { result, next } = this.algorithm(check).step({ state, spec: check.spec, hits: check.hits, now, pending, charge });
     if (next !== undefined) this.states.set(key, next);
     return result;

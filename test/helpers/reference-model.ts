@@ -13,7 +13,8 @@ import type { LimitResult } from '../../src/limiter/limiter';
  *   that appears twice is judged with the hits of its earlier admitted occurrences pending,
  *   except fixed_window, which judges each occurrence on its own like the reference); when none
  *   is denied all are charged in order, else only the denied fixed_window checks are charged;
- * - which state is kept: fixed_window and sliding_window keep the latest window written and the
+ * - which state is kept, and until when (a state is gone once the clock has reached its
+ *   expiry, for good): fixed_window and sliding_window keep the latest window written and the
  *   one before, until the window after the latest ends; a bucket keeps its debt until it would
  *   have drained at the limit of its last write; a log keeps its entries until the newest has
  *   left the window; a counter's clock never goes back (buckets evaluate at the latest time
@@ -225,6 +226,9 @@ export class ReferenceModel {
   private readonly states = new Map<string, State>();
 
   call(checks: readonly ModelCheck[], now: number, stop: boolean): ModelResult[] {
+    // Time passes for every counter: a state is gone once the clock reaches its expiry, also
+    // if the clock later steps back before it (redis has removed the key by then).
+    for (const [key, state] of this.states) if (state.expiresAt <= now) this.states.delete(key);
     const charge = (c: ModelCheck): ModelResult => {
       const { result, next } = judge(this.states.get(c.key), c, now, 0, true);
       if (next === null) return result;
