@@ -10,10 +10,10 @@
 --                               occurrences of the same key in this call would add
 --   blocked_ms                  how long from now the state after this step denies every
 --                               request with hits >= 1, whatever its size; 0 when not certain
--- `counts_every_hit` (fixed_window) charges hits also when they are denied, like the reference;
--- the other algorithms charge only admitted hits and never add pending hits for a fixed window.
--- For them a key with limit 0 never reaches `step`: every hit is denied, a peek allowed,
--- nothing read or written, and reset, Retry-After and blocked are one window.
+-- `counts_every_hit` (fixed_window) charges hits also when they are denied, and judges each
+-- occurrence of a repeated key on its own, both like the reference. The other algorithms charge
+-- only admitted hits; for them a key with limit 0 never reaches `step`: every hit is denied, a
+-- peek allowed, nothing read or written, and reset, Retry-After and blocked are one window.
 --
 -- Modes (ARGV[1]):
 --   0 count  each key in turn is judged and charged (a repeated key sees the earlier charge).

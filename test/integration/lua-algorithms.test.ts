@@ -21,7 +21,7 @@ interface Call {
   spec: LimitSpec;
 }
 
-const sources = Object.fromEntries(ALGORITHMS.map((a) => [a, readLuaScript(a)]));
+const sources = Object.fromEntries([...ALGORITHMS, 'fixed_window'].map((a) => [a, readLuaScript(a)]));
 
 async function runScript(client: Client, sha: string, keys: readonly string[], mode: number, calls: readonly Call[], now?: number): Promise<LimitResult[]> {
   const argv: (string | number)[] = [mode];
@@ -89,6 +89,25 @@ describe.each([
         }
       }
       expect(denied).toBeGreaterThan(20);
+    },
+  );
+
+  // fixed_window shares the scripted traces; a denial is charged there (every hit counts).
+  it.each(ALGORITHM_TRACES.fixed_window!.map((tr) => [tr.name, tr] as const))(
+    'fixed_window.lua trace "%s": the scripted results; the key expires when the window after the latest ends',
+    async (_n, trace) => {
+      const [key] = keysFor(1) as [string];
+      const w = trace.spec.windowSeconds * 1000;
+      let latest = 0;
+      for (const [i, step] of trace.steps.entries()) {
+        const now = TRACE_START + step.at;
+        const [result] = await runScript(t.client, t.sha.fixed_window!, [key], MODE_EACH, [{ hits: step.hits, spec: trace.spec }], now);
+        expect(comparable(result!, step.expected), `step ${i} (at ${step.at}, hits ${step.hits})`).toEqual(step.expected);
+        if (step.hits > 0) {
+          latest = Math.max(latest, now - (now % w));
+          expect(Number(await t.client.call('PEXPIRETIME', key)), `step ${i}`).toBe(latest + 2 * w);
+        }
+      }
     },
   );
 
