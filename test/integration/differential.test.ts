@@ -185,5 +185,5 @@ describe('differential: reference model, memory backend and Lua scripts agree on
     // The trace is worth something only if it reaches the interesting answers.
     expect(denied).toBeGreaterThan(trace.length / 20);
     expect(blocked).toBeGreaterThan(trace.length / 20);
-  }, 120_000);
+  }, 60_000 + STEPS * 10);
 });
