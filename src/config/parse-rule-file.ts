@@ -2,6 +2,7 @@ import { ConfigError } from '../errors';
 import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
 import { keyValue } from '../domain/descriptor';
 import { parseUnit, type Unit } from '../domain/units';
+import { exactBoundsProblem } from './check-exact-bounds';
 import { DecodeYamlFields } from './decode-yaml-fields';
 import { validateYamlKeys } from './validate-yaml-keys';
 import { goText, yamlTree, YamlSyntaxError, type YMap, type YNode } from './yaml-tree';
@@ -177,6 +178,8 @@ function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fa
 
 function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string, fail: Fail): DescriptorConfig {
   const rateLimit = raw.rateLimit && buildRateLimit(raw.rateLimit, fail);
+  const outOfBounds = rateLimit && exactBoundsProblem(path, rateLimit);
+  if (outOfBounds !== undefined) fail(outOfBounds);
   if (raw.shareThreshold && !raw.value.includes('*')) {
     fail(
       `share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`,

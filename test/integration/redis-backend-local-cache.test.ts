@@ -12,6 +12,7 @@ import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { awayFromWindowEdge, metricValue, oneRule, scanKeys, timedCall, uniquePrefix } from './redis-backend-helpers';
+import { fixedWindowCount } from '../helpers/fixed-window-value';
 
 let redis: RedisProcess;
 beforeAll(async () => {
@@ -44,7 +45,7 @@ describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
     const first = await t.client.shouldRateLimit(hot);
     expect(first.overall_code).toBe('OVER_LIMIT');
     const [key] = await scanKeys(redis, 'lc_');
-    expect(await redis.command('GET', key!)).toBe('3');
+    expect(fixedWindowCount(await redis.command('GET', key!))).toBe(3);
     expect(await overLocal()).toBe(0);
 
     // From now on the cache answers: the counter in Redis does not move.
@@ -54,7 +55,7 @@ describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
       expect(res.statuses[0]!.limit_remaining).toBe(0);
       expect(Number(res.statuses[0]!.duration_until_reset!.seconds)).toBeGreaterThan(0);
     }
-    expect(await redis.command('GET', key!)).toBe('3');
+    expect(fixedWindowCount(await redis.command('GET', key!))).toBe(3);
     expect(await overLocal()).toBe(5);
 
     // Redis gone: the hot key still answers OVER_LIMIT from the cache, fast; a key that is not

@@ -57,9 +57,9 @@ export class RedisLimiter implements Limiter {
     const groups = this.group(checks);
     admitOrThrow(groups);
     try {
-      if (options.holdBack === true) return await this.runGroups(checks, groups, 'peek', options.deadline);
+      if (options.holdBack === true) return await this.runGroups(checks, groups, 'look', options.deadline);
       return options.stopIncrementWhenOverLimit && groups.length > 1
-        ? await this.allOrNothingAcrossGroups(checks, groups, options.deadline)
+        ? await this.stopAcrossGroups(checks, groups, options.deadline)
         : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? 'stop' : 'count', options.deadline);
     } catch (err) {
       for (const group of groups) refreshAfterFailure(group.client);
@@ -124,11 +124,33 @@ export class RedisLimiter implements Limiter {
     return [...groups.values()];
   }
 
-  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT over several script calls: look first, then charge. */
-  private async allOrNothingAcrossGroups(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number): Promise<LimitResult[]> {
-    const peeked = await this.runGroups(checks, groups, 'peek', deadline);
-    if (peeked.some((r) => !r.allowed)) return peeked;
-    return this.runGroups(checks, groups, 'stop', deadline);
+  /**
+   * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT over several script calls, with the rule each script
+   * applies within one call (lua/lib/run_call.lua): look at every counter first; when none is
+   * denied, charge them all; else charge only the denied counters that count every hit
+   * (fixed_window, as the reference increments each key that would go over) and hold back
+   * the others.
+   */
+  private async stopAcrossGroups(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number): Promise<LimitResult[]> {
+    const looked = await this.runGroups(checks, groups, 'look', deadline);
+    if (looked.every((r) => r.allowed)) return this.runGroups(checks, groups, 'stop', deadline);
+    const overGoing: SlotGroup[] = [];
+    for (const group of groups) {
+      if (!group.algorithm.countsEveryHit) continue;
+      const keys: string[] = [];
+      const indexes: number[] = [];
+      group.indexes.forEach((i, j) => {
+        if (!(looked[i] as LimitResult).allowed) {
+          keys.push(group.keys[j] as string);
+          indexes.push(i);
+        }
+      });
+      if (indexes.length > 0) overGoing.push({ ...group, keys, indexes });
+    }
+    if (overGoing.length === 0) return looked;
+    const charged = await this.runGroups(checks, overGoing, 'count', deadline);
+    for (const group of overGoing) for (const i of group.indexes) looked[i] = charged[i] as LimitResult;
+    return looked;
   }
 
   /**
@@ -151,7 +173,7 @@ export class RedisLimiter implements Limiter {
   private async runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[], calls: BreakerCall[]): Promise<void> {
     const algorithm = group.algorithm;
     const args: (number | string)[] = [];
-    for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck, pass);
+    for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck);
     let reply: number[];
     if (pass === 'count' && algorithm.coalescible && this.options.pinnedNow === undefined) {
       const merged = this.coalescer.run({
@@ -172,14 +194,7 @@ export class RedisLimiter implements Limiter {
       calls.push(call);
       reply = await call.track(algorithm.script.run(group.client, group.keys, [algorithm.mode(pass), ...args]));
     }
-    // In all-or-nothing mode a refused call charged nothing.
-    let anyDenied = false;
-    for (let j = 0; j < group.indexes.length; j++) if (algorithm.denied(reply, j)) anyDenied = true;
-    const heldBack = pass === 'peek' || (pass === 'stop' && anyDenied);
-    for (let j = 0; j < group.indexes.length; j++) {
-      const i = group.indexes[j] as number;
-      out[i] = algorithm.decode(reply, j, checks[i] as LimitCheck, pass, heldBack);
-    }
+    for (let j = 0; j < group.indexes.length; j++) out[group.indexes[j] as number] = algorithm.decode(reply, j);
   }
 }
 
