@@ -1,9 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { loadProtos } from '../../src/grpc/protos';
 import { createLogger } from '../../src/log';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
-import { oneDescriptor } from '../helpers/rls-client';
+import { oneDescriptor, rlsStub } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 
 const RULES = `
@@ -35,10 +34,9 @@ describe('a call the client cancels', () => {
     // its 300 ms budget then runs out on the server, which is the failure path a cancelled call
     // must not report.
     await redis.command('CLIENT', 'PAUSE', '700', 'ALL');
-    const protos = loadProtos();
-    const raw = new protos.rlsClient(`127.0.0.1:${t.app.grpcPort}`, grpc.credentials.createInsecure());
+    const raw = rlsStub(`127.0.0.1:${t.app.grpcPort}`, grpc.credentials.createInsecure());
     const outcome = await new Promise<grpc.ServiceError | null>((resolve) => {
-      const call = raw.ShouldRateLimit!(oneDescriptor('c', { k: 'v' }), { deadline: Date.now() + 300 }, (err: grpc.ServiceError | null) => resolve(err));
+      const call = raw.ShouldRateLimit(oneDescriptor('c', { k: 'v' }), { deadline: Date.now() + 300 }, (err) => resolve(err));
       setTimeout(() => call.cancel(), 50);
     });
     raw.close();

@@ -65,7 +65,7 @@ export class CallCoalescer {
     for (const k of keys) batch.keys.push(k);
     for (const a of args) batch.args.push(a);
     const reply = new Promise<number[]>((resolve, reject) => {
-      (batch as Batch).waiters.push({ first, count: keys.length, resolve, reject });
+      (batch).waiters.push({ first, count: keys.length, resolve, reject });
     });
     if (this.maxKeys > 0 && batch.keys.length >= this.maxKeys) {
       this.batches.delete(batchKey);

@@ -135,7 +135,7 @@ export class RedisLimiter implements Limiter {
   }
 
   private async runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], pass: CallPass, deadline: number): Promise<LimitResult[]> {
-    const results: LimitResult[] = new Array(checks.length);
+    const results: LimitResult[] = new Array<LimitResult>(checks.length);
     const pending = new Set(groups);
     const runs = groups.map((g) =>
       this.runGroup(checks, g, pass, results).then(
@@ -196,9 +196,9 @@ function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
         clearTimeout(timer);
         resolve(v);
       },
-      (e: unknown) => {
+      (e: Error) => {
         clearTimeout(timer);
-        reject(e as Error);
+        reject(e);
       },
     );
   });

@@ -39,7 +39,7 @@ it('every algorithm but fixed_window has scripted traces, and the traces cover e
 });
 
 describe.each(ALGORITHMS)('MemoryLimiter %s', (algorithm) => {
-  describe.each(ALGORITHM_TRACES[algorithm]!.map((t) => [t.name, t] as const))('trace %s', (_name, trace) => {
+  describe.each(ALGORITHM_TRACES[algorithm].map((t) => [t.name, t] as const))('trace %s', (_name, trace) => {
     it('gives exactly the scripted results', () => {
       const { limiter, clock } = setup();
       for (const [i, step] of trace.steps.entries()) {
@@ -152,7 +152,7 @@ describe.each(ALGORITHMS)('MemoryLimiter %s', (algorithm) => {
     let probes = 0;
     for (let round = 0; round < 30; round++) {
       const { limiter, clock } = setup(TRACE_START + random(DAY));
-      const s = spec(algorithm, 1 + random(8), [1, 7, 60][random(3)]!, 1 + random(8));
+      const s = spec(algorithm, 1 + random(8), [1, 7, 60][random(3)], 1 + random(8));
       const value = `r${round}`;
       const capacity = algorithm === 'token_bucket' || algorithm === 'gcra' ? s.burst : s.limit;
       const attempt = (hits: number) => limiter.checkNow([check(value, s, hits)], false)[0]!;

@@ -200,7 +200,7 @@ describe('RateLimitService', () => {
         { entries: ['zero=z'], limit: { requests_per_unit: 0, unit: 'HOUR' }, limit_key: 'svc.zero' },
       ]),
     });
-    expect(setup().call([d({ q1: 'm' })]).then((r) => r.dynamicMetadata)).resolves.toBeUndefined();
+    await expect(setup().call([d({ q1: 'm' })]).then((r) => r.dynamicMetadata)).resolves.toBeUndefined();
   });
 
   test('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: one descriptor over → the others are not charged', async () => {
