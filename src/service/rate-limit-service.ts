@@ -2,6 +2,7 @@ import { NotReadyError } from '../errors';
 import type { RateLimitRule, RuleMatch, RuleSet } from '../config/rule-types';
 import type { Limiter, LimitCheck, LimitResult } from '../limiter/limiter';
 import type { ServiceMetrics } from '../metrics/metrics';
+import { keyValue } from '../domain/descriptor';
 import { UINT32_MAX } from '../domain/uint32';
 import { UNIT_SECONDS } from '../domain/units';
 import { hitCounts } from './hit-counts';
@@ -46,7 +47,7 @@ const STATUS_UNLIMITED: DescriptorStatus = Object.freeze({ code: 'OK', limitRema
 /** `domain.key1_value1.key2` — the reference's runtime path, used for override stats. */
 function runtimePath(domain: string, descriptor: RequestDescriptor): string {
   let path = domain;
-  for (const e of descriptor.entries) path += '.' + (e.value === '' ? e.key : e.key + '_' + e.value);
+  for (const e of descriptor.entries) path += '.' + keyValue(e);
   return path;
 }
 
