@@ -77,7 +77,7 @@ export default tseslint.config(
   },
   {
     // Walks arbitrary parsed YAML (Kubernetes manifests, Envoy config); it asserts each shape it uses.
-    files: ['test/**/deploy-configs.test.ts'],
+    files: ['test/unit/deploy-configs.test.ts'],
     rules: {
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-unsafe-member-access': 'off',

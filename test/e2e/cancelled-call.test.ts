@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { createLogger } from '../../src/log';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { within } from '../harness/wait';
 import { oneDescriptor, rlsStub } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 
@@ -20,8 +21,7 @@ describe('a call the client cancels', () => {
     redis = await startStandalone();
     t = await startTestApp({ 'c.yaml': RULES }, { REDIS_URL: redis.url }, { logger: createLogger('DEBUG', 'text', (line) => logLines.push(line)) });
     // Wait until the backend is connected.
-    const start = Date.now();
-    while (!t.app.limiter.isHealthy() && Date.now() - start < 5000) await new Promise((r) => setTimeout(r, 20));
+    await within(5000, () => t.app.limiter.isHealthy(), 'the backend connected');
   });
   afterAll(async () => {
     await t?.stop();

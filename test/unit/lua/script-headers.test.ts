@@ -5,7 +5,7 @@ import { ALGORITHMS } from '../../../src/domain/algorithm';
 import { readLuaScript } from '../../../src/limiter/redis/lua-script';
 import { luaDir } from '../../../src/paths';
 
-// The contract of every script lives in its header (see docs: "Lua scripts"); these checks keep
+// The contract of every script lives in its header (README, "Redis backend"); these checks keep
 // the headers present and honest without running Redis. The code checks run on the expanded
 // text (lib/*.lua included), which is what Redis runs.
 const files = fs.readdirSync(luaDir).filter((f) => f.endsWith('.lua')).sort();
