@@ -1,4 +1,4 @@
-import type { Algorithm } from '../../src/domain/algorithm';
+import { ALGORITHMS, type Algorithm } from '../../src/domain/algorithm';
 import type { LimitSpec } from '../../src/domain/limit-spec';
 import type { LimitResult } from '../../src/limiter/limiter';
 
@@ -142,6 +142,9 @@ const slidingLog: Trace[] = [
 
 /** The algorithms that count only admitted hits: every one but fixed_window. */
 export type TracedAlgorithm = Exclude<Algorithm, 'fixed_window'>;
+
+/** Every algorithm but fixed_window, so a new algorithm joins the trace suites by itself. */
+export const TRACED_ALGORITHMS: readonly TracedAlgorithm[] = ALGORITHMS.filter((a): a is TracedAlgorithm => a !== 'fixed_window');
 
 /** The traces of every algorithm that counts only admitted hits, by algorithm. */
 export const ALGORITHM_TRACES: Readonly<Record<TracedAlgorithm, readonly Trace[]>> = {

@@ -6,11 +6,11 @@ import type { AlgorithmState } from '../../src/limiter/memory/memory-algorithm';
 import { memoryAlgorithms } from '../../src/limiter/memory/memory-algorithms';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
 import { clusterTarget, standaloneTarget, type ScriptClient as Client, type ScriptTarget } from '../helpers/script-targets';
-import { ALGORITHM_TRACES, TRACE_START, randomSteps, seededRandom } from '../helpers/algorithm-traces';
+import { ALGORITHM_TRACES, TRACED_ALGORITHMS, TRACE_START, randomSteps, seededRandom, type TracedAlgorithm } from '../helpers/algorithm-traces';
 
 // The scripts that count only admitted hits (uniform layout), as far as they are implemented.
-const ALGORITHMS = ['sliding_window', 'token_bucket', 'gcra', 'sliding_log'] as const;
-type Name = (typeof ALGORITHMS)[number];
+const ALGORITHMS = TRACED_ALGORITHMS;
+type Name = TracedAlgorithm;
 
 const MODE_EACH = 0;
 const MODE_ALL_OR_NOTHING = 1;
