@@ -1,4 +1,5 @@
 // Lint rules that keep the layout honest. `npm run lint`; scripts/test.sh runs it before the tests.
+import { readdirSync } from 'node:fs';
 import js from '@eslint/js';
 import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
 import importX from 'eslint-plugin-import-x';
@@ -23,6 +24,11 @@ const LAYERS = [
   { name: 'settings', groups: [['src/settings.ts', 'src/settings-parse.ts']] },
   { name: 'app', groups: [['src/app.ts', 'src/cluster-primary.ts', 'src/main.ts']] },
 ];
+
+// Every entry of src/ must sit in a layer: a new top-level file or folder is placed on purpose.
+const placed = new Set(LAYERS.flatMap((l) => l.groups.flat()));
+const unplaced = readdirSync(new URL('./src', import.meta.url)).filter((name) => !placed.has(`src/${name}`));
+if (unplaced.length > 0) throw new Error(`eslint.config.mjs: add ${unplaced.map((n) => `src/${n}`).join(', ')} to a layer of LAYERS`);
 
 // Plain paths (no globs): a folder covers everything below it.
 const asTarget = (p) => `./${p}`;
@@ -106,6 +112,6 @@ export default tseslint.config(
     // Plain JavaScript (this file, scripts, the local rule): no type information.
     files: ['**/*.{js,mjs,cjs,mts}'],
     ...tseslint.configs.disableTypeChecked,
-    languageOptions: { globals: { process: 'readonly', console: 'readonly', require: 'readonly', __dirname: 'readonly' } },
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly', require: 'readonly', __dirname: 'readonly' } },
   },
 );
