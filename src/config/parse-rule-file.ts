@@ -79,7 +79,7 @@ function readRoot(text: string, fail: (message: string) => never): YMap {
     decoder.map(tree, 'map[interface {}]interface {}');
     fail(`error loading config file: ${decoder.message() ?? ''}`);
   }
-  return tree as YMap;
+  return tree;
 }
 
 // ---- typed decoding: every wrong type is collected before any rule is checked ----

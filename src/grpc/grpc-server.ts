@@ -114,9 +114,15 @@ export class GrpcServer {
       fail(err);
       return;
     }
-    service.shouldRateLimit(request, deadlineOf(call, this.deps.defaultDeadlineMs)).then((response) => {
-      metrics.requestDone(METHOD, (performance.now() - started) / 1000);
-      if (!call.cancelled) callback(null, responseToWire(response));
-    }, fail);
+    // One chain ending in fail: an error while answering (not only while counting) reaches the
+    // caller as a status instead of becoming an unhandled rejection.
+    service
+      .shouldRateLimit(request, deadlineOf(call, this.deps.defaultDeadlineMs))
+      .then((response) => {
+        const wire = call.cancelled ? undefined : responseToWire(response);
+        metrics.requestDone(METHOD, (performance.now() - started) / 1000);
+        if (wire !== undefined) callback(null, wire);
+      })
+      .catch(fail);
   };
 }

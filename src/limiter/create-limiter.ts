@@ -47,7 +47,13 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
   logConnectionErrors(client, 'redis', deps.logger);
   let perSecondClient: RedisClient | undefined;
   if (settings.redisPerSecond !== undefined) {
-    perSecondClient = createRedisClient(settings.redisPerSecond);
+    try {
+      perSecondClient = createRedisClient(settings.redisPerSecond);
+    } catch (err) {
+      // The main client is already connecting; the caller never gets a limiter to close it.
+      client.disconnect();
+      throw err;
+    }
     logConnectionErrors(perSecondClient, 'redis (per second)', deps.logger);
   }
   let limiter: Limiter = new RedisLimiter({

@@ -65,8 +65,8 @@ export class OverLimitCache implements Limiter {
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     const now = this.now();
-    const results: (LimitResult | undefined)[] = new Array(checks.length);
-    const keys: (string | undefined)[] = new Array(checks.length);
+    const results = new Array<LimitResult | undefined>(checks.length);
+    const keys = new Array<string | undefined>(checks.length);
     let misses: LimitCheck[] | undefined;
     let missIndex: number[] | undefined;
     for (let i = 0; i < checks.length; i++) {

@@ -52,7 +52,8 @@ function valueToWire(v: unknown): WireValue {
   if (typeof v === 'boolean') return { boolValue: v };
   if (Array.isArray(v)) return { listValue: { values: v.map(valueToWire) } };
   if (typeof v === 'object') return { structValue: structToWire(v as Record<string, unknown>) };
-  return { stringValue: String(v) };
+  // What is left has no JSON form: a bigint (a YAML integer past 2^53), a symbol or a function.
+  return { stringValue: typeof v === 'function' ? Function.prototype.toString.call(v) : (v as bigint | symbol).toString() };
 }
 
 /** Plain JSON object → google.protobuf.Struct in proto-loader's camelCase oneof form. */

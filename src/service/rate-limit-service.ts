@@ -54,7 +54,7 @@ export class RateLimitService {
 
   private respond(request: RateLimitRequest, plans: readonly DescriptorPlan[], results: readonly LimitResult[]): RateLimitResponse {
     const { config, metrics } = this.deps;
-    const statuses: DescriptorStatus[] = new Array(plans.length);
+    const statuses: DescriptorStatus[] = new Array<DescriptorStatus>(plans.length);
     let nonQuotaOver = false;
     let quotaCount = 0;
     let quotaOver = 0;

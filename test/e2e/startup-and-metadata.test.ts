@@ -2,6 +2,7 @@
 // CONFIG_LOADED), a refused start, and dynamic metadata as it really travels on the wire.
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { afterEach, describe, expect, test } from 'vitest';
+import { within } from '../harness/wait';
 import { oneDescriptor } from '../helpers/rls-client';
 import { spawnServer } from '../helpers/server-process';
 import { startTestApp, type TestApp } from '../helpers/test-app';
@@ -15,15 +16,6 @@ descriptors:
     rate_limit: { unit: hour, requests_per_unit: 1 }
 `;
 const BROKEN = 'domain: s\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n';
-
-async function within(ms: number, probe: () => Promise<boolean>): Promise<void> {
-  const start = Date.now();
-  while (Date.now() - start < ms) {
-    if (await probe()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`not within ${ms} ms`);
-}
 
 describe('start-up without good rules', () => {
   let t: TestApp | undefined;

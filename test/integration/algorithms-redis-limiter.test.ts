@@ -84,7 +84,7 @@ describe.each([
     clock.now += 3_600_000;
     const p = `s${run++}-`;
     const fixed: LimitSpec = { algorithm: 'fixed_window', limit: 10, windowSeconds: 3600, burst: 10 };
-    const tight: LimitSpec = { algorithm: ALGORITHMS[0]!, limit: 1, windowSeconds: 3600, burst: 1 };
+    const tight: LimitSpec = { algorithm: ALGORITHMS[0], limit: 1, windowSeconds: 3600, burst: 1 };
     const loose = ALGORITHMS.map((algorithm) => check(p + algorithm, { algorithm, limit: 10, windowSeconds: 3600, burst: 10 }, 2));
     await both([check(p + 'tight', tight, 1)], false);
     const held = await both([...loose, check(p + 'fw', fixed, 1), check(p + 'tight', tight, 1)], true);

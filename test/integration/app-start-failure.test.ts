@@ -82,6 +82,12 @@ describe('startApp when a listen fails partway', () => {
     await waitUntil('the Redis client to disconnect', async () => (await redis.info('clients')).get('connected_clients') === '1', { timeoutMs: 5000 });
   });
 
+  test('a per-second Redis URL that cannot be used: the main Redis client is closed again', async () => {
+    const { settings } = await settingsWithTaken('prometheus', { REDIS_URL: redis.url, REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: 'no-port-here' });
+    await expect(startApp(settings, { logger: createLogger('ERROR', 'text') })).rejects.toThrow(/REDIS_URL.*no-port-here/);
+    await waitUntil('the Redis client to disconnect', async () => (await redis.info('clients')).get('connected_clients') === '1', { timeoutMs: 5000 });
+  });
+
   test('the rules watcher stops: a later change to the rules is not loaded', async () => {
     const lines: string[] = [];
     const logger = createLogger('INFO', 'text', (line) => lines.push(line));

@@ -6,25 +6,15 @@ import { loadRuleDirectory } from '../../src/config/load-rule-directory';
 import type { RuleSet } from '../../src/config/rule-types';
 import { RulesWatcher, type RulesWatcherOptions } from '../../src/config/rules-watcher';
 import { ConfigError } from '../../src/errors';
+import { sleep, within } from '../harness/wait';
 
 /** The promise: a change takes effect within 2 s. */
 const DEADLINE_MS = 2000;
 const TEST_TIMEOUT_MS = 20_000;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function ruleText(limit: number, domain = 'd'): string {
   return `domain: ${domain}\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: ${limit}}\n`;
-}
-
-/** Polls `probe` until it is true; fails after `timeoutMs`. Returns the time it took. */
-async function within(timeoutMs: number, probe: () => boolean, what: string): Promise<number> {
-  const started = Date.now();
-  while (!probe()) {
-    if (Date.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await sleep(10);
-  }
-  return Date.now() - started;
 }
 
 /** A caller like the app: keeps the last good rules, records every report. */

@@ -23,7 +23,13 @@ interface Call {
 
 const sources = Object.fromEntries([...ALGORITHMS, 'fixed_window'].map((a) => [a, readLuaScript(a)]));
 
-async function runScript(client: Client, sha: string, keys: readonly string[], mode: number, calls: readonly Call[], now?: number): Promise<LimitResult[]> {
+/** A loaded script and the client that calls it. */
+interface Loaded {
+  readonly client: Client;
+  readonly sha: string;
+}
+
+async function runScript({ client, sha }: Loaded, keys: readonly string[], mode: number, calls: readonly Call[], now?: number): Promise<LimitResult[]> {
   const argv: (string | number)[] = [mode];
   for (const c of calls) argv.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
   if (now !== undefined) argv.push(now);
@@ -82,8 +88,8 @@ describe.each([
         let now = TRACE_START + random(86_400_000);
         for (const st of randomSteps(round, 40, 1200, 4)) {
           now += st.at % 1200;
-          const [a] = await runScript(t.client, t.sha.token_bucket!, [tb], MODE_EACH, [{ hits: st.hits, spec: spec('token_bucket', limit, windowSeconds, burst) }], now);
-          const [b] = await runScript(t.client, t.sha.gcra!, [gc], MODE_EACH, [{ hits: st.hits, spec: spec('gcra', limit, windowSeconds, burst) }], now);
+          const [a] = await runScript({ client: t.client, sha: t.sha.token_bucket! }, [tb], MODE_EACH, [{ hits: st.hits, spec: spec('token_bucket', limit, windowSeconds, burst) }], now);
+          const [b] = await runScript({ client: t.client, sha: t.sha.gcra! }, [gc], MODE_EACH, [{ hits: st.hits, spec: spec('gcra', limit, windowSeconds, burst) }], now);
           expect(b).toEqual(a);
           if (!a!.allowed) denied++;
         }
@@ -101,7 +107,7 @@ describe.each([
       let latest = 0;
       for (const [i, step] of trace.steps.entries()) {
         const now = TRACE_START + step.at;
-        const [result] = await runScript(t.client, t.sha.fixed_window!, [key], MODE_EACH, [{ hits: step.hits, spec: trace.spec }], now);
+        const [result] = await runScript({ client: t.client, sha: t.sha.fixed_window! }, [key], MODE_EACH, [{ hits: step.hits, spec: trace.spec }], now);
         expect(comparable(result!, step.expected), `step ${i} (at ${step.at}, hits ${step.hits})`).toEqual(step.expected);
         if (step.hits > 0) {
           latest = Math.max(latest, now - (now % w));
@@ -113,9 +119,9 @@ describe.each([
 
   describe.each(ALGORITHMS)('%s.lua', (algorithm) => {
     const call = (keys: readonly string[], mode: number, calls: readonly Call[], now?: number, client: Client = t.client) =>
-      runScript(client, t.sha[algorithm]!, keys, mode, calls, now);
+      runScript({ client, sha: t.sha[algorithm]! }, keys, mode, calls, now);
 
-    it.each(ALGORITHM_TRACES[algorithm]!.map((tr) => [tr.name, tr] as const))(
+    it.each(ALGORITHM_TRACES[algorithm].map((tr) => [tr.name, tr] as const))(
       'trace "%s": the scripted results; the key expires when its state equals a fresh one; peeks and denials change nothing',
       async (_n, trace) => {
         const [key] = keysFor(1) as [string];
@@ -142,10 +148,10 @@ describe.each([
 
     it('gives the memory implementation’s results on random traces (pinned time)', async () => {
       const random = seededRandom(99);
-      const step = memoryAlgorithms[algorithm]!;
+      const step = memoryAlgorithms[algorithm];
       for (let round = 0; round < 12; round++) {
         const [key] = keysFor(1) as [string];
-        const s = spec(algorithm, random(8), [1, 7, 60][random(3)]!, 1 + random(8));
+        const s = spec(algorithm, random(8), [1, 7, 60][random(3)], 1 + random(8));
         let state: AlgorithmState | undefined;
         let now = TRACE_START + random(86_400_000);
         for (const st of randomSteps(round, 40, 900, 4)) {
@@ -188,7 +194,7 @@ describe.each([
       // Token bucket and gcra: burst 50 refilled over a day, so no token comes back meanwhile.
       const s = spec(algorithm, 50, 86_400);
       const results = await Promise.all(
-        Array.from({ length: 200 }, (_, i) => call([key], MODE_EACH, [{ hits: 1, spec: s }], undefined, t.clients[i % t.clients.length]!)),
+        Array.from({ length: 200 }, (_, i) => call([key], MODE_EACH, [{ hits: 1, spec: s }], undefined, t.clients[i % t.clients.length])),
       );
       expect(results.filter(([r]) => r!.allowed)).toHaveLength(50);
       expect((await call([key], MODE_EACH, [{ hits: 0, spec: s }]))[0]).toMatchObject({ used: 50, remaining: 0 });
@@ -225,7 +231,7 @@ describe.each([
       const [a, b] = keysFor(2) as [string, string];
       const results = await Promise.all(
         Array.from({ length: 120 }, (_, i) =>
-          call([a, b], MODE_ALL_OR_NOTHING, [{ hits: 1, spec: spec(algorithm, 100, 86_400) }, { hits: 1, spec: spec(algorithm, 30, 86_400) }], undefined, t.clients[i % 4]!),
+          call([a, b], MODE_ALL_OR_NOTHING, [{ hits: 1, spec: spec(algorithm, 100, 86_400) }, { hits: 1, spec: spec(algorithm, 30, 86_400) }], undefined, t.clients[i % 4]),
         ),
       );
       expect(results.filter((r) => r.every((x) => x.allowed))).toHaveLength(30);
@@ -252,8 +258,8 @@ describe.each([
       await Promise.all(
         Array.from({ length: 300 }, (_, i) => {
           const keys = groups[random(groups.length)]!;
-          const calls = keys.map(() => ({ hits: random(4), spec: spec(algorithm, random(20), [1, 60, 3600][random(3)]!, 1 + random(20)) }));
-          return call(keys, random(3), calls, undefined, t.clients[i % 4]!);
+          const calls = keys.map(() => ({ hits: random(4), spec: spec(algorithm, random(20), [1, 60, 3600][random(3)], 1 + random(20)) }));
+          return call(keys, random(3), calls, undefined, t.clients[i % 4]);
         }),
       );
       const prefix = 'alg:{';

@@ -27,9 +27,14 @@ interface Result {
 
 const sources = { fixed_window: SOURCE };
 
+/** A loaded script and the client that calls it. */
+interface Loaded {
+  readonly client: Client;
+  readonly sha: string;
+}
+
 async function fixedWindow(
-  client: Client,
-  sha: string,
+  { client, sha }: Loaded,
   keys: readonly string[],
   mode: number,
   counters: readonly Counter[],
@@ -75,7 +80,7 @@ describe.each([
 ] as const)('fixed_window.lua on %s', (_name, makeTarget) => {
   let t: ScriptTarget;
   const call = (keys: readonly string[], mode: number, counters: readonly Counter[], now?: number) =>
-    fixedWindow(t.client, t.sha.fixed_window!, keys, mode, counters, now);
+    fixedWindow({ client: t.client, sha: t.sha.fixed_window! }, keys, mode, counters, now);
 
   beforeAll(async () => {
     t = await makeTarget();
@@ -245,7 +250,7 @@ describe.each([
   it('is atomic: 200 concurrent EVALSHA calls with limit 50 see counts 1..200 exactly once', async () => {
     const [key] = keysFor(1) as [string];
     const calls = Array.from({ length: 200 }, (_, i) =>
-      fixedWindow(t.clients[i % t.clients.length]!, t.sha.fixed_window!, [key], MODE_COUNT_ALL, [one(1, 50)]),
+      fixedWindow({ client: t.clients[i % t.clients.length]!, sha: t.sha.fixed_window! }, [key], MODE_COUNT_ALL, [one(1, 50)]),
     );
     const results = (await Promise.all(calls)).map((r) => r[0]!);
     expect(results.map((r) => r.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
@@ -257,7 +262,7 @@ describe.each([
   it('is atomic in stop mode: under concurrency exactly `limit` requests get through', async () => {
     const keys = keysFor(2);
     const calls = Array.from({ length: 120 }, (_, i) =>
-      fixedWindow(t.clients[i % t.clients.length]!, t.sha.fixed_window!, keys, MODE_STOP, [one(1, 100), one(1, 30)]),
+      fixedWindow({ client: t.clients[i % t.clients.length]!, sha: t.sha.fixed_window! }, keys, MODE_STOP, [one(1, 100), one(1, 30)]),
     );
     const results = await Promise.all(calls);
     expect(results.filter((r) => !r[0]!.over && !r[1]!.over)).toHaveLength(30);
@@ -283,8 +288,8 @@ describe.each([
     const random = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
     const calls = Array.from({ length: 400 }, (_, i) => {
       const group = keys[random(keys.length)]!;
-      const counters = group.map(() => one(random(4), 1 + random(20), [1, 60, 3600][random(3)]!));
-      return fixedWindow(t.clients[i % t.clients.length]!, t.sha.fixed_window!, group, random(3), counters);
+      const counters = group.map(() => one(random(4), 1 + random(20), [1, 60, 3600][random(3)]));
+      return fixedWindow({ client: t.clients[i % t.clients.length]!, sha: t.sha.fixed_window! }, group, random(3), counters);
     });
     await Promise.all(calls);
     const all = await t.allKeys();

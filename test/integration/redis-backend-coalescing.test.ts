@@ -7,6 +7,7 @@ import { DEFAULT_MAX_KEYS_PER_CALL } from '../../src/limiter/redis/call-coalesce
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { CountingBreaker } from './redis-backend-helpers';
+import { within } from '../harness/wait';
 
 const spec = { algorithm: 'fixed_window' as const, limit: 50, windowSeconds: 3600, burst: 50 };
 const check = (value: string, hits = 1): LimitCheck => ({ counter: { domain: 'co', entries: [{ key: 'k', value }] }, spec, hits });
@@ -42,8 +43,7 @@ describe.each([
     limited = new RedisLimiter({ client: connect(), keyPrefix: `co_lim_${name}_`, coalescing: { maxKeys: 10 } });
     // REDIS_PIPELINE_WINDOW: calls collected for 40 ms.
     windowed = new RedisLimiter({ client: connect(), keyPrefix: `co_win_${name}_`, coalescing: { windowMs: 40 } });
-    const start = Date.now();
-    while (![limiter, limited, windowed].every((l) => l.isHealthy()) && Date.now() - start < 5000) await new Promise((r) => setTimeout(r, 20));
+    await within(5000, () => [limiter, limited, windowed].every((l) => l.isHealthy()), 'every limiter connected');
   });
   afterAll(async () => {
     await Promise.all([limiter?.close(), limited?.close(), windowed?.close()]);

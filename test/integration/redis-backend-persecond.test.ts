@@ -2,6 +2,7 @@
 // the per-second Redis and all others to the main one (keys checked on each server).
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { within } from '../harness/wait';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { awayFromWindowEdge, scanKeys } from './redis-backend-helpers';
 
@@ -59,20 +60,10 @@ describe('REDIS_PERSECOND', () => {
     expect(await t.client.healthCheck()).toBe('SERVING');
     await perSecond.kill('SIGKILL');
     try {
-      let status = '';
-      for (let i = 0; i < 40 && status !== 'NOT_SERVING'; i++) {
-        status = await t.client.healthCheck();
-        if (status !== 'NOT_SERVING') await new Promise((r) => setTimeout(r, 50));
-      }
-      expect(status).toBe('NOT_SERVING');
+      await within(2000, async () => (await t.client.healthCheck()) === 'NOT_SERVING', 'NOT_SERVING');
     } finally {
       await perSecond.restart();
     }
-    let status = '';
-    for (let i = 0; i < 100 && status !== 'SERVING'; i++) {
-      status = await t.client.healthCheck();
-      if (status !== 'SERVING') await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(status).toBe('SERVING');
+    await within(5000, async () => (await t.client.healthCheck()) === 'SERVING', 'SERVING');
   });
 });

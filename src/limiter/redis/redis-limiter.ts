@@ -158,7 +158,7 @@ export class RedisLimiter implements Limiter {
    * a call still unanswered at the deadline has failed, and its late end is not counted again.
    */
   private async runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], pass: CallPass, deadline: number): Promise<LimitResult[]> {
-    const results: LimitResult[] = new Array(checks.length);
+    const results = new Array<LimitResult>(checks.length);
     const calls: BreakerCall[] = [];
     const runs = groups.map((g) => this.runGroup(checks, g, pass, results, calls));
     try {
@@ -231,9 +231,9 @@ function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
         clearTimeout(timer);
         resolve(v);
       },
-      (e: unknown) => {
+      (e: Error) => {
         clearTimeout(timer);
-        reject(e as Error);
+        reject(e);
       },
     );
   });

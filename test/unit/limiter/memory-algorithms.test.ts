@@ -154,7 +154,7 @@ describe.each(ALGORITHMS)('MemoryLimiter %s', (algorithm) => {
     let probes = 0;
     for (let round = 0; round < 30; round++) {
       const { limiter, clock } = setup(TRACE_START + random(DAY));
-      const s = spec(algorithm, 1 + random(8), [1, 7, 60][random(3)]!, 1 + random(8));
+      const s = spec(algorithm, 1 + random(8), [1, 7, 60][random(3)], 1 + random(8));
       const value = `r${round}`;
       const capacity = algorithm === 'token_bucket' || algorithm === 'gcra' ? s.burst : s.limit;
       const attempt = (hits: number) => limiter.checkNow([check(value, s, hits)], false)[0]!;

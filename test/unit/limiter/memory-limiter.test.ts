@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Algorithm } from '../../../src/domain/algorithm';
 import type { LimitCheck } from '../../../src/limiter/limiter';
 import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
@@ -231,14 +231,21 @@ describe('MemoryLimiter memory is bounded', () => {
   });
 
   it('sweeps on its own timer', async () => {
-    const clock = { now: NOON + 59_990 };
-    const limiter = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 5 });
-    limiters.push(limiter);
-    await one(limiter, check('a', 10));
-    expect(limiter.size).toBe(1);
-    clock.now = NOON + 120_000;
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    expect(limiter.size).toBe(0);
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const clock = { now: NOON + 59_990 };
+      const limiter = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 5 });
+      limiters.push(limiter);
+      await one(limiter, check('a', 10));
+      expect(limiter.size).toBe(1);
+      clock.now = NOON + 120_000;
+      vi.advanceTimersByTime(4);
+      expect(limiter.size).toBe(1);
+      vi.advanceTimersByTime(1);
+      expect(limiter.size).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('close() drops everything', async () => {

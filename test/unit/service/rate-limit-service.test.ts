@@ -235,7 +235,7 @@ describe('RateLimitService', () => {
     const service = setup({ responseDynamicMetadata: true }).service;
     const unsent = await service.shouldRateLimit({ domain: 'svc', descriptors: [d({ q1: 'n' })], hitsAddend: 1, hitsAddendAsSent: 0 }, NOW + 1000);
     expect(unsent.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['q1=n'] }], metadata: { team: 'a' } });
-    expect(setup().call([d({ q1: 'm' })]).then((r) => r.dynamicMetadata)).resolves.toBeUndefined();
+    await expect(setup().call([d({ q1: 'm' })]).then((r) => r.dynamicMetadata)).resolves.toBeUndefined();
   });
 
   test('dynamic metadata: a detailed_metric rule keeps its metadata; a limit override never has any', async () => {
