@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: unit, integration (real redis-server processes) and end-to-end (real
-# gRPC against the real server). Used by `npm test` and by .ci/run.
+# The whole test suite: typecheck and lint first, then unit, integration (real redis-server
+# processes) and end-to-end (real gRPC against the real server). Used by `npm test` and by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +23,9 @@ fi
 # The SIGTERM end-to-end tests run the built server as a real process.
 npm run --silent build
 npx tsc -p tsconfig.json --noEmit
+# The linter before any test: a layer importing from above it, an import cycle, a floating
+# promise, too many parameters or too complex a function fails here with the file and the rule.
+npm run --silent lint
 
 # Suites that measure latency under injected faults run alone after the rest: on a 2-core
 # machine, another suite's Redis cluster starting beside them would stall the very processes

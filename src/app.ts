@@ -1,25 +1,23 @@
 import cluster from 'node:cluster';
-import * as grpc from '@grpc/grpc-js';
-import { checkAlgorithms } from './config/check-algorithms';
-import { loadRules } from './config/load-rules';
+import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
+import { grpcServerCredentials } from './grpc/credentials';
 import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
 import { debugPageRoute, debugStateRoute } from './http/debug-page';
 import { rlconfigRoute } from './http/debug-routes';
-import { HttpListener } from './http/http-listener';
+import { HttpListener, type Route } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
-import { healthcheckRoute, jsonRoute } from './http/service-routes';
+import { healthcheckRoute, jsonRouteFor } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
-import { IMPLEMENTED_ALGORITHMS, type Limiter } from './limiter/limiter';
+import type { Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
 import { PrometheusMetrics } from './metrics/metrics';
 import { OperatorMetrics } from './metrics/operator-metrics';
 import { OrphanScan } from './redis-keys/orphan-scan';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
-import { SettingsError } from './errors';
 
 /** A running floodgate instance. */
 export interface App {
@@ -42,55 +40,16 @@ export interface AppOptions {
   readonly limiter?: Limiter;
 }
 
-// How often TLS files are re-read: a rotated certificate is in use within this time.
-const TLS_REFRESH_MS = 1000;
-
-/** Resolves once `provider` has read its files, so the first connection already finds them. */
-function firstLoad(provider: grpc.experimental.CertificateProvider, kind: 'identity' | 'ca', what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new SettingsError(`cannot read ${what} within 5 s`)), 5000);
-    const done = (update: unknown): void => {
-      clearTimeout(timer);
-      if (update === null) reject(new SettingsError(`cannot read ${what}`));
-      else resolve();
-    };
-    if (kind === 'identity') provider.addIdentityCertificateListener(done);
-    else provider.addCaCertificateListener(done);
-  });
+/** The rule loader both the first load and every reload use; the whole load fails on any error. */
+function ruleLoader(settings: Settings): () => Promise<RuleSet> {
+  const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
+  return () => loadRuleDirectory(settings.rulesDir, options);
 }
 
-/**
- * Plaintext, TLS, or mTLS when a client CA is set. The files are watched, so a certificate that
- * cert-manager (or anyone) rotates is served without a restart.
- */
-async function grpcCredentials(settings: Settings): Promise<grpc.ServerCredentials> {
-  const tls = settings.grpcTls;
-  if (tls === undefined) return grpc.ServerCredentials.createInsecure();
-  const identity = new grpc.experimental.FileWatcherCertificateProvider({
-    certificateFile: tls.cert,
-    privateKeyFile: tls.key,
-    refreshIntervalMs: TLS_REFRESH_MS,
-  });
-  const clientCa = tls.clientCaCert
-    ? new grpc.experimental.FileWatcherCertificateProvider({ caCertificateFile: tls.clientCaCert, refreshIntervalMs: TLS_REFRESH_MS })
-    : null;
-  await Promise.all([
-    firstLoad(identity, 'identity', `GRPC_SERVER_TLS_CERT/GRPC_SERVER_TLS_KEY (${tls.cert}, ${tls.key})`),
-    clientCa && firstLoad(clientCa, 'ca', `GRPC_CLIENT_TLS_CACERT (${tls.clientCaCert})`),
-  ]);
-  // grpc-js names the first parameter caCertificateProvider but uses it as the identity provider.
-  return grpc.experimental.createCertificateProviderServerCredentials(identity, clientCa, clientCa !== null);
-}
-
-/** Reads and validates every rule file; the whole load fails on any error. */
-async function readRules(settings: Settings): Promise<RuleSet> {
-  const rules = await loadRules(settings.rulesDir, { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles });
-  return checkAlgorithms(rules, IMPLEMENTED_ALGORITHMS);
-}
-
-async function initialRules(settings: Settings, logger: Logger, metrics: PrometheusMetrics): Promise<RuleSet | undefined> {
+/** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */
+async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings, logger: Logger, metrics: PrometheusMetrics): Promise<RuleSet | undefined> {
   try {
-    const rules = await readRules(settings);
+    const rules = await load();
     metrics.configLoad(true);
     return rules;
   } catch (err) {
@@ -128,21 +87,54 @@ function serviceConfig(settings: Settings): ServiceConfig {
   };
 }
 
-/** The one place that wires concrete pieces together. */
-export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
-  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
-  const metrics = new PrometheusMetrics({ collectDefault: true });
-  const operatorMetrics = new OperatorMetrics(metrics.registry);
-  let current: RuleSet | undefined;
-  const watcher = new RulesWatcher({
+/**
+ * Everything startApp has started so far. Both a start that fails partway and stop() close it
+ * through closeRunning, so what was opened is closed whichever way the app ends.
+ */
+interface Running {
+  watcher?: RulesWatcher;
+  limiter?: Limiter;
+  health?: HealthState;
+  grpcServer?: GrpcServer;
+  orphanScan?: OrphanScan;
+  readonly listeners: HttpListener[];
+}
+
+/** NOT_SERVING first, then calls in flight finish (bounded by `graceMs`), then the rest closes. */
+async function closeRunning(running: Running, graceMs: number): Promise<void> {
+  running.health?.markShuttingDown();
+  running.watcher?.close();
+  await running.grpcServer?.shutdown(graceMs);
+  await Promise.all(running.listeners.map((listener) => listener.close()));
+  running.health?.close();
+  await running.orphanScan?.close();
+  await running.limiter?.close();
+}
+
+interface Core {
+  readonly logger: Logger;
+  readonly metrics: PrometheusMetrics;
+  readonly operator: OperatorMetrics;
+}
+
+/** The rule set in use, swapped whole by each successful reload. */
+interface RulesHolder {
+  current: RuleSet | undefined;
+}
+
+/** Starts watching the rule files, then loads them; the baseline comes first, so no change falls in between. */
+async function startRules(settings: Settings, { logger, metrics, operator }: Core, running: Running): Promise<RulesHolder> {
+  const holder: RulesHolder = { current: undefined };
+  const load = ruleLoader(settings);
+  running.watcher = new RulesWatcher({
     root: settings.runtimeRoot,
     subdirectory: settings.runtimeSubdirectory,
     appDirectory: settings.runtimeAppDirectory,
     watchRoot: settings.runtimeWatchRoot,
-    load: () => readRules(settings),
+    load,
     onLoaded: (rules) => {
-      current = rules;
-      operatorMetrics.rulesLoaded(rules);
+      holder.current = rules;
+      operator.rulesLoaded(rules);
       metrics.configLoad(true);
       logger.info('rules reloaded', { domains: rules.domainCount });
     },
@@ -151,49 +143,77 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
       logger.error(`error loading new configuration from runtime: ${err.message}`);
     },
   });
-  // The watcher takes its baseline before the first load, so no change can fall in between.
-  await watcher.start();
-  current = await initialRules(settings, logger, metrics).catch((err: unknown) => {
-    watcher.close();
-    throw err;
-  });
-  if (current !== undefined) operatorMetrics.rulesLoaded(current);
-  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics, operator: operatorMetrics });
-  // The Redis client never queues commands, so a call that arrived before the first connection
-  // is up would fail (and a burst of them would open the circuit breaker). Open the ports only
-  // once the backend is connected, or after a bound, so that with Redis away the service still
-  // starts and the failure mode answers.
+  await running.watcher.start();
+  holder.current = await loadStartupRules(load, settings, logger, metrics);
+  if (holder.current !== undefined) operator.rulesLoaded(holder.current);
+  return holder;
+}
+
+/**
+ * The Redis client never queues commands, so a call that arrived before the first connection
+ * is up would fail (and a burst of them would open the circuit breaker). The ports open only
+ * once the backend is connected, or after a bound, so that with Redis away the service still
+ * starts and the failure mode answers.
+ */
+async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics, operator }: Core, running: Running): Promise<Limiter> {
+  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics, operator });
+  running.limiter = limiter;
   if (!(await backendReady(limiter, BACKEND_STARTUP_WAIT_MS))) {
     logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
   }
+  return limiter;
+}
 
-  // One scanner per deployment of workers is plenty: the first worker (or the only process).
-  const orphanScan =
-    settings.orphanScan && settings.redis && (!cluster.isWorker || cluster.worker?.id === 1)
-      ? new OrphanScan({ redis: settings.redis, scan: settings.orphanScan, prefix: settings.cacheKeyPrefix, registry: metrics.registry, logger })
-      : undefined;
-  orphanScan?.start();
+/** The background orphan-key scan, when ORPHAN_SCAN_INTERVAL is set: one per deployment of workers (the first worker, or the only process). */
+function startOrphanScan(settings: Settings, { logger, metrics }: Core, running: Running): void {
+  if (settings.orphanScan === undefined || settings.redis === undefined || (cluster.isWorker && cluster.worker?.id !== 1)) return;
+  running.orphanScan = new OrphanScan({ redis: settings.redis, scan: settings.orphanScan, prefix: settings.cacheKeyPrefix, registry: metrics.registry, logger });
+  running.orphanScan.start();
+}
 
-  const rules = (): RuleSet | undefined => current;
-  const health = new HealthState({
+function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, running: Running): HealthState {
+  running.health = new HealthState({
     backendHealthy: () => limiter.isHealthy(),
-    rulesReady: () => !settings.healthyWithAtLeastOneConfigLoaded || current !== undefined,
+    rulesReady: () => !settings.healthyWithAtLeastOneConfigLoaded || holder.current !== undefined,
   });
-  const service = new RateLimitService({ rules, limiter, metrics, config: serviceConfig(settings) });
+  return running.health;
+}
 
-  const grpcServer = new GrpcServer({
+interface Served {
+  readonly service: RateLimitService;
+  readonly limiter: Limiter;
+  readonly health: HealthState;
+  readonly rules: () => RuleSet | undefined;
+}
+
+type Ports = Pick<App, 'grpcPort' | 'httpPort' | 'debugPort' | 'metricsPort'>;
+
+async function listenHttp(running: Running, routes: Record<string, Route>, settings: Settings, host: string, port: number): Promise<number> {
+  const listener = new HttpListener(routes, settings.httpLimits);
+  const bound = await listener.listen(host, port);
+  running.listeners.push(listener);
+  return bound;
+}
+
+/** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
+async function openPorts(settings: Settings, { logger, metrics, operator }: Core, { service, health, rules, limiter }: Served, running: Running): Promise<Ports> {
+  running.grpcServer = new GrpcServer({
     service,
     health,
     metrics,
     logger,
     defaultDeadlineMs: settings.defaultDeadlineMs,
+    limits: settings.grpcLimits,
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
-  const grpcPort = await grpcServer.listen(grpcAddress, await grpcCredentials(settings));
-  const http = new HttpListener({ '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) });
-  const httpPort = await http.listen(settings.host, settings.port);
-  const debug = new HttpListener({
+  const grpcPort = await running.grpcServer.listen(grpcAddress, await grpcServerCredentials(settings.grpcTls, settings.grpcLimits.maxConnectionIdleMs, logger));
+  const httpRoutes = { '/healthcheck': healthcheckRoute(health), '/json': jsonRouteFor(
+    { defaultDeadlineMs: settings.defaultDeadlineMs, maxBodyBytes: settings.httpLimits.maxBodyBytes, grpcRequiresClientCerts: settings.grpcTls?.clientCaCert !== undefined },
+    service,
+  ) };
+  const httpPort = await listenHttp(running, httpRoutes, settings, settings.host, settings.port);
+  const debugRoutes = {
     '/rlconfig': rlconfigRoute(rules),
     '/metrics': metricsRoute(metrics.registry),
     '/': debugPageRoute(),
@@ -203,33 +223,43 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
       backendType: settings.backendType,
       backendHealthy: () => limiter.isHealthy(),
       serving: () => health.isServing(),
-      breakers: () => operatorMetrics.breakerStates(),
-      lastLoad: () => operatorMetrics.lastLoad,
+      breakers: () => operator.breakerStates(),
+      lastLoad: () => operator.lastLoad,
     }),
-  });
-  const debugPort = await debug.listen(settings.debugHost, settings.debugPort);
-  let prometheus: HttpListener | undefined;
-  let metricsPort: number | undefined;
-  if (settings.usePrometheus) {
-    prometheus = new HttpListener({ [settings.prometheusPath]: metricsRoute(metrics.registry) });
-    metricsPort = await prometheus.listen(settings.prometheusHost, settings.prometheusPort);
-  }
+  };
+  const debugPort = await listenHttp(running, debugRoutes, settings, settings.debugHost, settings.debugPort);
+  if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
+  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(metrics.registry) };
+  const metricsPort = await listenHttp(running, metricsRoutes, settings, settings.prometheusHost, settings.prometheusPort);
+  return { grpcPort, httpPort, debugPort, metricsPort };
+}
+
+function reportHealthChanges(health: HealthState, limiter: Limiter, { logger, metrics }: Core): void {
   health.on('change', (serving: boolean) => {
     metrics.setBackendHealthy(limiter.isHealthy());
     logger.warn(serving ? 'health: SERVING' : 'health: NOT_SERVING');
   });
+}
 
-  let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> =>
-    (stopping ??= (async () => {
-      health.markShuttingDown();
-      watcher.close();
-      await grpcServer.shutdown(settings.shutdownGraceMs);
-      await Promise.all([http.close(), debug.close(), prometheus?.close()]);
-      health.close();
-      await orphanScan?.close();
-      await limiter.close();
-    })());
-
-  return { grpcPort, httpPort, debugPort, ...(metricsPort !== undefined ? { metricsPort } : {}), health, metrics, limiter, rules, stop };
+/** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
+export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
+  const metrics = new PrometheusMetrics({ collectDefault: true });
+  const core: Core = { logger: options.logger ?? createLogger(settings.logLevel, settings.logFormat), metrics, operator: new OperatorMetrics(metrics.registry) };
+  const running: Running = { listeners: [] };
+  try {
+    const holder = await startRules(settings, core, running);
+    const rules = (): RuleSet | undefined => holder.current;
+    const limiter = await startLimiter(settings, options, core, running);
+    startOrphanScan(settings, core, running);
+    const health = startHealth(settings, limiter, holder, running);
+    const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings) });
+    const ports = await openPorts(settings, core, { service, health, rules, limiter }, running);
+    reportHealthChanges(health, limiter, core);
+    let stopping: Promise<void> | undefined;
+    const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));
+    return { ...ports, health, metrics: core.metrics, limiter, rules, stop };
+  } catch (err) {
+    await closeRunning(running, 0);
+    throw err;
+  }
 }

@@ -1,42 +1,18 @@
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { SettingsError } from './errors';
+import type { GrpcTls } from './grpc/credentials';
+import type { GrpcLimits } from './grpc/grpc-server';
+import type { HttpLimits } from './http/http-listener';
+import type { BackendType } from './limiter/create-limiter';
+import type { FailureMode } from './limiter/failure-mode-limiter';
+import type { RedisSettings, RedisType } from './limiter/redis/redis-client';
+import type { LogFormat, LogLevel } from './log';
+import { splitRedisUrl } from './redis-url-credentials';
+import type { OrphanScanSettings } from './redis-keys/orphan-scan';
+import type { ResponseHeadersStyle } from './service/header-styles';
+import type { RequestLimits } from './service/validate-request';
 import { bool, duration, float, int, listenAddress, oneOf, port, str, type Env } from './settings-parse';
-
-export type BackendType = 'memory' | 'redis';
-export type RedisType = 'SINGLE' | 'SENTINEL' | 'CLUSTER';
-export type FailureMode = 'error' | 'allow' | 'deny' | 'local';
-export type LogLevel = 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
-export type ResponseHeadersStyle = 'reference' | 'ietf' | 'x-ratelimit';
-
-/** One Redis deployment (the main one, or the per-second one). */
-export interface RedisSettings {
-  readonly type: RedisType;
-  /** SINGLE: host:port or a socket path; SENTINEL: master,host:port,...; CLUSTER: seed list. */
-  readonly url: string;
-  readonly socketType: 'tcp' | 'unix';
-  readonly username?: string;
-  readonly password?: string;
-  readonly tls: boolean;
-  readonly tlsClientCert?: string;
-  readonly tlsClientKey?: string;
-  readonly tlsCaCert?: string;
-  readonly tlsSkipHostnameVerification: boolean;
-  readonly poolSize: number;
-  /** Upper bound of any one Redis command, in ms (REDIS_TIMEOUT). */
-  readonly timeoutMs: number;
-  /** REDIS_PIPELINE_WINDOW in ms; 0 = send at once. */
-  readonly pipelineWindowMs: number;
-  readonly pipelineLimit: number;
-}
-
-/** Limits on one request's size; a request over them is INVALID_ARGUMENT. */
-export interface RequestLimits {
-  readonly maxDescriptors: number;
-  readonly maxEntries: number;
-  readonly maxKeyBytes: number;
-  readonly maxValueBytes: number;
-}
 
 export interface Settings {
   readonly host: string;
@@ -44,7 +20,7 @@ export interface Settings {
   readonly grpcHost: string;
   readonly grpcPort: number;
   readonly grpcUds?: string;
-  readonly grpcTls?: { readonly cert: string; readonly key: string; readonly clientCaCert?: string; readonly clientSan?: string };
+  readonly grpcTls?: GrpcTls;
   readonly debugHost: string;
   readonly debugPort: number;
   readonly usePrometheus: boolean;
@@ -52,7 +28,7 @@ export interface Settings {
   readonly prometheusPort: number;
   readonly prometheusPath: string;
   readonly logLevel: LogLevel;
-  readonly logFormat: 'text' | 'json';
+  readonly logFormat: LogFormat;
 
   readonly runtimeRoot: string;
   readonly runtimeSubdirectory: string;
@@ -90,23 +66,14 @@ export interface Settings {
   readonly shutdownGraceMs: number;
   /** WORKERS: server processes sharing the ports (Node cluster); 1 = this process serves. */
   readonly workers: number;
+  readonly grpcLimits: GrpcLimits;
+  readonly httpLimits: HttpLimits;
 
   // ---- operating floodgate (orphan-key scan, header style) ----
   /** ORPHAN_SCAN_*: the background scan for counter keys without a TTL; undefined = off. */
   readonly orphanScan?: OrphanScanSettings;
   /** RESPONSE_HEADERS_STYLE: which rate-limit headers LIMIT_RESPONSE_HEADERS_ENABLED sends. */
   readonly responseHeadersStyle: ResponseHeadersStyle;
-}
-
-export interface OrphanScanSettings {
-  /** Time from the end of one full scan to the start of the next. */
-  readonly intervalMs: number;
-  /** SCAN COUNT per call. */
-  readonly count: number;
-  /** Pause between two SCAN calls on one node. */
-  readonly pauseMs: number;
-  /** Scan replicas (cluster replicas, sentinel replicas) instead of primaries. */
-  readonly replicas: boolean;
 }
 
 /** The operator settings, one block: ORPHAN_SCAN_* and RESPONSE_HEADERS_STYLE. */
@@ -129,12 +96,23 @@ function operatorSettings(env: Env, backendType: BackendType): Pick<Settings, 'o
   return { orphanScan, responseHeadersStyle };
 }
 
+/** `password` or `user:password` (REDIS_AUTH form), split at the first colon. */
+function credentials(auth: string): { username?: string; password: string } | undefined {
+  if (auth === '') return undefined;
+  const colon = auth.indexOf(':');
+  return colon >= 0 ? { username: auth.slice(0, colon), password: auth.slice(colon + 1) } : { password: auth };
+}
+
 function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: string): RedisSettings {
   const type = oneOf<RedisType>(env, `${prefix}_TYPE`, 'SINGLE', ['SINGLE', 'SENTINEL', 'CLUSTER']);
   // A path (`/run/redis.sock`, `./redis.sock`) is a unix socket; `host:port` and `redis://host:port` are tcp.
   const inferred = type === 'SINGLE' && /^\.{0,2}\//.test(url) ? 'unix' : 'tcp';
-  const auth = str(env, `${prefix}_AUTH`, '');
-  const colon = auth.indexOf(':');
+  const fromUrl = splitRedisUrl(url, `${prefix}_URL`, type === 'SINGLE');
+  const auth = credentials(str(env, `${prefix}_AUTH`, ''));
+  if (auth !== undefined && fromUrl.password !== undefined) {
+    throw new SettingsError(`invalid value for ${prefix}_URL: it carries a password and ${prefix}_AUTH is set too (use one of them)`);
+  }
+  const sentinelAuth = credentials(str(env, prefix === 'REDIS' ? 'REDIS_SENTINEL_AUTH' : 'REDIS_PERSECOND_SENTINEL_AUTH', ''));
   // The reference has one set of REDIS_TLS_* files for both connections; REDIS_PERSECOND_TLS_*
   // (ours) may override them for the per-second one.
   const tlsFile = (suffix: string) => str(env, `${prefix}_${suffix}`, '') || str(env, `REDIS_${suffix}`, '') || undefined;
@@ -146,9 +124,11 @@ function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: strin
   }
   return Object.freeze({
     type,
-    url,
+    url: fromUrl.url,
     socketType: oneOf(env, `${prefix}_SOCKET_TYPE`, inferred, ['tcp', 'unix']),
-    ...(auth === '' ? {} : colon >= 0 ? { username: auth.slice(0, colon), password: auth.slice(colon + 1) } : { password: auth }),
+    ...(auth ?? { ...(fromUrl.username ? { username: fromUrl.username } : {}), ...(fromUrl.password ? { password: fromUrl.password } : {}) }),
+    ...(sentinelAuth?.username ? { sentinelUsername: sentinelAuth.username } : {}),
+    ...(sentinelAuth ? { sentinelPassword: sentinelAuth.password } : {}),
     tls: bool(env, `${prefix}_TLS`, false),
     ...(tlsCaCert ? { tlsCaCert } : {}),
     ...(tlsClientCert ? { tlsClientCert } : {}),
@@ -176,15 +156,58 @@ function backendSettings(env: Env) {
 }
 
 function grpcTls(env: Env): Settings['grpcTls'] {
-  if (!bool(env, 'GRPC_SERVER_USE_TLS', false)) return undefined;
+  const clientCaCert = str(env, 'GRPC_CLIENT_TLS_CACERT', '') || undefined;
+  const clientSan = str(env, 'GRPC_CLIENT_TLS_SAN', '') || undefined;
+  if (!bool(env, 'GRPC_SERVER_USE_TLS', false)) {
+    // Serving plaintext while the operator asked for client certificates would be a silent hole.
+    const asked = clientCaCert ? 'GRPC_CLIENT_TLS_CACERT' : clientSan ? 'GRPC_CLIENT_TLS_SAN' : undefined;
+    if (asked) throw new SettingsError(`invalid settings: ${asked} is set but GRPC_SERVER_USE_TLS is not true, so gRPC would serve plaintext`);
+    return undefined;
+  }
   const cert = str(env, 'GRPC_SERVER_TLS_CERT', '');
   const key = str(env, 'GRPC_SERVER_TLS_KEY', '');
   if (!cert || !key) {
     throw new SettingsError(`invalid value for GRPC_SERVER_TLS_CERT/GRPC_SERVER_TLS_KEY: both are required when GRPC_SERVER_USE_TLS is true`);
   }
-  const clientCaCert = str(env, 'GRPC_CLIENT_TLS_CACERT', '') || undefined;
-  const clientSan = str(env, 'GRPC_CLIENT_TLS_SAN', '') || undefined;
+  if (clientSan && !clientCaCert) {
+    throw new SettingsError(`invalid settings: GRPC_CLIENT_TLS_SAN is set without GRPC_CLIENT_TLS_CACERT, so no client certificate could carry it`);
+  }
   return Object.freeze({ cert, key, ...(clientCaCert ? { clientCaCert } : {}), ...(clientSan ? { clientSan } : {}) });
+}
+
+// 64 KiB holds any request Envoy sends (a few descriptors of short values) many times over,
+// while a 4 MiB message of empty descriptors took 600 MB and 1.4 s to decode.
+const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
+
+function grpcLimits(env: Env): GrpcLimits {
+  const idleMs = duration(env, 'GRPC_MAX_CONNECTION_IDLE', 60_000);
+  if (idleMs < 1 || idleMs > 24 * 3_600_000) {
+    throw new SettingsError(`invalid value for GRPC_MAX_CONNECTION_IDLE: '${env.GRPC_MAX_CONNECTION_IDLE}' (expected a duration from 1ms to 24h)`);
+  }
+  return Object.freeze({
+    maxReceiveMessageBytes: int(env, 'GRPC_MAX_RECEIVE_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024),
+    maxConcurrentStreams: int(env, 'GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
+    maxConnectionIdleMs: Math.ceil(idleMs),
+  });
+}
+
+function httpLimits(env: Env): HttpLimits {
+  const positive = (name: string, fallbackMs: number): number => {
+    const ms = duration(env, name, fallbackMs);
+    if (ms < 1 || ms > 3_600_000) throw new SettingsError(`invalid value for ${name}: '${env[name]}' (expected a duration from 1ms to 1h)`);
+    return Math.ceil(ms);
+  };
+  const requestTimeoutMs = positive('HTTP_REQUEST_TIMEOUT', 10_000);
+  const headersTimeoutMs = positive('HTTP_HEADERS_TIMEOUT', 5_000);
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new SettingsError(`invalid value for HTTP_HEADERS_TIMEOUT: '${env.HTTP_HEADERS_TIMEOUT}' (must not exceed HTTP_REQUEST_TIMEOUT, ${requestTimeoutMs} ms)`);
+  }
+  return Object.freeze({
+    requestTimeoutMs,
+    headersTimeoutMs,
+    maxBodyBytes: int(env, 'HTTP_MAX_BODY_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024),
+    maxConnections: int(env, 'HTTP_MAX_CONNECTIONS', 1024, 1, 1_000_000),
+  });
 }
 
 function cacheKeyPrefix(env: Env): string {
@@ -235,7 +258,7 @@ export function loadSettings(env: Env = process.env): Settings {
     prometheusPort: prometheus.port,
     prometheusPath,
     logLevel: oneOf<LogLevel>(env, 'LOG_LEVEL', 'WARN', ['DEBUG', 'INFO', 'WARN', 'ERROR']),
-    logFormat: oneOf(env, 'LOG_FORMAT', 'text', ['text', 'json']),
+    logFormat: oneOf<LogFormat>(env, 'LOG_FORMAT', 'text', ['text', 'json']),
     runtimeRoot,
     runtimeSubdirectory,
     runtimeAppDirectory,
@@ -268,6 +291,8 @@ export function loadSettings(env: Env = process.env): Settings {
     defaultDeadlineMs: int(env, 'DEFAULT_DEADLINE_MS', 1000, 1, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     workers: workers(env, backend.backendType),
+    grpcLimits: grpcLimits(env),
+    httpLimits: httpLimits(env),
     ...operatorSettings(env, backend.backendType),
   } satisfies Settings);
 }

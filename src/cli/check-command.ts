@@ -1,8 +1,6 @@
-import { checkAlgorithms } from '../config/check-algorithms';
 import { ConfigError } from '../errors';
-import { loadRules } from '../config/load-rules';
+import { loadRuleDirectory } from '../config/load-rule-directory';
 import type { RuleSet } from '../config/rule-types';
-import { IMPLEMENTED_ALGORITHMS } from '../limiter/limiter';
 import { loadSettings } from '../settings';
 import { EXIT_FINDINGS, EXIT_OK, UsageError, parseArgs, type CliIo } from './cli-io';
 
@@ -19,8 +17,7 @@ exits 1.
 /** The rule files of `dir`, loaded and checked by the server's own code. */
 export async function loadRulesLikeServer(dir: string): Promise<RuleSet> {
   const settings = loadSettings();
-  const rules = await loadRules(dir, { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles });
-  return checkAlgorithms(rules, IMPLEMENTED_ALGORITHMS);
+  return loadRuleDirectory(dir, { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles });
 }
 
 /** `edge: 3 rules (2 fixed_window, 1 token_bucket), 1 unlimited, 1 shadow` */

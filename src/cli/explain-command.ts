@@ -1,9 +1,10 @@
 import type { EntryStep, RateLimitRule, RuleSet } from '../config/rule-types';
-import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter/limiter';
+import type { LimitCheck, LimitResult, Limiter } from '../limiter/limiter';
 import { counterKey } from '../limiter/counter-key';
 import { PrometheusMetrics } from '../metrics/metrics';
 import { RateLimitService } from '../service/rate-limit-service';
-import type { DescriptorEntry, DescriptorStatus, RequestDescriptor } from '../service/types';
+import type { DescriptorEntry } from '../domain/descriptor';
+import type { DescriptorStatus, RequestDescriptor } from '../service/types';
 import { loadSettings } from '../settings';
 import { loadRulesLikeServer } from './check-command';
 import { EXIT_OK, UsageError, parseArgs, stringOption, type CliIo } from './cli-io';
@@ -42,9 +43,11 @@ export interface DescriptorExplanation {
 /** A limiter that records what the service would count and charges nothing. */
 class RecordingLimiter implements Limiter {
   checks: LimitCheck[] = [];
-  async check(checks: readonly LimitCheck[], _options: CheckOptions): Promise<LimitResult[]> {
+  check(checks: readonly LimitCheck[]): Promise<LimitResult[]> {
     this.checks = [...checks];
-    return checks.map((c) => ({ allowed: true, used: c.hits, remaining: Math.max(0, c.spec.limit - c.hits), resetMs: c.spec.windowSeconds * 1000, retryAfterMs: 0 }));
+    return Promise.resolve(
+      checks.map((c) => ({ allowed: true, used: c.hits, remaining: Math.max(0, c.spec.limit - c.hits), resetMs: c.spec.windowSeconds * 1000, retryAfterMs: 0 })),
+    );
   }
   isHealthy(): boolean {
     return true;

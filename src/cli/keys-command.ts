@@ -30,13 +30,13 @@ function clientFor(url: string, cluster: boolean): Redis | Cluster {
   if (cluster) {
     const m = /^(?:rediss?:\/\/)?(?:[^@/]*@)?\[?([^\]/]+?)\]?:(\d+)\/?$/.exec(url);
     if (!m) throw new UsageError(`--redis ${url}: a cluster seed must be host:port`);
-    return new Cluster([{ host: m[1] as string, port: Number(m[2]) }], { lazyConnect: true, clusterRetryStrategy: () => null });
+    return new Cluster([{ host: m[1], port: Number(m[2]) }], { lazyConnect: true, clusterRetryStrategy: () => null });
   }
   if (url.startsWith('/') || url.startsWith('./')) return new Redis({ ...connectOptions(), path: url });
   if (/^rediss?:\/\//.test(url)) return new Redis(url, connectOptions());
   const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(url);
   if (!m) throw new UsageError(`--redis ${url}: expected redis://host:port, host:port or a socket path`);
-  return new Redis({ ...connectOptions(), host: m[1] as string, port: Number(m[2]) });
+  return new Redis({ ...connectOptions(), host: m[1], port: Number(m[2]) });
 }
 
 function formatReport(report: ScanReport, fix: boolean): string {

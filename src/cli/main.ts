@@ -46,15 +46,7 @@ const PROCESS_IO: CliIo = { out: (t) => void process.stdout.write(t), err: (t) =
 /** Runs one command line; resolves to the exit code, or undefined when the service now runs. */
 export async function runCli(argv: readonly string[], io: CliIo = PROCESS_IO): Promise<number | undefined> {
   const [name, ...args] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    const topic = name === 'help' && args[0] !== undefined ? COMMANDS[args[0]] : undefined;
-    if (name === undefined) {
-      io.err(MAIN_USAGE);
-      return EXIT_USAGE;
-    }
-    io.out(topic?.usage ?? MAIN_USAGE);
-    return EXIT_OK;
-  }
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') return mainHelp(name, args, io);
   const command = COMMANDS[name];
   if (command === undefined) {
     io.err(`floodgate: unknown command '${name}'\n\n${MAIN_USAGE}`);
@@ -67,18 +59,34 @@ export async function runCli(argv: readonly string[], io: CliIo = PROCESS_IO): P
   try {
     return await command.run(args, io);
   } catch (err) {
-    if (err instanceof UsageError) {
-      io.err(`floodgate ${name}: ${err.message}\n\n${command.usage}`);
-      return EXIT_USAGE;
-    }
-    if (err instanceof SettingsError) {
-      io.err(`floodgate ${name}: ${err.message}\n`);
-      return EXIT_USAGE;
-    }
-    if (err instanceof ConfigError) {
-      io.err(`${err.message}\n`);
-      return EXIT_FINDINGS;
-    }
-    throw err;
+    return exitCodeFor(err, name, command.usage, io);
   }
+}
+
+/** `floodgate`, `floodgate --help`, `floodgate help [command]`. */
+function mainHelp(name: string | undefined, args: readonly string[], io: CliIo): number {
+  if (name === undefined) {
+    io.err(MAIN_USAGE);
+    return EXIT_USAGE;
+  }
+  const topic = name === 'help' && args[0] !== undefined ? COMMANDS[args[0]] : undefined;
+  io.out(topic?.usage ?? MAIN_USAGE);
+  return EXIT_OK;
+}
+
+/** A command's error as its message and exit code; anything unexpected is rethrown. */
+function exitCodeFor(err: unknown, name: string, usage: string, io: CliIo): number {
+  if (err instanceof UsageError) {
+    io.err(`floodgate ${name}: ${err.message}\n\n${usage}`);
+    return EXIT_USAGE;
+  }
+  if (err instanceof SettingsError) {
+    io.err(`floodgate ${name}: ${err.message}\n`);
+    return EXIT_USAGE;
+  }
+  if (err instanceof ConfigError) {
+    io.err(`${err.message}\n`);
+    return EXIT_FINDINGS;
+  }
+  throw err;
 }

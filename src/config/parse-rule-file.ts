@@ -1,6 +1,8 @@
 import { ConfigError } from '../errors';
-import { parseUnit, type Unit } from '../units';
-import type { Algorithm } from './rule-types';
+import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
+import { keyValue } from '../domain/descriptor';
+import { parseUnit, type Unit } from '../domain/units';
+import { exactBoundsProblem } from './check-exact-bounds';
 import { DecodeYamlFields } from './decode-yaml-fields';
 import { validateYamlKeys } from './validate-yaml-keys';
 import { goText, yamlTree, YamlSyntaxError, type YMap, type YNode } from './yaml-tree';
@@ -38,14 +40,6 @@ export interface DomainConfig {
   readonly domain: string;
   readonly descriptors: readonly DescriptorConfig[];
 }
-
-const ALGORITHMS: ReadonlySet<string> = new Set<Algorithm>([
-  'fixed_window',
-  'sliding_window',
-  'token_bucket',
-  'gcra',
-  'sliding_log',
-]);
 
 /**
  * Parses and validates one rule file. Throws ConfigError `<fileName>: <message>` with the
@@ -85,7 +79,7 @@ function readRoot(text: string, fail: (message: string) => never): YMap {
     decoder.map(tree, 'map[interface {}]interface {}');
     fail(`error loading config file: ${decoder.message() ?? ''}`);
   }
-  return tree as YMap;
+  return tree;
 }
 
 // ---- typed decoding: every wrong type is collected before any rule is checked ----
@@ -174,7 +168,7 @@ function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fa
   const seen = new Set<string>();
   return raws.map((raw) => {
     if (raw.key === '') fail('descriptor has empty key');
-    const compositeKey = raw.value === '' ? raw.key : `${raw.key}_${raw.value}`;
+    const compositeKey = keyValue(raw);
     const path = parentPath + compositeKey;
     if (seen.has(compositeKey)) fail(`duplicate descriptor composite key '${path}'`);
     seen.add(compositeKey);
@@ -184,6 +178,8 @@ function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fa
 
 function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string, fail: Fail): DescriptorConfig {
   const rateLimit = raw.rateLimit && buildRateLimit(raw.rateLimit, fail);
+  const outOfBounds = rateLimit && exactBoundsProblem(path, rateLimit);
+  if (outOfBounds !== undefined) fail(outOfBounds);
   if (raw.shareThreshold && !raw.value.includes('*')) {
     fail(
       `share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`,
@@ -235,8 +231,9 @@ function checkUnit(raw: RawRateLimit, fail: Fail): Unit | undefined {
 
 function checkAlgorithm(name: string, fail: Fail): Algorithm {
   if (name === '') return 'fixed_window';
-  if (!ALGORITHMS.has(name)) fail(`invalid rate limit algorithm '${name}'`);
-  return name as Algorithm;
+  const algorithm = parseAlgorithm(name);
+  if (algorithm === undefined) fail(`invalid rate limit algorithm '${name}'`);
+  return algorithm;
 }
 
 function checkPositive(field: string, value: number | undefined, fallback: number, fail: Fail): number {

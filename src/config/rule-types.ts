@@ -1,8 +1,6 @@
-import type { Unit } from '../units';
-import type { DescriptorEntry } from '../service/types';
-
-/** Counting algorithms (rule field `algorithm`, default `fixed_window`). */
-export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket' | 'gcra' | 'sliding_log';
+import type { Algorithm } from '../domain/algorithm';
+import type { DescriptorEntry } from '../domain/descriptor';
+import type { Unit } from '../domain/units';
 
 /** One `rate_limit` block of a rule file, validated and frozen. */
 export interface RateLimitRule {

@@ -1,4 +1,5 @@
-import type { CounterId, LimitSpec } from './limiter';
+import type { LimitSpec } from '../domain/limit-spec';
+import type { CounterId } from './limiter';
 
 // Characters with a meaning in a key: `{` `}` delimit the Redis Cluster hash tag, `:` separates
 // parts, `=` separates an entry's key from its value, `%` introduces an escape. Percent-encoding

@@ -1,13 +1,24 @@
 import type { Logger } from '../log';
 import type { ServiceMetrics } from '../metrics/metrics';
 import type { OperatorMetrics } from '../metrics/operator-metrics';
-import type { Settings } from '../settings';
-import { FailureModeLimiter } from './failure-mode-limiter';
+import { FailureModeLimiter, type FailureMode } from './failure-mode-limiter';
 import type { Limiter } from './limiter';
-import { MemoryLimiter } from './memory-limiter';
+import { MemoryLimiter } from './memory/memory-limiter';
 import { OverLimitCache } from './over-limit-cache';
-import { createRedisClient, type RedisClient } from './redis/redis-client';
+import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
 import { RedisLimiter } from './redis/redis-limiter';
+
+export type BackendType = 'memory' | 'redis';
+
+/** The settings that choose and tune the limiter stack. */
+export interface LimiterSettings {
+  readonly backendType: BackendType;
+  readonly redis?: RedisSettings;
+  readonly redisPerSecond?: RedisSettings;
+  readonly cacheKeyPrefix: string;
+  readonly backendFailureMode: FailureMode;
+  readonly localCacheSizeInBytes: number;
+}
 
 export interface LimiterDeps {
   readonly logger: Logger;
@@ -33,13 +44,19 @@ function logConnectionErrors(client: RedisClient, name: string, logger: Logger):
  * Builds the limiter stack the settings describe. For Redis, from the outside in: the failure
  * mode (so a fallback answer is never cached), the local over-limit cache, the Redis limiter.
  */
-export function createLimiter(settings: Settings, deps: LimiterDeps): Limiter {
+export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Limiter {
   if (settings.backendType === 'memory' || settings.redis === undefined) return new MemoryLimiter();
   const client = createRedisClient(settings.redis);
   logConnectionErrors(client, 'redis', deps.logger);
   let perSecondClient: RedisClient | undefined;
   if (settings.redisPerSecond !== undefined) {
-    perSecondClient = createRedisClient(settings.redisPerSecond);
+    try {
+      perSecondClient = createRedisClient(settings.redisPerSecond);
+    } catch (err) {
+      // The main client is already connecting; the caller never gets a limiter to close it.
+      client.disconnect();
+      throw err;
+    }
     logConnectionErrors(perSecondClient, 'redis (per second)', deps.logger);
   }
   const operator = deps.operator;

@@ -33,11 +33,23 @@ interface RuleChildren {
 // prom-client's label hashing off the request path.
 const MAX_CACHED_RULE_LABELS = 10_000;
 
-/** Splits `domain.key1_value1.key2...` into the reference's labels; deeper levels fold into key2. */
+// The reference's utils.SanitizeStatName, applied to every stat name before its statsd exporter
+// maps it: `:` and `|` become `_`, and so do the dots of anything shaped like an IPv4 address.
+const IPV4 = /\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}/g;
+function sanitizeStatName(s: string): string {
+  return s.replace(/[:|]/g, '_').replace(IPV4, (ip) => ip.replace(/\./g, '_'));
+}
+
+/**
+ * Splits `domain.key1_value1.key2_value2...` into labels as the reference's default statsd
+ * exporter mapping does (`rate_limit.(domain).(key1).(key2)(\..*)?.<stat>`): key1 and key2 are
+ * the first two levels, deeper levels are dropped. Our one change: a domain that contains dots
+ * stays whole in `domain` instead of spilling into key1.
+ */
 export function ruleLabels(domain: string, metricKey: string): { domain: string; key1: string; key2: string } {
-  const rest = metricKey.startsWith(domain + '.') ? metricKey.slice(domain.length + 1) : metricKey;
-  const dot = rest.indexOf('.');
-  return dot < 0 ? { domain, key1: rest, key2: '' } : { domain, key1: rest.slice(0, dot), key2: rest.slice(dot + 1) };
+  const rest = sanitizeStatName(metricKey.startsWith(domain + '.') ? metricKey.slice(domain.length + 1) : metricKey);
+  const [key1 = '', key2 = ''] = rest.split('.', 2);
+  return { domain: sanitizeStatName(domain), key1, key2 };
 }
 
 /** prom-client implementation with the reference's metric names. */

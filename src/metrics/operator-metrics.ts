@@ -1,8 +1,11 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { RuleSet } from '../config/rule-types';
 import { DeadlineExceededError } from '../errors';
-import type { BreakerState, RedisCallObserver } from '../limiter/redis/redis-call-observer';
-import type { FailureMode } from '../settings';
+import type { BreakerState, RedisCallObserver } from './redis-call-observer';
+
+/** What rulesLoaded reads of a RuleSet: its rules per domain. */
+export interface LoadedRules {
+  readonly rulesByDomain: ReadonlyMap<string, readonly { readonly unlimited: boolean }[]>;
+}
 
 /** Kinds of Redis errors; a fixed set, so the label stays bounded. */
 export type RedisErrorKind = 'timeout' | 'breaker_open' | 'connection' | 'noscript' | 'cluster' | 'readonly' | 'oom' | 'other';
@@ -108,7 +111,8 @@ export class OperatorMetrics implements RedisCallObserver {
     this.redisErrors.inc({ kind });
   }
 
-  failureModeAnswer(mode: FailureMode): void {
+  /** `mode` is a BACKEND_FAILURE_MODE value, a fixed set, so the label stays bounded. */
+  failureModeAnswer(mode: string): void {
     this.failureModeAnswers.inc({ mode });
   }
 
@@ -117,7 +121,8 @@ export class OperatorMetrics implements RedisCallObserver {
   }
 
   /** A rule set is in service: its rules per domain (domains that left are dropped) and now. */
-  rulesLoaded(rules: RuleSet): void {
+  /** `rules` is the loaded RuleSet, seen through the one field counted (metrics sit below config). */
+  rulesLoaded(rules: LoadedRules): void {
     this.rulesLoadedGauge.reset();
     for (const [domain, list] of rules.rulesByDomain) this.rulesLoadedGauge.set({ domain }, list.filter((r) => !r.unlimited).length);
     this.lastLoad = Date.now() / 1000;

@@ -1,4 +1,4 @@
-import type { Algorithm } from '../config/rule-types';
+import type { Algorithm } from '../domain/algorithm';
 
 /** The Redis type each algorithm's script stores its counter in. */
 const TYPE_OF: Readonly<Record<Algorithm, string>> = {

@@ -1,9 +1,20 @@
 import { Cluster } from 'ioredis';
 import { Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../log';
-import { createRedisClient, type RedisClient } from '../limiter/redis/redis-client';
-import type { OrphanScanSettings, RedisSettings } from '../settings';
+import { createRedisClient, type RedisClient, type RedisSettings } from '../limiter/redis/redis-client';
 import { scanCounterKeys, scanTargets } from './scan-keys';
+
+/** ORPHAN_SCAN_*: the background scan for counter keys without a TTL. */
+export interface OrphanScanSettings {
+  /** Time from the end of one full scan to the start of the next. */
+  readonly intervalMs: number;
+  /** SCAN COUNT per call. */
+  readonly count: number;
+  /** Pause between two SCAN calls on one node. */
+  readonly pauseMs: number;
+  /** Scan replicas (cluster replicas, sentinel replicas) instead of primaries. */
+  readonly replicas: boolean;
+}
 
 const SAMPLE_SIZE = 10;
 // Bounds one pass however large the keyspace: at COUNT 1000 that is a billion keys examined.

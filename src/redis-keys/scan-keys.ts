@@ -66,57 +66,89 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** The report as it grows while a scan walks the nodes. */
+interface Tally {
+  scanned: number;
+  withoutTtl: number;
+  unknownShape: number;
+  fixed: number;
+  readonly findings: KeyFinding[];
+}
+
+/** One node being scanned, and where fixes are written. */
+interface NodeScan {
+  readonly node: Redis;
+  readonly writer: Redis | Cluster;
+  readonly options: ScanOptions;
+  readonly tally: Tally;
+}
+
 /**
  * Walks every key floodgate may have written under the prefix with SCAN (COUNT-bounded and
  * paused between calls), and reports those without a TTL and those of an unknown shape. With
  * `fix`, writes go to `writer` (the client that routes to masters), never to a replica.
  */
 export async function scanCounterKeys(nodes: readonly Redis[], writer: Redis | Cluster, options: ScanOptions): Promise<ScanReport> {
+  const tally: Tally = { scanned: 0, withoutTtl: 0, unknownShape: 0, fixed: 0, findings: [] };
+  for (const node of nodes) await scanNode({ node, writer, options, tally });
+  return { nodes: nodes.length, ...tally };
+}
+
+async function scanNode(scan: NodeScan): Promise<void> {
+  const { node, options } = scan;
   const match = counterKeyPattern(options.prefix);
-  const maxFindings = options.maxFindings ?? 1000;
-  const findings: KeyFinding[] = [];
-  let scanned = 0;
-  let withoutTtl = 0;
-  let unknownShape = 0;
-  let fixed = 0;
-  for (const node of nodes) {
-    let cursor = '0';
-    for (let call = 0; call < options.maxCalls; call++) {
-      if (options.signal?.aborted) break;
-      const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', options.count);
-      cursor = next;
-      if (keys.length > 0) {
-        const pipeline = node.pipeline();
-        for (const key of keys) pipeline.pttl(key).type(key);
-        const replies = (await pipeline.exec()) ?? [];
-        for (let i = 0; i < keys.length; i++) {
-          const key = keys[i] as string;
-          const pttl = Number(replies[2 * i]?.[1] ?? -2);
-          const redisType = String(replies[2 * i + 1]?.[1] ?? 'none');
-          if (pttl === -2 || redisType === 'none') continue; // expired meanwhile
-          scanned++;
-          const shape = counterKeyShape(options.prefix, key, redisType);
-          if (shape !== undefined && pttl >= 0) continue;
-          if (pttl < 0) withoutTtl++;
-          if (shape === undefined) unknownShape++;
-          let fixedTtlSeconds: number | undefined;
-          if (pttl < 0 && options.fix !== undefined) {
-            const ttl = shape ? repairTtlSeconds(shape) : options.fix.unknownTtlSeconds;
-            // NX: a key the service re-created with its own TTL meanwhile keeps that one.
-            const set = await writer.call('EXPIRE', key, String(ttl), 'NX');
-            if (set === 1) {
-              fixed++;
-              fixedTtlSeconds = ttl;
-            }
-          }
-          if (findings.length < maxFindings) {
-            findings.push({ key, node: nodeName(node), noTtl: pttl < 0, unknownShape: shape === undefined, pttl, redisType, ...(fixedTtlSeconds !== undefined ? { fixedTtlSeconds } : {}) });
-          }
-        }
-      }
-      if (cursor === '0') break;
-      await sleep(options.pauseMs, options.signal);
+  let cursor = '0';
+  for (let call = 0; call < options.maxCalls; call++) {
+    if (options.signal?.aborted) break;
+    const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', options.count);
+    cursor = next;
+    if (keys.length > 0) await examineKeys(scan, keys);
+    if (cursor === '0') break;
+    await sleep(options.pauseMs, options.signal);
+  }
+}
+
+/** PTTL and TYPE of each key in one pipeline, then each key judged (and repaired with `fix`). */
+async function examineKeys(scan: NodeScan, keys: readonly string[]): Promise<void> {
+  const pipeline = scan.node.pipeline();
+  for (const key of keys) pipeline.pttl(key).type(key);
+  const replies = (await pipeline.exec()) ?? [];
+  for (let i = 0; i < keys.length; i++) {
+    const pttlReply = replies[2 * i]?.[1];
+    const typeReply = replies[2 * i + 1]?.[1];
+    const pttl = typeof pttlReply === 'number' ? pttlReply : -2;
+    const redisType = typeof typeReply === 'string' ? typeReply : 'none';
+    if (pttl === -2 || redisType === 'none') continue; // expired meanwhile
+    await examineKey(scan, keys[i] as string, pttl, redisType);
+  }
+}
+
+async function examineKey(scan: NodeScan, key: string, pttl: number, redisType: string): Promise<void> {
+  const { options, tally } = scan;
+  tally.scanned++;
+  const shape = counterKeyShape(options.prefix, key, redisType);
+  if (shape !== undefined && pttl >= 0) return;
+  if (pttl < 0) tally.withoutTtl++;
+  if (shape === undefined) tally.unknownShape++;
+  let fixedTtlSeconds: number | undefined;
+  if (pttl < 0 && options.fix !== undefined) {
+    const ttl = shape ? repairTtlSeconds(shape) : options.fix.unknownTtlSeconds;
+    // NX: a key the service re-created with its own TTL meanwhile keeps that one.
+    const set = await scan.writer.call('EXPIRE', key, String(ttl), 'NX');
+    if (set === 1) {
+      tally.fixed++;
+      fixedTtlSeconds = ttl;
     }
   }
-  return { nodes: nodes.length, scanned, withoutTtl, unknownShape, fixed, findings };
+  if (tally.findings.length < (options.maxFindings ?? 1000)) {
+    tally.findings.push({
+      key,
+      node: nodeName(scan.node),
+      noTtl: pttl < 0,
+      unknownShape: shape === undefined,
+      pttl,
+      redisType,
+      ...(fixedTtlSeconds !== undefined ? { fixedTtlSeconds } : {}),
+    });
+  }
 }

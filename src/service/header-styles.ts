@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto';
-import type { ResponseHeadersStyle } from '../settings';
-import type { DescriptorEntry, DescriptorStatus, HeaderPair } from './types';
-import { UNIT_SECONDS } from '../units';
+import type { DescriptorEntry } from '../domain/descriptor';
+import { UNIT_SECONDS } from '../domain/units';
+import type { DescriptorStatus, HeaderPair } from './types';
+
+/** RESPONSE_HEADERS_STYLE: which rate-limit headers LIMIT_RESPONSE_HEADERS_ENABLED sends. */
+export type ResponseHeadersStyle = 'reference' | 'ietf' | 'x-ratelimit';
 
 /** Header names of the `reference` style (LIMIT_LIMIT_HEADER / ..._REMAINING_ / ..._RESET_). */
 export interface ReferenceHeaderNames {

@@ -1,5 +1,4 @@
-import type { ResponseHeadersStyle } from '../settings';
-import { styledLimitHeaders } from './header-styles';
+import { styledLimitHeaders, type ResponseHeadersStyle } from './header-styles';
 import type { Code, DescriptorStatus, HeaderPair, RateLimitRequest } from './types';
 
 /** Header names from LIMIT_LIMIT_HEADER / LIMIT_REMAINING_HEADER / LIMIT_RESET_HEADER. */
@@ -11,24 +10,53 @@ export interface HeaderNames {
   readonly style?: ResponseHeadersStyle;
 }
 
+/** One response's statuses and what the headers need to know about them. */
+export interface HeaderInput {
+  /** In request order. */
+  readonly statuses: readonly DescriptorStatus[];
+  /** Per status: its rule is in quota mode (rule `quota_mode` or QUOTA_MODE). */
+  readonly quota: readonly boolean[];
+  readonly overall: Code;
+  /** Time until the whole request would be allowed; used only when `overall` is OVER_LIMIT. */
+  readonly retryAfterMs: number;
+  /** The request, so the ietf style can derive the chosen descriptor's partition key. */
+  readonly request?: RateLimitRequest;
+}
+
+const MAX_UINT32 = 4294967295;
+
 /**
- * RateLimit-* headers from the most restrictive status: the one with a limit and the smallest
- * remaining, an over-limit status winning. On OVER_LIMIT, Retry-After says in whole seconds
- * (at least 1) when the request would be allowed.
+ * The status the headers describe, chosen as the reference's shouldRateLimitWorker does: in
+ * request order, a status with a limit and a smaller remaining than any before it; but every
+ * non-quota OVER_LIMIT status takes over as it is met, so the last one wins. Statuses without a
+ * limit (no rule, unlimited) never take part.
  */
-export function limitHeaders(names: HeaderNames, statuses: readonly DescriptorStatus[], overall: Code, retryAfterMs: number, request?: RateLimitRequest): HeaderPair[] {
+function chooseStatus(statuses: readonly DescriptorStatus[], quota: readonly boolean[]): DescriptorStatus | undefined {
   let chosen: DescriptorStatus | undefined;
-  for (const s of statuses) {
+  let minRemaining = MAX_UINT32;
+  for (let i = 0; i < statuses.length; i++) {
+    const s = statuses[i] as DescriptorStatus;
     if (s.currentLimit === undefined) continue;
-    if (
-      chosen === undefined ||
-      (s.code === 'OVER_LIMIT' && chosen.code !== 'OVER_LIMIT') ||
-      (s.code === chosen.code && s.limitRemaining < chosen.limitRemaining)
-    ) {
+    if (s.limitRemaining < minRemaining) {
       chosen = s;
+      minRemaining = s.limitRemaining;
+    }
+    if (s.code === 'OVER_LIMIT' && quota[i] !== true) {
+      chosen = s;
+      minRemaining = 0;
     }
   }
-  // The style of the headers is header-styles.ts' job; this function only chooses the status.
-  const entries = chosen && request?.descriptors[statuses.indexOf(chosen)]?.entries;
-  return styledLimitHeaders(names.style ?? 'reference', names, chosen && { status: chosen, ...(entries ? { domain: (request as RateLimitRequest).domain, entries } : {}) }, overall, retryAfterMs);
+  return chosen;
+}
+
+/**
+ * The rate-limit headers of the chosen status in the configured RESPONSE_HEADERS_STYLE
+ * (header-styles.ts formats them). On OVER_LIMIT, Retry-After in whole seconds (at least 1), ours.
+ */
+export function limitHeaders(names: HeaderNames, input: HeaderInput): HeaderPair[] {
+  const chosen = chooseStatus(input.statuses, input.quota);
+  const request = input.request;
+  const entries = chosen && request?.descriptors[input.statuses.indexOf(chosen)]?.entries;
+  const described = chosen && { status: chosen, ...(request !== undefined && entries !== undefined ? { domain: request.domain, entries } : {}) };
+  return styledLimitHeaders(names.style ?? 'reference', names, described, input.overall, input.retryAfterMs);
 }

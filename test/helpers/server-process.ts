@@ -40,7 +40,7 @@ export async function spawnServer(rules: Record<string, string>, env: Record<str
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';
-  proc.stderr!.on('data', (chunk: Buffer) => {
+  proc.stderr.on('data', (chunk: Buffer) => {
     err = (err + chunk.toString()).slice(-20_000);
   });
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
@@ -55,11 +55,11 @@ export async function spawnServer(rules: Record<string, string>, env: Record<str
         const m = /serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+)/.exec(err);
         if (m) {
           clearTimeout(timer);
-          proc.stderr!.off('data', onData);
+          proc.stderr.off('data', onData);
           resolve({ grpcPort: Number(m[1]), httpPort: Number(m[2]) });
         }
       };
-      proc.stderr!.on('data', onData);
+      proc.stderr.on('data', onData);
       proc.once('exit', (code) => {
         clearTimeout(timer);
         reject(new Error(`server exited with ${code}: ${err}`));

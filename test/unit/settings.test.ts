@@ -465,3 +465,127 @@ describe('the result is frozen', () => {
     expect(s.redis?.url).toBe('r:6379');
   });
 });
+
+describe('bounds against abusive clients (issue 8)', () => {
+  it('have defaults that hold a slow or hostile client to little memory and time', () => {
+    const s = loadSettings({});
+    expect(s.grpcLimits).toEqual({ maxReceiveMessageBytes: 65536, maxConcurrentStreams: 1000, maxConnectionIdleMs: 60_000 });
+    // The issue's bound: idle gRPC connections closed within 90 s.
+    expect(s.grpcLimits.maxConnectionIdleMs).toBeLessThanOrEqual(90_000);
+    expect(s.httpLimits).toEqual({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, maxBodyBytes: 65536, maxConnections: 1024 });
+  });
+
+  it('are read from the environment', () => {
+    const s = loadSettings({
+      GRPC_MAX_RECEIVE_MESSAGE_BYTES: '262144',
+      GRPC_MAX_CONCURRENT_STREAMS: '50',
+      GRPC_MAX_CONNECTION_IDLE: '90s',
+      HTTP_REQUEST_TIMEOUT: '2s',
+      HTTP_HEADERS_TIMEOUT: '500ms',
+      HTTP_MAX_BODY_BYTES: '4096',
+      HTTP_MAX_CONNECTIONS: '10',
+    });
+    expect(s.grpcLimits).toEqual({ maxReceiveMessageBytes: 262144, maxConcurrentStreams: 50, maxConnectionIdleMs: 90_000 });
+    expect(s.httpLimits).toEqual({ requestTimeoutMs: 2000, headersTimeoutMs: 500, maxBodyBytes: 4096, maxConnections: 10 });
+    expect(Object.isFrozen(s.grpcLimits)).toBe(true);
+    expect(Object.isFrozen(s.httpLimits)).toBe(true);
+  });
+
+  it.each<[Env, string]>([
+    [{ GRPC_MAX_RECEIVE_MESSAGE_BYTES: '100' }, `invalid value for GRPC_MAX_RECEIVE_MESSAGE_BYTES: '100' (expected an integer from 1024 to 16777216)`],
+    [{ GRPC_MAX_CONCURRENT_STREAMS: '0' }, `invalid value for GRPC_MAX_CONCURRENT_STREAMS: '0' (expected an integer from 1 to 1000000)`],
+    [{ GRPC_MAX_CONNECTION_IDLE: '0' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: '0' (expected a duration from 1ms to 24h)`],
+    [{ GRPC_MAX_CONNECTION_IDLE: 'soon' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: 'soon' (expected a duration such as 500ms, 10s or 1m)`],
+    [{ HTTP_REQUEST_TIMEOUT: '0' }, `invalid value for HTTP_REQUEST_TIMEOUT: '0' (expected a duration from 1ms to 1h)`],
+    [{ HTTP_HEADERS_TIMEOUT: '20s' }, `invalid value for HTTP_HEADERS_TIMEOUT: '20s' (must not exceed HTTP_REQUEST_TIMEOUT, 10000 ms)`],
+    [{ HTTP_MAX_BODY_BYTES: '1k' }, `invalid value for HTTP_MAX_BODY_BYTES: '1k' (expected an integer from 1024 to 16777216)`],
+    [{ HTTP_MAX_CONNECTIONS: '-5' }, `invalid value for HTTP_MAX_CONNECTIONS: '-5' (expected an integer from 1 to 1000000)`],
+  ])('a bad value stops start-up: %j', (env, message) => {
+    expect(settingsErrorOf(env).message).toBe(message);
+  });
+});
+
+describe('contradictory gRPC TLS settings stop start-up (issue 8)', () => {
+  it.each<[Env, string]>([
+    [{ GRPC_CLIENT_TLS_CACERT: '/ca.pem' }, 'GRPC_CLIENT_TLS_CACERT is set but GRPC_SERVER_USE_TLS is not true'],
+    [{ GRPC_CLIENT_TLS_SAN: 'envoy' }, 'GRPC_CLIENT_TLS_SAN is set but GRPC_SERVER_USE_TLS is not true'],
+    [{ GRPC_SERVER_USE_TLS: 'false', GRPC_CLIENT_TLS_CACERT: '/ca.pem', GRPC_CLIENT_TLS_SAN: 'envoy' }, 'GRPC_CLIENT_TLS_CACERT is set but GRPC_SERVER_USE_TLS is not true'],
+    [
+      { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: '/c.pem', GRPC_SERVER_TLS_KEY: '/k.pem', GRPC_CLIENT_TLS_SAN: 'envoy' },
+      'GRPC_CLIENT_TLS_SAN is set without GRPC_CLIENT_TLS_CACERT',
+    ],
+  ])('%j', (env, message) => {
+    expect(settingsErrorOf(env).message).toContain(message);
+  });
+});
+
+describe('user info in REDIS_URL (issue 8)', () => {
+  it('is taken out of the address and used as the credentials', () => {
+    const redis = loadSettings({ REDIS_URL: 'redis://:pw@127.0.0.1:6379' }).redis;
+    expect(redis?.url).toBe('redis://127.0.0.1:6379');
+    expect(redis?.password).toBe('pw');
+    expect(redis?.username).toBeUndefined();
+  });
+
+  it('carries a user and a percent-encoded password', () => {
+    const redis = loadSettings({ REDIS_URL: 'redis://alice:p%40ss:w@cache:6380' }).redis;
+    expect(redis).toMatchObject({ url: 'redis://cache:6380', username: 'alice', password: 'p@ss:w' });
+  });
+
+  it('leaves a malformed address without its secret, so later messages cannot echo it', () => {
+    const redis = loadSettings({ REDIS_URL: 'redis://u:hunter2@host:1@nohost' }).redis;
+    expect(redis?.url).toBe('redis://nohost');
+    expect(JSON.stringify({ ...redis, password: undefined })).not.toContain('hunter2');
+  });
+
+  it('leaves a socket path with an @ alone', () => {
+    expect(loadSettings({ REDIS_URL: '/run/redis@6379.sock' }).redis).toMatchObject({ url: '/run/redis@6379.sock', socketType: 'unix' });
+    expect(loadSettings({ REDIS_URL: '/run/redis@6379.sock' }).redis).not.toHaveProperty('password');
+  });
+
+  it('works for the per-second Redis too', () => {
+    const s = loadSettings({ REDIS_URL: 'r:1', REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: 'bob:x@ps:2' });
+    expect(s.redisPerSecond).toMatchObject({ url: 'ps:2', username: 'bob', password: 'x' });
+  });
+
+  it.each<Env>([
+    { REDIS_URL: 'redis://:hunter2@127.0.0.1:6379', REDIS_AUTH: 'other' },
+    { REDIS_URL: 'mymaster,:hunter2@127.0.0.1:26379', REDIS_TYPE: 'SENTINEL' },
+    { REDIS_URL: 'a:1,u:hunter2@b:2', REDIS_TYPE: 'CLUSTER' },
+    { REDIS_URL: 'redis://u:%E0%A4%Ahunter2@host:1' },
+  ])('is refused without echoing the password: %j', (env) => {
+    const err = settingsErrorOf(env);
+    expect(err.message).toMatch(/REDIS_URL/);
+    expect(err.message).not.toContain('hunter2');
+  });
+});
+
+describe('REDIS_SENTINEL_AUTH (the reference name; issue 8)', () => {
+  it('is the sentinels\' own password, apart from REDIS_AUTH', () => {
+    const redis = loadSettings({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'm,s:26379', REDIS_AUTH: 'master-pw', REDIS_SENTINEL_AUTH: 'sentinel-pw' }).redis;
+    expect(redis).toMatchObject({ password: 'master-pw', sentinelPassword: 'sentinel-pw' });
+    expect(redis).not.toHaveProperty('sentinelUsername');
+  });
+
+  it('takes user:password', () => {
+    const redis = loadSettings({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'm,s:26379', REDIS_SENTINEL_AUTH: 'watcher:pw' }).redis;
+    expect(redis).toMatchObject({ sentinelUsername: 'watcher', sentinelPassword: 'pw' });
+  });
+
+  it('has a per-second twin, REDIS_PERSECOND_SENTINEL_AUTH', () => {
+    const s = loadSettings({
+      REDIS_URL: 'r:1',
+      REDIS_SENTINEL_AUTH: 'main',
+      REDIS_PERSECOND: 'true',
+      REDIS_PERSECOND_TYPE: 'SENTINEL',
+      REDIS_PERSECOND_URL: 'm,s:26379',
+      REDIS_PERSECOND_SENTINEL_AUTH: 'ps',
+    });
+    expect(s.redis?.sentinelPassword).toBe('main');
+    expect(s.redisPerSecond?.sentinelPassword).toBe('ps');
+  });
+
+  it('is absent when unset', () => {
+    expect(loadSettings({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'm,s:26379', REDIS_AUTH: 'pw' }).redis).not.toHaveProperty('sentinelPassword');
+  });
+});

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../../src/errors';
-import { requestFromWire, responseToWire, structToWire } from '../../../src/grpc/convert';
-import type { WireDescriptor, WireRequest } from '../../../src/grpc/wire-types';
+import { requestFromWire, responseToWire, structToWire } from '../../../src/rls/convert';
+import type { WireDescriptor, WireRequest } from '../../../src/rls/wire-types';
 import type { RateLimitResponse } from '../../../src/service/types';
 
 function wireDescriptor(over: Partial<WireDescriptor> = {}): WireDescriptor {
@@ -27,11 +27,14 @@ describe('requestFromWire', () => {
     const request = requestFromWire(
       wireRequest({ descriptors: [wireDescriptor({ entries: [{ key: 'a', value: '1' }, { key: 'b', value: '' }] })], hits_addend: 3 }),
     );
-    expect(request).toEqual({ domain: 'd', descriptors: [{ entries: [{ key: 'a', value: '1' }, { key: 'b', value: '' }] }], hitsAddend: 3 });
+    expect(request).toEqual({ domain: 'd', descriptors: [{ entries: [{ key: 'a', value: '1' }, { key: 'b', value: '' }] }], hitsAddend: 3, hitsAddendAsSent: 3 });
   });
 
   it('reads the wire hits_addend 0 ("not set") as 1', () => {
     expect(requestFromWire(wireRequest({ hits_addend: 0 })).hitsAddend).toBe(1);
+    // As sent, for dynamic metadata (which reports hitsAddend only when it is not 0).
+    expect(requestFromWire(wireRequest({ hits_addend: 0 })).hitsAddendAsSent).toBe(0);
+    expect(requestFromWire(wireRequest({ hits_addend: 1 })).hitsAddendAsSent).toBe(1);
   });
 
   it('keeps a per-descriptor hits_addend that is present, 0 included', () => {
@@ -57,7 +60,7 @@ describe('requestFromWire', () => {
   });
 
   it('fills missing fields with defaults', () => {
-    expect(requestFromWire({} as WireRequest)).toEqual({ domain: '', descriptors: [], hitsAddend: 1 });
+    expect(requestFromWire({} as WireRequest)).toEqual({ domain: '', descriptors: [], hitsAddend: 1, hitsAddendAsSent: 0 });
   });
 
   it.each(['SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR'] as const)('takes a limit override in %s', (unit) => {

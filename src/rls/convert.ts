@@ -1,11 +1,23 @@
 import { InvalidRequestError } from '../errors';
 import type { RateLimitRequest, RateLimitResponse, RequestDescriptor } from '../service/types';
-import type { Unit } from '../units';
+import { UINT32_MAX } from '../domain/uint32';
+import type { Unit } from '../domain/units';
 import type { WireDescriptor, WireDescriptorStatus, WireRequest, WireResponse, WireStruct, WireValue } from './wire-types';
 
 // RateLimitUnit on the request side has no WEEK; UNKNOWN or a number outside the enum is invalid.
 const OVERRIDE_UNITS: ReadonlySet<string> = new Set(['SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR']);
-const MAX_HITS = 0xffffffff;
+
+/**
+ * A hits_addend from the wire (a decimal string on the server, exact for any uint64); 0 = not set.
+ * An out-of-range value is refused with the digits the caller sent.
+ */
+function hitsFromWire(raw: number | string, what: string): number {
+  const text = String(raw);
+  if (!/^\d{1,10}$/.test(text) || Number(text) > UINT32_MAX) {
+    throw new InvalidRequestError(`${what} ${text} is out of range (0 to ${UINT32_MAX})`);
+  }
+  return Number(text);
+}
 
 function descriptorFromWire(d: WireDescriptor, index: number): RequestDescriptor {
   let descriptor: RequestDescriptor = { entries: d.entries ?? [] };
@@ -17,11 +29,7 @@ function descriptorFromWire(d: WireDescriptor, index: number): RequestDescriptor
     descriptor = { ...descriptor, limit: { requestsPerUnit: d.limit.requests_per_unit, unit: unit as Unit } };
   }
   if (d.hits_addend) {
-    const hits = d.hits_addend.value;
-    if (!Number.isInteger(hits) || hits < 0 || hits > MAX_HITS) {
-      throw new InvalidRequestError(`descriptor ${index}: hits_addend ${hits} is out of range (0 to ${MAX_HITS})`);
-    }
-    descriptor = { ...descriptor, hitsAddend: hits };
+    descriptor = { ...descriptor, hitsAddend: hitsFromWire(d.hits_addend.value, `descriptor ${index}: hits_addend`) };
   }
   return descriptor;
 }
@@ -33,6 +41,7 @@ export function requestFromWire(wire: WireRequest): RateLimitRequest {
     domain: wire.domain ?? '',
     descriptors: descriptors.map(descriptorFromWire),
     hitsAddend: wire.hits_addend || 1,
+    hitsAddendAsSent: wire.hits_addend ?? 0,
   };
 }
 
@@ -43,7 +52,8 @@ function valueToWire(v: unknown): WireValue {
   if (typeof v === 'boolean') return { boolValue: v };
   if (Array.isArray(v)) return { listValue: { values: v.map(valueToWire) } };
   if (typeof v === 'object') return { structValue: structToWire(v as Record<string, unknown>) };
-  return { stringValue: String(v) };
+  // What is left has no JSON form: a bigint (a YAML integer past 2^53), a symbol or a function.
+  return { stringValue: typeof v === 'function' ? Function.prototype.toString.call(v) : (v as bigint | symbol).toString() };
 }
 
 /** Plain JSON object → google.protobuf.Struct in proto-loader's camelCase oneof form. */

@@ -43,3 +43,36 @@ export class CircuitBreaker {
     if (this.consecutiveFailures >= this.failureThreshold) this.openUntil = this.now() + this.openMs;
   }
 }
+
+/**
+ * The breaker's view of one Redis call: its outcome is told to the breaker once, however many
+ * requests a merged call serves and whenever it ends. A call whose caller's deadline passed
+ * has failed; when it completes later, that is not counted again.
+ */
+export class BreakerCall {
+  private settled = false;
+
+  constructor(private readonly breaker: CircuitBreaker) {}
+
+  succeeded(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.breaker.success();
+  }
+
+  /** The call failed, or a caller's deadline passed before it answered. */
+  failed(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.breaker.failure();
+  }
+
+  /** Records the outcome of `reply` when it settles, and returns it unchanged. */
+  track<T>(reply: Promise<T>): Promise<T> {
+    reply.then(
+      () => this.succeeded(),
+      () => this.failed(),
+    );
+    return reply;
+  }
+}

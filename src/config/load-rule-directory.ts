@@ -5,7 +5,7 @@ import { compileRules } from './compile-rules';
 import { parseRuleFile, type DomainConfig } from './parse-rule-file';
 import type { RuleSet } from './rule-types';
 
-export interface LoadRulesOptions {
+export interface RuleDirectoryOptions {
   readonly mergeDomainConfig: boolean;
   readonly ignoreDotFiles: boolean;
 }
@@ -15,7 +15,7 @@ export interface LoadRulesOptions {
  * file, in name order, and compiles them together. Any problem rejects the whole load with a
  * ConfigError, so the caller keeps its previous rules.
  */
-export async function loadRules(dir: string, options: LoadRulesOptions): Promise<RuleSet> {
+export async function loadRuleDirectory(dir: string, options: RuleDirectoryOptions): Promise<RuleSet> {
   const names = await listDirectory(dir);
   const configs: DomainConfig[] = [];
   for (const name of names) {

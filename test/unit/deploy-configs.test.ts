@@ -6,7 +6,7 @@ import { compileRules } from '../../src/config/compile-rules';
 import { parseRuleFile } from '../../src/config/parse-rule-file';
 import type { RuleSet } from '../../src/config/rule-types';
 import { projectRoot } from '../../src/paths';
-import type { DescriptorEntry } from '../../src/service/types';
+import type { DescriptorEntry } from '../../src/domain/descriptor';
 import { loadSettings, type Settings } from '../../src/settings';
 
 /**
@@ -368,7 +368,7 @@ describe('deploy/kubernetes', () => {
   describe('Deployment environment', () => {
     const env = deploymentEnv();
 
-    it('sets the variables the brief names', () => {
+    it('sets the Redis, failure-mode, header and metrics variables', () => {
       expect(Object.keys(env)).toEqual(
         expect.arrayContaining(['REDIS_TYPE', 'REDIS_URL', 'BACKEND_FAILURE_MODE', 'LIMIT_RESPONSE_HEADERS_ENABLED', 'USE_PROMETHEUS']),
       );
@@ -380,7 +380,8 @@ describe('deploy/kubernetes', () => {
       expect(unread, 'variables floodgate does not read (typo? wrong name?)').toEqual([]);
       expect(settings.backendType).toBe('redis');
       expect(settings.redis?.type).toBe('CLUSTER');
-      expect(settings.redis?.url.split(',').length).toBeGreaterThan(0);
+      // A cluster URL is a seed list: every entry is host:port.
+      for (const seed of settings.redis?.url.split(',') ?? []) expect(seed).toMatch(/^[\w.-]+:\d+$/);
       expect(settings.usePrometheus).toBe(true);
       expect(settings.runtimeWatchRoot).toBe(true);
     });

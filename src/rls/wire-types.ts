@@ -14,7 +14,8 @@ export interface WireDescriptor {
   entries: WireEntry[];
   /** null when absent. `unit` is a number when the value is outside the enum. */
   limit: { requests_per_unit: number; unit: WireUnit | number } | null;
-  hits_addend: { value: number } | null;
+  /** A decimal string on the server side (exact for any uint64), a number in test clients. */
+  hits_addend: { value: number | string } | null;
 }
 
 export interface WireRequest {
