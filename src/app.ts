@@ -11,7 +11,10 @@ import { healthcheckRoute, jsonRoute } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
 import type { Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
-import { PrometheusMetrics } from './metrics/metrics';
+import { PrometheusMetrics, type ServiceMetrics } from './metrics/metrics';
+import { StatsdMetrics } from './metrics/statsd-metrics';
+import { createStatsdTransport } from './metrics/statsd-transport';
+import { TeeMetrics } from './metrics/tee-metrics';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
 import { SettingsError } from './errors';
@@ -25,6 +28,8 @@ export interface App {
   readonly metricsPort?: number;
   readonly health: HealthState;
   readonly metrics: PrometheusMetrics;
+  /** Undefined when statsd is off (USE_STATSD=false, DISABLE_STATS). */
+  readonly statsd?: StatsdMetrics;
   readonly limiter: Limiter;
   rules(): RuleSet | undefined;
   /** SIGTERM path: NOT_SERVING, let calls in flight finish (bounded), close everything. */
@@ -84,7 +89,7 @@ function ruleLoader(settings: Settings): () => Promise<RuleSet> {
 }
 
 /** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */
-async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings, logger: Logger, metrics: PrometheusMetrics): Promise<RuleSet | undefined> {
+async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings, logger: Logger, metrics: ServiceMetrics): Promise<RuleSet | undefined> {
   try {
     const rules = await load();
     metrics.configLoad(true);
@@ -134,6 +139,7 @@ interface Running {
   health?: HealthState;
   grpcServer?: GrpcServer;
   readonly listeners: HttpListener[];
+  statsd?: StatsdMetrics;
 }
 
 /** NOT_SERVING first, then calls in flight finish (bounded by `graceMs`), then the rest closes. */
@@ -144,11 +150,15 @@ async function closeRunning(running: Running, graceMs: number): Promise<void> {
   await Promise.all(running.listeners.map((listener) => listener.close()));
   running.health?.close();
   await running.limiter?.close();
+  // Last, so that the final flush carries everything counted until the end.
+  await running.statsd?.close();
 }
 
 interface Core {
   readonly logger: Logger;
-  readonly metrics: PrometheusMetrics;
+  /** Every sink: Prometheus, and statsd when it is on. */
+  readonly metrics: ServiceMetrics;
+  readonly prometheus: PrometheusMetrics;
 }
 
 /** The rule set in use, swapped whole by each successful reload. */
@@ -220,23 +230,25 @@ async function listenHttp(running: Running, routes: Record<string, Route>, host:
 }
 
 /** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
-async function openPorts(settings: Settings, { logger, metrics }: Core, { service, health, rules }: Served, running: Running): Promise<Ports> {
+async function openPorts(settings: Settings, { logger, metrics, prometheus }: Core, { service, health, rules }: Served, running: Running): Promise<Ports> {
   running.grpcServer = new GrpcServer({
     service,
     health,
     metrics,
     logger,
     defaultDeadlineMs: settings.defaultDeadlineMs,
+    maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
+    maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
   const grpcPort = await running.grpcServer.listen(grpcAddress, await grpcCredentials(settings));
   const httpRoutes = { '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) };
   const httpPort = await listenHttp(running, httpRoutes, settings.host, settings.port);
-  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) };
+  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(prometheus.registry) };
   const debugPort = await listenHttp(running, debugRoutes, settings.debugHost, settings.debugPort);
   if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
-  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(metrics.registry) };
+  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(prometheus.registry) };
   const metricsPort = await listenHttp(running, metricsRoutes, settings.prometheusHost, settings.prometheusPort);
   return { grpcPort, httpPort, debugPort, metricsPort };
 }
@@ -249,9 +261,22 @@ function reportHealthChanges(health: HealthState, limiter: Limiter, { logger, me
 }
 
 /** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
+/** USE_STATSD / USE_DOG_STATSD: counted in memory, sent every STATS_FLUSH_INTERVAL. */
+function startStatsd(settings: Settings, logger: Logger, running: Running): StatsdMetrics | undefined {
+  const s = settings.statsd;
+  if (s === undefined) return undefined;
+  const transport = createStatsdTransport({ host: s.host, port: s.port, protocol: s.protocol, onError: (message) => logger.warn(`stats not delivered: ${message}`) });
+  running.statsd = new StatsdMetrics(s, transport);
+  logger.info(`stats: ${s.format} to ${s.host}:${s.port} (${s.protocol}) every ${s.flushIntervalMs} ms`);
+  return running.statsd;
+}
+
 export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
-  const core: Core = { logger: options.logger ?? createLogger(settings.logLevel, settings.logFormat), metrics: new PrometheusMetrics({ collectDefault: true }) };
+  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
+  const prometheus = new PrometheusMetrics({ collectDefault: true, responseTimeInMilliseconds: settings.prometheusResponseTimeAsMilliseconds });
   const running: Running = { listeners: [] };
+  const statsd = startStatsd(settings, logger, running);
+  const core: Core = { logger, prometheus, metrics: statsd ? new TeeMetrics([prometheus, statsd]) : prometheus };
   try {
     const holder = await startRules(settings, core, running);
     const rules = (): RuleSet | undefined => holder.current;
@@ -262,7 +287,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     reportHealthChanges(health, limiter, core);
     let stopping: Promise<void> | undefined;
     const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));
-    return { ...ports, health, metrics: core.metrics, limiter, rules, stop };
+    return { ...ports, health, metrics: prometheus, ...(statsd ? { statsd } : {}), limiter, rules, stop };
   } catch (err) {
     await closeRunning(running, 0);
     throw err;

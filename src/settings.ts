@@ -5,8 +5,10 @@ import type { BackendType } from './limiter/create-limiter';
 import type { FailureMode } from './limiter/failure-mode-limiter';
 import type { RedisSettings, RedisType } from './limiter/redis/redis-client';
 import type { LogFormat, LogLevel } from './log';
+import type { Mogrifier } from './metrics/dogstatsd-mogrifier';
+import type { StatsdSettings } from './metrics/statsd-metrics';
 import type { RequestLimits } from './service/validate-request';
-import { bool, duration, float, int, listenAddress, oneOf, port, str, type Env } from './settings-parse';
+import { bool, duration, float, int, list, listenAddress, oneOf, port, str, stringMap, type Env } from './settings-parse';
 
 export interface Settings {
   readonly host: string;
@@ -60,6 +62,16 @@ export interface Settings {
   readonly shutdownGraceMs: number;
   /** WORKERS: server processes sharing the ports (Node cluster); 1 = this process serves. */
   readonly workers: number;
+
+  // Reference settings added by issue 13 (see src/settings-reference.ts for the whole list).
+  /** USE_STATSD (on by default, as in the reference) or USE_DOG_STATSD; undefined when off. */
+  readonly statsd?: StatsdSettings;
+  /** PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: the response-time histogram counts milliseconds. */
+  readonly prometheusResponseTimeAsMilliseconds: boolean;
+  /** GRPC_MAX_CONNECTION_AGE: a connection gets GOAWAY after this long (grpc-js adds ±10 % jitter). */
+  readonly grpcMaxConnectionAgeMs: number;
+  /** GRPC_MAX_CONNECTION_AGE_GRACE: then calls in flight get this long before it is closed. */
+  readonly grpcMaxConnectionAgeGraceMs: number;
 }
 
 function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: string): RedisSettings {
@@ -88,7 +100,7 @@ function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: strin
     ...(tlsClientKey ? { tlsClientKey } : {}),
     tlsSkipHostnameVerification: bool(env, 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', false),
     poolSize: int(env, `${prefix}_POOL_SIZE`, 10, 1, 1024),
-    timeoutMs: duration(env, 'REDIS_TIMEOUT', 10_000),
+    timeoutMs: duration(env, `${prefix}_TIMEOUT`, 10_000),
     pipelineWindowMs: duration(env, `${prefix}_PIPELINE_WINDOW`, 0),
     pipelineLimit: int(env, `${prefix}_PIPELINE_LIMIT`, 0, 0, 1_000_000),
   });
@@ -141,6 +153,88 @@ function workers(env: Env, backendType: BackendType): number {
     throw new SettingsError(`invalid value for WORKERS: '${raw}' (more than one worker needs BACKEND_TYPE=redis; memory counters are per process)`);
   }
   return n;
+}
+
+// ---- Reference settings added by issue 13: stats sinks, gRPC connection age. ----
+
+/** Longest Go duration we accept where Node timers are used (setTimeout's limit, ~24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function positiveDuration(env: Env, name: string, fallbackMs: number): number {
+  const ms = duration(env, name, fallbackMs);
+  if (ms <= 0 || ms > MAX_TIMER_MS) throw new SettingsError(`invalid value for ${name}: '${env[name]}' (expected a duration above 0 and at most 596h)`);
+  return ms;
+}
+
+/** gostats replaces `.`, `:` and `|` in tag values. */
+const tagValue = (v: string): string => v.replace(/[.:|]/g, '_');
+
+/** EXTRA_TAGS as gostats serializes them: empty names or values dropped, sorted by name. */
+function extraTags(env: Env): Array<[string, string]> {
+  return stringMap(env, 'EXTRA_TAGS')
+    .filter(([k, v]) => k !== '' && v !== '')
+    .map(([k, v]): [string, string] => [k, tagValue(v)])
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/** USE_DOG_STATSD_MOGRIFIERS=A,B with DOG_STATSD_MOGRIFIER_A_PATTERN, _NAME and _TAGS for each, as the reference reads them. */
+function dogStatsdMogrifiers(env: Env): Mogrifier[] {
+  return list(env, 'USE_DOG_STATSD_MOGRIFIERS').map((id) => {
+    const prefix = `DOG_STATSD_MOGRIFIER_${id}`;
+    const source = str(env, `${prefix}_PATTERN`, '');
+    if (source === '') throw new SettingsError(`invalid value for ${prefix}_PATTERN: '' (required for mogrifier ${id})`);
+    let pattern: RegExp;
+    try {
+      pattern = new RegExp(source);
+    } catch (err) {
+      throw new SettingsError(`invalid value for ${prefix}_PATTERN: '${source}' (${(err as Error).message})`);
+    }
+    const name = str(env, `${prefix}_NAME`, '');
+    if (name === '') throw new SettingsError(`invalid value for ${prefix}_NAME: '' (required for mogrifier ${id})`);
+    const tags = stringMap(env, `${prefix}_TAGS`);
+    for (const [k, v] of tags) {
+      if (k === '' || v === '') throw new SettingsError(`invalid value for ${prefix}_TAGS: '${env[`${prefix}_TAGS`]}' (a tag needs a name and a value)`);
+    }
+    return Object.freeze({ id, pattern, name, tags });
+  });
+}
+
+/**
+ * The reference's stats sink: DISABLE_STATS wins, then USE_DOG_STATSD, then USE_STATSD (true by
+ * default). Prometheus is independent of these here (the reference allows one sink at a time).
+ * STATSD_PROTOCOL is lyft/gostats' own variable, which the reference's statsd sink reads too.
+ */
+function statsdSettings(env: Env): StatsdSettings | undefined {
+  const disabled = bool(env, 'DISABLE_STATS', false);
+  const dog = bool(env, 'USE_DOG_STATSD', false);
+  const plain = bool(env, 'USE_STATSD', true);
+  const host = str(env, 'STATSD_HOST', 'localhost');
+  const statsdPort = port(env, 'STATSD_PORT', 8125);
+  const protocol = oneOf<'tcp' | 'udp'>(env, 'STATSD_PROTOCOL', 'tcp', ['tcp', 'udp']);
+  const flushIntervalMs = positiveDuration(env, 'STATS_FLUSH_INTERVAL', 10_000);
+  const tags = extraTags(env);
+  const mogrifiers = dogStatsdMogrifiers(env);
+  if (disabled || (!dog && !plain)) return undefined;
+  return Object.freeze({
+    format: dog ? ('dogstatsd' as const) : ('statsd' as const),
+    host,
+    port: statsdPort,
+    // The reference's DogStatsD client sends UDP datagrams.
+    protocol: dog ? ('udp' as const) : protocol,
+    flushIntervalMs,
+    extraTags: tags,
+    mogrifiers,
+  });
+}
+
+function issue13Settings(env: Env) {
+  const statsd = statsdSettings(env);
+  return {
+    ...(statsd ? { statsd } : {}),
+    prometheusResponseTimeAsMilliseconds: bool(env, 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS', false),
+    grpcMaxConnectionAgeMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
+    grpcMaxConnectionAgeGraceMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
+  };
 }
 
 /** Reads and validates every setting once; throws SettingsError naming the variable and value. */
@@ -201,5 +295,6 @@ export function loadSettings(env: Env = process.env): Settings {
     defaultDeadlineMs: int(env, 'DEFAULT_DEADLINE_MS', 1000, 1, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     workers: workers(env, backend.backendType),
+    ...issue13Settings(env),
   } satisfies Settings);
 }

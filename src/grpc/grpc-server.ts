@@ -16,6 +16,9 @@ export interface GrpcServerDeps {
   readonly logger: Logger;
   /** Budget for a call that arrives without a deadline. */
   readonly defaultDeadlineMs: number;
+  /** GRPC_MAX_CONNECTION_AGE and _GRACE; grpc-js defaults (no limit) when absent. */
+  readonly maxConnectionAgeMs?: number;
+  readonly maxConnectionAgeGraceMs?: number;
   /** GRPC_CLIENT_TLS_SAN: with mTLS, the client certificate must carry this subject alternative name. */
   readonly requiredClientSan?: string;
 }
@@ -49,6 +52,9 @@ export class GrpcServer {
       'grpc.max_receive_message_length': 4 * 1024 * 1024,
       // channelz bookkeeping costs CPU on every call and nothing here reads it.
       'grpc.enable_channelz': 0,
+      // As the reference: connections are recycled so that load spreads over new pods.
+      ...(deps.maxConnectionAgeMs !== undefined ? { 'grpc.max_connection_age_ms': deps.maxConnectionAgeMs } : {}),
+      ...(deps.maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': deps.maxConnectionAgeGraceMs } : {}),
     });
     this.server.addService(protos.rlsService, { [METHOD]: this.shouldRateLimit });
     this.health = healthService(deps.health);
