@@ -227,10 +227,24 @@ function statsdSettings(env: Env): StatsdSettings | undefined {
   });
 }
 
+/**
+ * Reference variables accepted with no effect (see src/settings-reference.ts): still checked with
+ * the reference's types, so that a value the reference would refuse is refused here too.
+ */
+function checkAcceptedVariables(env: Env): void {
+  for (const name of ['REDIS_STARTUP_INITIAL_INTERVAL', 'REDIS_STARTUP_MAX_INTERVAL', 'REDIS_STARTUP_MAX_ELAPSED_TIME']) duration(env, name, 0);
+  for (const name of ['REDIS_CLUSTER_PIPELINE_PARALLELISM', 'REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM']) int(env, name, 1, 0, 1_000_000);
+  bool(env, 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false);
+  for (const name of ['REDIS_POOL_ON_EMPTY_BEHAVIOR', 'REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR']) oneOf(env, name, 'WAIT', ['WAIT', 'CREATE', 'ERROR']);
+}
+
 function issue13Settings(env: Env) {
+  checkAcceptedVariables(env);
   const statsd = statsdSettings(env);
   return {
     ...(statsd ? { statsd } : {}),
+    // DISABLE_STATS: no stats at all, as in the reference (whose Prometheus endpoint is a stats sink too).
+    ...(bool(env, 'DISABLE_STATS', false) ? { usePrometheus: false } : {}),
     prometheusResponseTimeAsMilliseconds: bool(env, 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS', false),
     grpcMaxConnectionAgeMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
     grpcMaxConnectionAgeGraceMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
