@@ -49,6 +49,8 @@ LOG_LEVEL=info
 LOG_FORMAT=json
 REDIS_SOCKET_TYPE=tcp
 REDIS_URL=${redis.url}
+REDIS_POOL_SIZE=10
+REDIS_POOL_ON_EMPTY_BEHAVIOR=WAIT
 RUNTIME_ROOT=${root}
 RUNTIME_SUBDIRECTORY=ratelimit
 RUNTIME_WATCH_ROOT=false
@@ -146,6 +148,9 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
     expect(samples.get('ratelimit_service_config_load_success')).toBe(1);
     // A timer in milliseconds, one observation per call (conf.yaml does not scale it).
     expect(samples.get('ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"}')).toBe(CALLS);
+    // The reference variables of the file that change nothing here are named at start-up, once each.
+    expect(server.output().match(/REDIS_POOL_SIZE is set but has no effect/g)).toHaveLength(1);
+    expect(server.output().match(/REDIS_POOL_ON_EMPTY_BEHAVIOR is set but has no effect/g)).toHaveLength(1);
   });
 
   test("through the reference's built-in mapping, statsd gives the same series as floodgate's Prometheus endpoint", async () => {
