@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
+import type { Registry } from 'prom-client';
 import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
@@ -15,6 +17,8 @@ import { PrometheusMetrics, type ServiceMetrics } from './metrics/metrics';
 import { StatsdMetrics } from './metrics/statsd-metrics';
 import { createStatsdTransport } from './metrics/statsd-transport';
 import { TeeMetrics } from './metrics/tee-metrics';
+import { MappedPrometheusSink } from './metrics/mapped-prometheus-sink';
+import { StatsdMapping } from './metrics/statsd-mapping';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
 import { SettingsError } from './errors';
@@ -28,6 +32,8 @@ export interface App {
   readonly metricsPort?: number;
   readonly health: HealthState;
   readonly metrics: PrometheusMetrics;
+  /** What the Prometheus endpoints serve (metrics.registry unless PROMETHEUS_MAPPER_YAML is set). */
+  readonly prometheusRegistry: Registry;
   /** Undefined when statsd is off (USE_STATSD=false, DISABLE_STATS). */
   readonly statsd?: StatsdMetrics;
   readonly limiter: Limiter;
@@ -139,7 +145,8 @@ interface Running {
   health?: HealthState;
   grpcServer?: GrpcServer;
   readonly listeners: HttpListener[];
-  statsd?: StatsdMetrics;
+  /** statsd and the PROMETHEUS_MAPPER_YAML sink: each sends what it counted when closed. */
+  readonly stats: StatsdMetrics[];
 }
 
 /** NOT_SERVING first, then calls in flight finish (bounded by `graceMs`), then the rest closes. */
@@ -151,7 +158,7 @@ async function closeRunning(running: Running, graceMs: number): Promise<void> {
   running.health?.close();
   await running.limiter?.close();
   // Last, so that the final flush carries everything counted until the end.
-  await running.statsd?.close();
+  await Promise.all(running.stats.map((s) => s.close()));
 }
 
 interface Core {
@@ -159,6 +166,8 @@ interface Core {
   /** Every sink: Prometheus, and statsd when it is on. */
   readonly metrics: ServiceMetrics;
   readonly prometheus: PrometheusMetrics;
+  /** What the Prometheus routes serve: floodgate's own series, or those of PROMETHEUS_MAPPER_YAML. */
+  readonly prometheusRegistry: Registry;
 }
 
 /** The rule set in use, swapped whole by each successful reload. */
@@ -230,7 +239,7 @@ async function listenHttp(running: Running, routes: Record<string, Route>, host:
 }
 
 /** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
-async function openPorts(settings: Settings, { logger, metrics, prometheus }: Core, { service, health, rules }: Served, running: Running): Promise<Ports> {
+async function openPorts(settings: Settings, { logger, metrics, prometheusRegistry }: Core, { service, health, rules }: Served, running: Running): Promise<Ports> {
   running.grpcServer = new GrpcServer({
     service,
     health,
@@ -245,10 +254,10 @@ async function openPorts(settings: Settings, { logger, metrics, prometheus }: Co
   const grpcPort = await running.grpcServer.listen(grpcAddress, await grpcCredentials(settings));
   const httpRoutes = { '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) };
   const httpPort = await listenHttp(running, httpRoutes, settings.host, settings.port);
-  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(prometheus.registry) };
+  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(prometheusRegistry) };
   const debugPort = await listenHttp(running, debugRoutes, settings.debugHost, settings.debugPort);
   if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
-  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(prometheus.registry) };
+  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(prometheusRegistry) };
   const metricsPort = await listenHttp(running, metricsRoutes, settings.prometheusHost, settings.prometheusPort);
   return { grpcPort, httpPort, debugPort, metricsPort };
 }
@@ -266,17 +275,43 @@ function startStatsd(settings: Settings, logger: Logger, running: Running): Stat
   const s = settings.statsd;
   if (s === undefined) return undefined;
   const transport = createStatsdTransport({ host: s.host, port: s.port, protocol: s.protocol, onError: (message) => logger.warn(`stats not delivered: ${message}`) });
-  running.statsd = new StatsdMetrics(s, transport);
+  const statsd = new StatsdMetrics(s, transport);
+  running.stats.push(statsd);
   logger.info(`stats: ${s.format} to ${s.host}:${s.port} (${s.protocol}) every ${s.flushIntervalMs} ms`);
-  return running.statsd;
+  return statsd;
+}
+
+/** PROMETHEUS_MAPPER_YAML: the reference's stats, flushed through that statsd_exporter mapping into a registry. */
+function startMappedPrometheus(settings: Settings, running: Running): { metrics: StatsdMetrics; registry: Registry } | undefined {
+  const m = settings.prometheusMapper;
+  if (m === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(m.path, 'utf8');
+  } catch (err) {
+    throw new SettingsError(`invalid value for PROMETHEUS_MAPPER_YAML: '${m.path}' (${(err as Error).message})`);
+  }
+  const sink = new MappedPrometheusSink(new StatsdMapping(text));
+  const metrics = new StatsdMetrics({ format: 'statsd', host: '', port: 0, protocol: 'udp', flushIntervalMs: m.flushIntervalMs, extraTags: m.extraTags, mogrifiers: [] }, sink);
+  running.stats.push(metrics);
+  return { metrics, registry: sink.registry };
 }
 
 export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
   const prometheus = new PrometheusMetrics({ collectDefault: true, responseTimeInMilliseconds: settings.prometheusResponseTimeAsMilliseconds });
-  const running: Running = { listeners: [] };
+  const running: Running = { listeners: [], stats: [] };
   const statsd = startStatsd(settings, logger, running);
-  const core: Core = { logger, prometheus, metrics: statsd ? new TeeMetrics([prometheus, statsd]) : prometheus };
+  let mapped;
+  try {
+    mapped = startMappedPrometheus(settings, running);
+  } catch (err) {
+    await closeRunning(running, 0);
+    throw err;
+  }
+  const sinks = [prometheus, ...(statsd ? [statsd] : []), ...(mapped ? [mapped.metrics] : [])];
+  const prometheusRegistry = mapped?.registry ?? prometheus.registry;
+  const core: Core = { logger, prometheus, prometheusRegistry, metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus };
   try {
     const holder = await startRules(settings, core, running);
     const rules = (): RuleSet | undefined => holder.current;
@@ -287,7 +322,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     reportHealthChanges(health, limiter, core);
     let stopping: Promise<void> | undefined;
     const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));
-    return { ...ports, health, metrics: prometheus, ...(statsd ? { statsd } : {}), limiter, rules, stop };
+    return { ...ports, health, metrics: prometheus, prometheusRegistry, ...(statsd ? { statsd } : {}), limiter, rules, stop };
   } catch (err) {
     await closeRunning(running, 0);
     throw err;

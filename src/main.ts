@@ -34,7 +34,7 @@ async function main(): Promise<void> {
   if (cluster.isWorker) {
     // Constructing one installs prom-client's IPC listener that answers the primary's requests.
     new AggregatorRegistry();
-    AggregatorRegistry.setRegistries([app.metrics.registry]);
+    AggregatorRegistry.setRegistries([app.prometheusRegistry]);
   }
   // Printed whatever LOG_LEVEL says: operators and scripts look for this line.
   process.stderr.write(

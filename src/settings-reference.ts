@@ -57,12 +57,7 @@ export const REFERENCE_VARIABLES: readonly ReferenceVariable[] = Object.freeze([
   ),
   ...supported('USE_DOG_STATSD', 'USE_DOG_STATSD_MOGRIFIERS', 'USE_STATSD', 'STATSD_HOST', 'STATSD_PORT', 'EXTRA_TAGS', 'STATS_FLUSH_INTERVAL', 'DISABLE_STATS'),
   ...supported('USE_PROMETHEUS', 'PROMETHEUS_ADDR', 'PROMETHEUS_PATH'),
-  ...withStatus(
-    'unsupported',
-    "the Prometheus series are floodgate's own, named as the reference's default mapping names them; a custom statsd_exporter mapping is not applied (send statsd to a statsd_exporter that uses it instead)",
-    'PROMETHEUS_MAPPER_YAML',
-  ),
-  ...supported('PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS'),
+  ...supported('PROMETHEUS_MAPPER_YAML', 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS'),
   ...supported('RUNTIME_ROOT', 'RUNTIME_SUBDIRECTORY', 'RUNTIME_APPDIRECTORY', 'RUNTIME_IGNOREDOTFILES', 'RUNTIME_WATCH_ROOT'),
   ...withStatus('accepted', 'counter TTLs are exact by design (set in the same atomic script call that counts)', 'EXPIRATION_JITTER_MAX_SECONDS'),
   ...supported('LOCAL_CACHE_SIZE_IN_BYTES', 'NEAR_LIMIT_RATIO', 'CACHE_KEY_PREFIX', 'BACKEND_TYPE', 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT'),

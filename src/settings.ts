@@ -66,6 +66,11 @@ export interface Settings {
   // Reference settings added by issue 13 (see src/settings-reference.ts for the whole list).
   /** USE_STATSD (on by default, as in the reference) or USE_DOG_STATSD; undefined when off. */
   readonly statsd?: StatsdSettings;
+  /**
+   * PROMETHEUS_MAPPER_YAML: the Prometheus endpoint serves the stats mapped by this statsd_exporter
+   * mapping file, flushed every STATS_FLUSH_INTERVAL, as the reference's Prometheus sink does.
+   */
+  readonly prometheusMapper?: { readonly path: string; readonly flushIntervalMs: number; readonly extraTags: StatsdSettings['extraTags'] };
   /** PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: the response-time histogram counts milliseconds. */
   readonly prometheusResponseTimeAsMilliseconds: boolean;
   /** GRPC_MAX_CONNECTION_AGE: a connection gets GOAWAY after this long (grpc-js adds ±10 % jitter). */
@@ -204,15 +209,13 @@ function dogStatsdMogrifiers(env: Env): Mogrifier[] {
  * default). Prometheus is independent of these here (the reference allows one sink at a time).
  * STATSD_PROTOCOL is lyft/gostats' own variable, which the reference's statsd sink reads too.
  */
-function statsdSettings(env: Env): StatsdSettings | undefined {
+function statsdSettings(env: Env, flushIntervalMs: number, tags: Array<[string, string]>): StatsdSettings | undefined {
   const disabled = bool(env, 'DISABLE_STATS', false);
   const dog = bool(env, 'USE_DOG_STATSD', false);
   const plain = bool(env, 'USE_STATSD', true);
   const host = str(env, 'STATSD_HOST', 'localhost');
   const statsdPort = port(env, 'STATSD_PORT', 8125);
   const protocol = oneOf<'tcp' | 'udp'>(env, 'STATSD_PROTOCOL', 'tcp', ['tcp', 'udp']);
-  const flushIntervalMs = positiveDuration(env, 'STATS_FLUSH_INTERVAL', 10_000);
-  const tags = extraTags(env);
   const mogrifiers = dogStatsdMogrifiers(env);
   if (disabled || (!dog && !plain)) return undefined;
   return Object.freeze({
@@ -240,9 +243,13 @@ function checkAcceptedVariables(env: Env): void {
 
 function issue13Settings(env: Env) {
   checkAcceptedVariables(env);
-  const statsd = statsdSettings(env);
+  const flushIntervalMs = positiveDuration(env, 'STATS_FLUSH_INTERVAL', 10_000);
+  const tags = extraTags(env);
+  const statsd = statsdSettings(env, flushIntervalMs, tags);
+  const mapperYaml = str(env, 'PROMETHEUS_MAPPER_YAML', '');
   return {
     ...(statsd ? { statsd } : {}),
+    ...(mapperYaml ? { prometheusMapper: Object.freeze({ path: mapperYaml, flushIntervalMs, extraTags: tags }) } : {}),
     // DISABLE_STATS: no stats at all, as in the reference (whose Prometheus endpoint is a stats sink too).
     ...(bool(env, 'DISABLE_STATS', false) ? { usePrometheus: false } : {}),
     prometheusResponseTimeAsMilliseconds: bool(env, 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS', false),

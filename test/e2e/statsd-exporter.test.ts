@@ -36,6 +36,27 @@ const CONF_YAML = join(projectRoot, 'test/fixtures/statsd-exporter/conf.yaml');
 const DEFAULT_MAPPER_YAML = join(projectRoot, 'test/fixtures/statsd-exporter/default_mapper.yaml');
 const CALLS = 5 + 3 + 2 + 1;
 
+// A mapping of one's own: renames, a regex with \${n}, a drop, a metric-type filter, defaults.
+const CUSTOM_MAPPING = `
+defaults:
+  observer_type: histogram
+mappings:
+  - match: "ratelimit.service.rate_limit.*.*.total_hits"
+    name: "rl_hits"
+    labels: { domain: "$1", descriptor: "$2" }
+  - match: "ratelimit\\\\.service\\\\.rate_limit\\\\.([^.]+)\\\\.(.+)\\\\.(over_limit|within_limit)"
+    match_type: regex
+    name: "rl_\${3}"
+    labels: { domain: "$1", path: "$2" }
+  - match: "ratelimit.service.rate_limit.*.*.near_limit"
+    action: drop
+    name: dropped
+  - match: "ratelimit_server.*.total_requests"
+    match_metric_type: counter
+    name: "rl_requests"
+    labels: { method: "$1" }
+`;
+
 /** An environment file as one writes it for the reference: no floodgate variable in it. */
 async function referenceEnvFile(root: string, redis: RedisProcess, exporter: StatsdExporter, protocolLine = ''): Promise<string> {
   return `
@@ -78,12 +99,12 @@ async function sendSequence(server: ServerProcess): Promise<void> {
 }
 
 /** The exporter's samples once the flush carrying all CALLS requests has arrived. */
-async function exporterSamplesAfterFlush(exporter: StatsdExporter): Promise<Map<string, number>> {
+async function exporterSamplesAfterFlush(exporter: StatsdExporter, requestsKey = 'ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}'): Promise<Map<string, number>> {
   return waitUntil(
     'the exporter to have every call',
     async () => {
       const samples = parseExposition(await exporter.scrape());
-      return samples.get('ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}') === CALLS ? samples : undefined;
+      return samples.get(requestsKey) === CALLS ? samples : undefined;
     },
     { timeoutMs: 10_000, intervalMs: 100 },
   );
@@ -146,7 +167,7 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
     });
     expect(samples.get('ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}')).toBe(CALLS);
     expect(samples.get('ratelimit_service_config_load_success')).toBe(1);
-    // A timer in milliseconds, one observation per call (conf.yaml does not scale it).
+    // One timer observation per call (the exporter reads `|ms` lines as seconds).
     expect(samples.get('ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"}')).toBe(CALLS);
     // The reference variables of the file that change nothing here are named at start-up, once each.
     expect(server.output().match(/REDIS_POOL_SIZE is set but has no effect/g)).toHaveLength(1);
@@ -174,5 +195,44 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
     ]) {
       expect(direct.get(key), key).toBe(viaStatsd.get(key));
     }
+  });
+
+  test('PROMETHEUS_MAPPER_YAML: floodgate\'s Prometheus endpoint serves what the real statsd_exporter makes of the same stats with the same mapping', async () => {
+    const mappingFile = join(root, 'mapping.yaml');
+    writeFileSync(mappingFile, CUSTOM_MAPPING);
+    exporter = await startStatsdExporter(mappingFile);
+    const prometheusPort = await freePort();
+    const env = parseEnvFile(await referenceEnvFile(root, redis, exporter));
+    server = await spawnServerWithEnv({ ...env, USE_PROMETHEUS: 'true', PROMETHEUS_ADDR: `127.0.0.1:${prometheusPort}`, PROMETHEUS_MAPPER_YAML: mappingFile });
+    await sendSequence(server);
+    const viaExporter = await exporterSamplesAfterFlush(exporter, 'rl_requests{method="ShouldRateLimit"}');
+    const mapped = await waitUntil(
+      'the mapped series to have every call',
+      async () => {
+        const samples = parseExposition(await (await fetch(`http://127.0.0.1:${prometheusPort}/metrics`)).text());
+        return samples.get('rl_requests{method="ShouldRateLimit"}') === CALLS ? samples : undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 100 },
+    );
+    const ours = (samples: Map<string, number>) => ({ ...nonZero(samples, 'rl_'), ...nonZero(samples, 'ratelimit_') });
+    const expected = ours(viaExporter);
+    // The exporter reads `|ms` timers as seconds; the reference's own sink (and floodgate's) hands
+    // its mapper milliseconds, so only the observation counts compare.
+    for (const key of Object.keys(expected)) if (/response_time_(sum|bucket)/.test(key) || key.includes('_response_time{')) delete expected[key];
+    const actual = ours(mapped);
+    for (const key of Object.keys(actual)) if (/response_time_(sum|bucket)/.test(key) || key.includes('_response_time{')) delete actual[key];
+    expect(actual).toEqual(expected);
+    expect(actual).toMatchObject({
+      'rl_hits{descriptor="api_key",domain="rl"}': 5,
+      'rl_over_limit{domain="rl",path="api_key"}': 2,
+      'rl_within_limit{domain="rl",path="path_/login.remote_address"}': 2,
+      'rl_requests{method="ShouldRateLimit"}': CALLS,
+      'ratelimit_service_rate_limit_nope_domain_not_found': 1,
+    });
+    // Dropped: the two-level near_limit; the three-level ones match no mapping and keep their escaped names.
+    expect(Object.keys(actual).filter((k) => k.includes('near_limit'))).toEqual([
+      'ratelimit_service_rate_limit_rl_path__login_remote_address_near_limit',
+      'ratelimit_service_rate_limit_rl_tenant_plan_near_limit',
+    ]);
   });
 });
