@@ -21,7 +21,7 @@ import { MappedPrometheusSink } from './metrics/mapped-prometheus-sink';
 import { StatsdMapping } from './metrics/statsd-mapping';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
-import { SettingsError } from './errors';
+import { BackendUnavailableError, SettingsError } from './errors';
 
 /** A running floodgate instance. */
 export interface App {
@@ -209,6 +209,14 @@ async function startRules(settings: Settings, { logger, metrics }: Core, running
 async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics }: Core, running: Running): Promise<Limiter> {
   const limiter = options.limiter ?? createLimiter(settings, { logger, metrics });
   running.limiter = limiter;
+  const mustConnectWithinMs = settings.backendType === 'redis' ? settings.redisStartupMaxElapsedMs : 0;
+  if (mustConnectWithinMs > 0) {
+    // REDIS_STARTUP_MAX_ELAPSED_TIME: as the reference, no Redis within that time is a failed start.
+    if (!(await backendReady(limiter, mustConnectWithinMs))) {
+      throw new BackendUnavailableError(`Redis not reachable within REDIS_STARTUP_MAX_ELAPSED_TIME (${mustConnectWithinMs} ms)`);
+    }
+    return limiter;
+  }
   if (!(await backendReady(limiter, BACKEND_STARTUP_WAIT_MS))) {
     logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
   }

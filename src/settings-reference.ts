@@ -80,11 +80,11 @@ export const REFERENCE_VARIABLES: readonly ReferenceVariable[] = Object.freeze([
   ...withStatus('accepted', 'a Go connection-pool setting; commands never wait for a pooled connection here', 'REDIS_POOL_ON_EMPTY_BEHAVIOR', 'REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR'),
   ...withStatus(
     'accepted',
-    'the Redis client reconnects on its own in the background; floodgate waits up to 5 s for the first connection and then serves, BACKEND_FAILURE_MODE answering until Redis is up',
+    'the Redis client retries on its own schedule (every 50 ms growing to 1 s), at start-up and after',
     'REDIS_STARTUP_INITIAL_INTERVAL',
     'REDIS_STARTUP_MAX_INTERVAL',
-    'REDIS_STARTUP_MAX_ELAPSED_TIME',
   ),
+  ...supported('REDIS_STARTUP_MAX_ELAPSED_TIME'),
   ...withStatus(
     'unsupported',
     MEMCACHE,

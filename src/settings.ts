@@ -73,6 +73,11 @@ export interface Settings {
   readonly prometheusMapper?: { readonly path: string; readonly flushIntervalMs: number; readonly extraTags: StatsdSettings['extraTags'] };
   /** PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: the response-time histogram counts milliseconds. */
   readonly prometheusResponseTimeAsMilliseconds: boolean;
+  /**
+   * REDIS_STARTUP_MAX_ELAPSED_TIME: when > 0, start-up waits this long for Redis and fails without
+   * it, as the reference does; 0 (the default) waits 5 s and then serves with BACKEND_FAILURE_MODE.
+   */
+  readonly redisStartupMaxElapsedMs: number;
   /** GRPC_MAX_CONNECTION_AGE: a connection gets GOAWAY after this long (grpc-js adds ±10 % jitter). */
   readonly grpcMaxConnectionAgeMs: number;
   /** GRPC_MAX_CONNECTION_AGE_GRACE: then calls in flight get this long before it is closed. */
@@ -235,7 +240,7 @@ function statsdSettings(env: Env, flushIntervalMs: number, tags: Array<[string, 
  * the reference's types, so that a value the reference would refuse is refused here too.
  */
 function checkAcceptedVariables(env: Env): void {
-  for (const name of ['REDIS_STARTUP_INITIAL_INTERVAL', 'REDIS_STARTUP_MAX_INTERVAL', 'REDIS_STARTUP_MAX_ELAPSED_TIME']) duration(env, name, 0);
+  for (const name of ['REDIS_STARTUP_INITIAL_INTERVAL', 'REDIS_STARTUP_MAX_INTERVAL']) duration(env, name, 0);
   for (const name of ['REDIS_CLUSTER_PIPELINE_PARALLELISM', 'REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM']) int(env, name, 1, 0, 1_000_000);
   bool(env, 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false);
   for (const name of ['REDIS_POOL_ON_EMPTY_BEHAVIOR', 'REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR']) oneOf(env, name, 'WAIT', ['WAIT', 'CREATE', 'ERROR']);
@@ -253,6 +258,7 @@ function issue13Settings(env: Env) {
     // DISABLE_STATS: no stats at all, as in the reference (whose Prometheus endpoint is a stats sink too).
     ...(bool(env, 'DISABLE_STATS', false) ? { usePrometheus: false } : {}),
     prometheusResponseTimeAsMilliseconds: bool(env, 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS', false),
+    redisStartupMaxElapsedMs: duration(env, 'REDIS_STARTUP_MAX_ELAPSED_TIME', 0),
     grpcMaxConnectionAgeMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
     grpcMaxConnectionAgeGraceMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
   };

@@ -561,3 +561,20 @@ describe('GRPC_MAX_CONNECTION_AGE, GRPC_MAX_CONNECTION_AGE_GRACE, PROMETHEUS_RES
     expect(loadSettings({ ...base, REDIS_PERSECOND_TIMEOUT: '250ms' }).redisPerSecond?.timeoutMs).toBe(250);
   });
 });
+
+describe('PROMETHEUS_MAPPER_YAML and REDIS_STARTUP_MAX_ELAPSED_TIME', () => {
+  it('take the mapping file with the stats flush interval and EXTRA_TAGS', () => {
+    expect(loadSettings({}).prometheusMapper).toBeUndefined();
+    expect(loadSettings({ PROMETHEUS_MAPPER_YAML: '/etc/m.yaml', STATS_FLUSH_INTERVAL: '2s', EXTRA_TAGS: 'a:b' }).prometheusMapper).toEqual({
+      path: '/etc/m.yaml',
+      flushIntervalMs: 2000,
+      extraTags: [['a', 'b']],
+    });
+  });
+
+  it('wait for Redis at start-up only when REDIS_STARTUP_MAX_ELAPSED_TIME is above 0', () => {
+    expect(loadSettings({}).redisStartupMaxElapsedMs).toBe(0);
+    expect(loadSettings({ REDIS_STARTUP_MAX_ELAPSED_TIME: '2m' }).redisStartupMaxElapsedMs).toBe(120_000);
+    expect(settingsErrorOf({ REDIS_STARTUP_MAX_ELAPSED_TIME: 'long' }).message).toContain('invalid value for REDIS_STARTUP_MAX_ELAPSED_TIME');
+  });
+});
