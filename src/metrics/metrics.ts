@@ -20,7 +20,11 @@ export interface ServiceMetrics {
   configLoad(success: boolean): void;
   requestDone(method: string, seconds: number): void;
   setBackendHealthy(healthy: boolean): void;
+  /** A connection to Redis opened or closed (the reference's redis_pool / redis_per_second_pool stats). */
+  redisConnection(pool: RedisPool, event: 'open' | 'close'): void;
 }
+
+export type RedisPool = 'redis_pool' | 'redis_per_second_pool';
 
 interface RuleChildren {
   total: Counter.Internal;
@@ -137,6 +141,10 @@ export class PrometheusMetrics implements ServiceMetrics {
 
   setBackendHealthy(healthy: boolean): void {
     this.backendHealthy.set(healthy ? 1 : 0);
+  }
+
+  redisConnection(): void {
+    // floodgate_backend_healthy says what matters here; the pool stats go to statsd only.
   }
 
   private childrenFor(domain: string, metricKey: string): RuleChildren {

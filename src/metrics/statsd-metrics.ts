@@ -1,5 +1,5 @@
 import { mogrify, type Mogrifier } from './dogstatsd-mogrifier';
-import { sanitizeStatName, type RuleHitCounts, type ServiceMetrics } from './metrics';
+import { sanitizeStatName, type RedisPool, type RuleHitCounts, type ServiceMetrics } from './metrics';
 import type { StatsdTransport } from './statsd-transport';
 
 /** USE_STATSD / USE_DOG_STATSD and their settings. */
@@ -43,6 +43,8 @@ export class StatsdMetrics implements ServiceMetrics {
   private rules = new Map<string, Map<string, RuleCounts>>();
   private ruleEntries = 0;
   private readonly counters = new Map<string, number>();
+  /** Gauges are sent at every flush, whatever their value, as gostats does. */
+  private readonly gauges = new Map<string, number>();
   private readonly timerName: string;
   private timerSamples: number[] = [];
   private timerSeen = 0;
@@ -104,6 +106,18 @@ export class StatsdMetrics implements ServiceMetrics {
     // floodgate_backend_healthy is a Prometheus series of ours; the reference has no such stat.
   }
 
+  redisConnection(pool: RedisPool, event: 'open' | 'close'): void {
+    const active = `ratelimit.${pool}.cx_active`;
+    const now = this.gauges.get(active) ?? 0;
+    if (event === 'open') {
+      this.gauges.set(active, now + 1);
+      this.add(`ratelimit.${pool}.cx_total`);
+    } else {
+      this.gauges.set(active, Math.max(0, now - 1));
+      this.add(`ratelimit.${pool}.cx_local_close`);
+    }
+  }
+
   /** Sends every non-zero counter delta and the timer samples, then zeroes them. */
   flush(): void {
     let out = '';
@@ -122,6 +136,7 @@ export class StatsdMetrics implements ServiceMetrics {
       if (n !== 0) out += this.line(name, n, 'c');
     }
     this.counters.clear();
+    for (const [name, n] of this.gauges) out += this.line(name, n, 'g');
     const rate = this.timerSeen > this.timerSamples.length ? this.timerSamples.length / this.timerSeen : 1;
     for (const ms of this.timerSamples) out += this.line(this.timerName, ms, 'ms', rate);
     this.timerSamples = [];
@@ -165,7 +180,7 @@ export class StatsdMetrics implements ServiceMetrics {
     return rule;
   }
 
-  private line(name: string, value: number, type: 'c' | 'ms', rate = 1): string {
+  private line(name: string, value: number, type: 'c' | 'g' | 'ms', rate = 1): string {
     const sampled = rate < 1 ? `|@${rate.toFixed(6)}` : '';
     if (this.settings.format === 'statsd') return `${name}${this.tagSuffix}:${value}|${type}${sampled}\n`;
     const m = mogrify(this.settings.mogrifiers, name);

@@ -1,4 +1,4 @@
-import type { RuleHitCounts, ServiceMetrics } from './metrics';
+import type { RedisPool, RuleHitCounts, ServiceMetrics } from './metrics';
 
 /** Reports to several sinks (Prometheus and statsd) at once. */
 export class TeeMetrics implements ServiceMetrics {
@@ -30,5 +30,9 @@ export class TeeMetrics implements ServiceMetrics {
 
   setBackendHealthy(healthy: boolean): void {
     for (const s of this.sinks) s.setBackendHealthy(healthy);
+  }
+
+  redisConnection(pool: RedisPool, event: 'open' | 'close'): void {
+    for (const s of this.sinks) s.redisConnection(pool, event);
   }
 }

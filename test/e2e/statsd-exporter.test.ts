@@ -167,6 +167,9 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
     });
     expect(samples.get('ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}')).toBe(CALLS);
     expect(samples.get('ratelimit_service_config_load_success')).toBe(1);
+    // The Redis connection (no mapping: the exporter's default names): a gauge and a counter.
+    expect(samples.get('ratelimit_redis_pool_cx_active')).toBe(1);
+    expect(samples.get('ratelimit_redis_pool_cx_total')).toBe(1);
     // One timer observation per call (the exporter reads `|ms` lines as seconds).
     expect(samples.get('ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"}')).toBe(CALLS);
     // The reference variables of the file that change nothing here are named at start-up, once each.

@@ -100,6 +100,25 @@ describe('statsd lines as the reference sends them (lyft/gostats)', () => {
     ]);
   });
 
+  it('sends the Redis pool stats: cx_active a gauge sent at every flush, cx_total and cx_local_close counters', () => {
+    const { metrics, transport } = make();
+    metrics.redisConnection('redis_pool', 'open');
+    metrics.redisConnection('redis_pool', 'open');
+    metrics.redisConnection('redis_pool', 'close');
+    metrics.redisConnection('redis_per_second_pool', 'open');
+    metrics.flush();
+    expect(transport.lines().sort()).toEqual([
+      'ratelimit.redis_per_second_pool.cx_active:1|g',
+      'ratelimit.redis_per_second_pool.cx_total:1|c',
+      'ratelimit.redis_pool.cx_active:1|g',
+      'ratelimit.redis_pool.cx_local_close:1|c',
+      'ratelimit.redis_pool.cx_total:2|c',
+    ]);
+    transport.payloads.length = 0;
+    metrics.flush();
+    expect(transport.lines().sort()).toEqual(['ratelimit.redis_per_second_pool.cx_active:1|g', 'ratelimit.redis_pool.cx_active:1|g']);
+  });
+
   it('puts EXTRA_TAGS at the end of every name as gostats serializes them (sorted, values cleaned)', () => {
     const { metrics, transport } = make({ EXTRA_TAGS: 'zone:eu.west-1,app:rl' });
     metrics.recordRule('edge', 'edge.k', { ...HITS, nearLimit: 0, overLimit: 0, withinLimit: 5 });
