@@ -246,6 +246,14 @@ function checkAcceptedVariables(env: Env): void {
   for (const name of ['REDIS_POOL_ON_EMPTY_BEHAVIOR', 'REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR']) oneOf(env, name, 'WAIT', ['WAIT', 'CREATE', 'ERROR']);
 }
 
+// logrus level names, as the reference parses LOG_LEVEL, onto floodgate's four levels.
+const LOGRUS_LEVELS: Readonly<Record<string, LogLevel>> = { trace: 'DEBUG', warning: 'WARN', fatal: 'ERROR', panic: 'ERROR' };
+
+function logLevel(env: Env): LogLevel {
+  const alias = LOGRUS_LEVELS[str(env, 'LOG_LEVEL', '').trim().toLowerCase()];
+  return alias ?? oneOf<LogLevel>(env, 'LOG_LEVEL', 'WARN', ['DEBUG', 'INFO', 'WARN', 'ERROR']);
+}
+
 function issue13Settings(env: Env) {
   checkAcceptedVariables(env);
   const flushIntervalMs = positiveDuration(env, 'STATS_FLUSH_INTERVAL', 10_000);
@@ -288,7 +296,7 @@ export function loadSettings(env: Env = process.env): Settings {
     prometheusHost: prometheus.host,
     prometheusPort: prometheus.port,
     prometheusPath,
-    logLevel: oneOf<LogLevel>(env, 'LOG_LEVEL', 'WARN', ['DEBUG', 'INFO', 'WARN', 'ERROR']),
+    logLevel: logLevel(env),
     logFormat: oneOf<LogFormat>(env, 'LOG_FORMAT', 'text', ['text', 'json']),
     runtimeRoot,
     runtimeSubdirectory,

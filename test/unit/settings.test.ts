@@ -578,3 +578,18 @@ describe('PROMETHEUS_MAPPER_YAML and REDIS_STARTUP_MAX_ELAPSED_TIME', () => {
     expect(settingsErrorOf({ REDIS_STARTUP_MAX_ELAPSED_TIME: 'long' }).message).toContain('invalid value for REDIS_STARTUP_MAX_ELAPSED_TIME');
   });
 });
+
+describe('LOG_LEVEL takes every level name the reference (logrus) takes', () => {
+  it.each([
+    ['trace', 'DEBUG'],
+    ['debug', 'DEBUG'],
+    ['info', 'INFO'],
+    ['warning', 'WARN'],
+    ['Warn', 'WARN'],
+    ['error', 'ERROR'],
+    ['fatal', 'ERROR'],
+    ['panic', 'ERROR'],
+  ])('%s is %s', (value, level) => {
+    expect(loadSettings({ LOG_LEVEL: value }).logLevel).toBe(level);
+  });
+});
