@@ -18,6 +18,8 @@ export interface ReferenceVariable {
   readonly status: ReferenceStatus;
   /** For accepted, unsupported and planned: why it has no effect. */
   readonly why?: string;
+  /** A value that asks for what floodgate does anyway (CONFIG_TYPE=FILE): set to it, nothing is reported. */
+  readonly harmlessValue?: string;
 }
 
 const supported = (...names: string[]): ReferenceVariable[] => names.map((name) => ({ name, status: 'supported' as const }));
@@ -34,7 +36,7 @@ export const REFERENCE_VARIABLES: readonly ReferenceVariable[] = Object.freeze([
   ...supported('GRPC_MAX_CONNECTION_AGE', 'GRPC_MAX_CONNECTION_AGE_GRACE'),
   ...supported('GRPC_SERVER_USE_TLS', 'GRPC_SERVER_TLS_CERT', 'GRPC_SERVER_TLS_KEY', 'GRPC_CLIENT_TLS_CACERT', 'GRPC_CLIENT_TLS_SAN'),
   ...supported('LOG_LEVEL', 'LOG_FORMAT'),
-  ...withStatus('planned', XDS_PLANNED, 'CONFIG_TYPE'),
+  { name: 'CONFIG_TYPE', status: 'planned', why: XDS_PLANNED, harmlessValue: 'FILE' },
   ...supported('FORCE_START_WITHOUT_INITIAL_CONFIG'),
   ...withStatus(
     'planned',
@@ -117,6 +119,7 @@ export function reportIneffectiveVariables(env: Env, logger: Logger): number {
   for (const v of REFERENCE_VARIABLES) {
     const value = env[v.name];
     if (v.status === 'supported' || value === undefined || value === '') continue;
+    if (v.harmlessValue !== undefined && value.trim().toUpperCase() === v.harmlessValue) continue;
     reported++;
     if (v.status === 'accepted') logger.warn(`${v.name} is set but has no effect: ${v.why}`);
     else if (v.status === 'planned') logger.warn(`${v.name} is set but not supported yet: ${v.why}`);

@@ -78,6 +78,13 @@ describe('the start-up report of reference variables without effect', () => {
     expect(lines[2]).toContain('TRACING_ENABLED is set but not supported yet: OpenTelemetry tracing is planned (issue 13)');
   });
 
+  it('is silent for CONFIG_TYPE=FILE (what floodgate does), not for CONFIG_TYPE=GRPC_XDS_SOTW', () => {
+    expect(report({ CONFIG_TYPE: 'FILE' })).toEqual([]);
+    const lines = report({ CONFIG_TYPE: 'GRPC_XDS_SOTW' });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('CONFIG_TYPE is set but not supported yet: rules from an xDS management server are planned (issue 13)');
+  });
+
   it('is silent for an environment of supported variables only', () => {
     expect(report({ REDIS_URL: 'r:6379', USE_STATSD: 'false', GRPC_MAX_CONNECTION_AGE: '1h', SHADOW_MODE: 'true' })).toEqual([]);
   });
