@@ -238,4 +238,30 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
       'ratelimit_service_rate_limit_rl_tenant_plan_near_limit',
     ]);
   });
+
+  test('USE_DOG_STATSD with the reference README\'s mogrifier and EXTRA_TAGS: the exporter reads the DogStatsD tags as labels', async () => {
+    const mappingFile = join(root, 'no-mapping.yaml');
+    writeFileSync(mappingFile, 'mappings: []\n');
+    exporter = await startStatsdExporter(mappingFile);
+    const env = parseEnvFile(await referenceEnvFile(root, redis, exporter));
+    server = await spawnServerWithEnv({
+      ...env,
+      USE_STATSD: 'false',
+      USE_DOG_STATSD: 'true',
+      EXTRA_TAGS: 'env:test',
+      USE_DOG_STATSD_MOGRIFIERS: 'HITS',
+      DOG_STATSD_MOGRIFIER_HITS_PATTERN: '^ratelimit\\.service\\.rate_limit\\.([^.]+)\\.(.*)\\.([^.]+)$',
+      DOG_STATSD_MOGRIFIER_HITS_NAME: 'ratelimit.service.rate_limit.$3',
+      DOG_STATSD_MOGRIFIER_HITS_TAGS: 'domain:$1,descriptor:$2',
+    });
+    await sendSequence(server);
+    const samples = await exporterSamplesAfterFlush(exporter, 'ratelimit_server_ShouldRateLimit_total_requests{env="test"}');
+    expect(nonZero(samples, 'ratelimit_service_rate_limit_total_hits')).toEqual({
+      'ratelimit_service_rate_limit_total_hits{descriptor="api_key",domain="rl",env="test"}': 5,
+      'ratelimit_service_rate_limit_total_hits{descriptor="path_/login.remote_address",domain="rl",env="test"}': 3,
+      'ratelimit_service_rate_limit_total_hits{descriptor="tenant.plan",domain="rl",env="test"}': 2,
+    });
+    expect(samples.get('ratelimit_service_rate_limit_over_limit{descriptor="api_key",domain="rl",env="test"}')).toBe(2);
+    expect(samples.get('ratelimit_service_config_load_success{env="test"}')).toBe(1);
+  });
 });
