@@ -277,7 +277,6 @@ function reportHealthChanges(health: HealthState, limiter: Limiter, { logger, me
   });
 }
 
-/** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
 /** USE_STATSD / USE_DOG_STATSD: counted in memory, sent every STATS_FLUSH_INTERVAL. */
 function startStatsd(settings: Settings, logger: Logger, running: Running): StatsdMetrics | undefined {
   const s = settings.statsd;
@@ -300,11 +299,12 @@ function startMappedPrometheus(settings: Settings, running: Running): { metrics:
     throw new SettingsError(`invalid value for PROMETHEUS_MAPPER_YAML: '${m.path}' (${(err as Error).message})`);
   }
   const sink = new MappedPrometheusSink(new StatsdMapping(text));
-  const metrics = new StatsdMetrics({ format: 'statsd', host: '', port: 0, protocol: 'udp', flushIntervalMs: m.flushIntervalMs, extraTags: m.extraTags, mogrifiers: [] }, sink);
+  const metrics = new StatsdMetrics({ format: 'statsd', flushIntervalMs: m.flushIntervalMs, extraTags: m.extraTags, mogrifiers: [] }, sink);
   running.stats.push(metrics);
   return { metrics, registry: sink.registry };
 }
 
+/** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
 export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
   const prometheus = new PrometheusMetrics({ collectDefault: true, responseTimeInMilliseconds: settings.prometheusResponseTimeAsMilliseconds });

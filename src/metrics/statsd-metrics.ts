@@ -15,6 +15,9 @@ export interface StatsdSettings {
   readonly mogrifiers: readonly Mogrifier[];
 }
 
+/** What StatsdMetrics needs to count and write lines; where they go is the transport's business. */
+export type StatsdFormat = Pick<StatsdSettings, 'format' | 'flushIntervalMs' | 'extraTags' | 'mogrifiers'>;
+
 /** One rule path's counters since the last flush, and their stat names. */
 interface RuleCounts {
   readonly base: string;
@@ -52,7 +55,7 @@ export class StatsdMetrics implements ServiceMetrics {
   private readonly timer: NodeJS.Timeout;
 
   constructor(
-    private readonly settings: StatsdSettings,
+    private readonly settings: StatsdFormat,
     private readonly transport: StatsdTransport,
   ) {
     // gostats puts a scope's tags at the end of every name as `.__key=value`; the DogStatsD
