@@ -165,7 +165,8 @@ function workers(env: Env, backendType: BackendType): number {
   return n;
 }
 
-// ---- Reference settings added by issue 13: stats sinks, gRPC connection age. ----
+// ---- Reference settings added by issue 13: stats sinks and the Prometheus mapper, gRPC connection
+// age, the Redis start-up wait, logrus level names, and the accepted variables checked by type. ----
 
 /** Longest Go duration we accept where Node timers are used (setTimeout's limit, ~24.8 days). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
