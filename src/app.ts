@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import type { Registry } from 'prom-client';
 import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
@@ -11,9 +13,15 @@ import { healthcheckRoute, jsonRouteFor } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
 import type { Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
-import { PrometheusMetrics } from './metrics/metrics';
+import { PrometheusMetrics, type ServiceMetrics } from './metrics/metrics';
+import { StatsdMetrics } from './metrics/statsd-metrics';
+import { createStatsdTransport } from './metrics/statsd-transport';
+import { TeeMetrics } from './metrics/tee-metrics';
+import { MappedPrometheusSink } from './metrics/mapped-prometheus-sink';
+import { StatsdMapping } from './metrics/statsd-mapping';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
+import { BackendUnavailableError, SettingsError } from './errors';
 
 /** A running floodgate instance. */
 export interface App {
@@ -24,6 +32,10 @@ export interface App {
   readonly metricsPort?: number;
   readonly health: HealthState;
   readonly metrics: PrometheusMetrics;
+  /** What the Prometheus endpoints serve (metrics.registry unless PROMETHEUS_MAPPER_YAML is set). */
+  readonly prometheusRegistry: Registry;
+  /** Undefined when statsd is off (USE_STATSD=false, DISABLE_STATS). */
+  readonly statsd?: StatsdMetrics;
   readonly limiter: Limiter;
   rules(): RuleSet | undefined;
   /** SIGTERM path: NOT_SERVING, let calls in flight finish (bounded), close everything. */
@@ -43,7 +55,7 @@ function ruleLoader(settings: Settings): () => Promise<RuleSet> {
 }
 
 /** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */
-async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings, logger: Logger, metrics: PrometheusMetrics): Promise<RuleSet | undefined> {
+async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings, logger: Logger, metrics: ServiceMetrics): Promise<RuleSet | undefined> {
   try {
     const rules = await load();
     metrics.configLoad(true);
@@ -93,6 +105,8 @@ interface Running {
   health?: HealthState;
   grpcServer?: GrpcServer;
   readonly listeners: HttpListener[];
+  /** statsd and the PROMETHEUS_MAPPER_YAML sink: each sends what it counted when closed. */
+  readonly stats: StatsdMetrics[];
 }
 
 /** NOT_SERVING first, then calls in flight finish (bounded by `graceMs`), then the rest closes. */
@@ -103,11 +117,17 @@ async function closeRunning(running: Running, graceMs: number): Promise<void> {
   await Promise.all(running.listeners.map((listener) => listener.close()));
   running.health?.close();
   await running.limiter?.close();
+  // Last, so that the final flush carries everything counted until the end.
+  await Promise.all(running.stats.map((s) => s.close()));
 }
 
 interface Core {
   readonly logger: Logger;
-  readonly metrics: PrometheusMetrics;
+  /** Every sink: Prometheus, and statsd when it is on. */
+  readonly metrics: ServiceMetrics;
+  readonly prometheus: PrometheusMetrics;
+  /** What the Prometheus routes serve: floodgate's own series, or those of PROMETHEUS_MAPPER_YAML. */
+  readonly prometheusRegistry: Registry;
 }
 
 /** The rule set in use, swapped whole by each successful reload. */
@@ -149,6 +169,14 @@ async function startRules(settings: Settings, { logger, metrics }: Core, running
 async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics }: Core, running: Running): Promise<Limiter> {
   const limiter = options.limiter ?? createLimiter(settings, { logger, metrics });
   running.limiter = limiter;
+  const mustConnectWithinMs = settings.backendType === 'redis' ? settings.redisStartupMaxElapsedMs : 0;
+  if (mustConnectWithinMs > 0) {
+    // REDIS_STARTUP_MAX_ELAPSED_TIME: as the reference, no Redis within that time is a failed start.
+    if (!(await backendReady(limiter, mustConnectWithinMs))) {
+      throw new BackendUnavailableError(`Redis not reachable within REDIS_STARTUP_MAX_ELAPSED_TIME (${mustConnectWithinMs} ms)`);
+    }
+    return limiter;
+  }
   if (!(await backendReady(limiter, BACKEND_STARTUP_WAIT_MS))) {
     logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
   }
@@ -179,7 +207,7 @@ async function listenHttp(running: Running, routes: Record<string, Route>, setti
 }
 
 /** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
-async function openPorts(settings: Settings, { logger, metrics }: Core, { service, health, rules }: Served, running: Running): Promise<Ports> {
+async function openPorts(settings: Settings, { logger, metrics, prometheusRegistry }: Core, { service, health, rules }: Served, running: Running): Promise<Ports> {
   running.grpcServer = new GrpcServer({
     service,
     health,
@@ -187,6 +215,8 @@ async function openPorts(settings: Settings, { logger, metrics }: Core, { servic
     logger,
     defaultDeadlineMs: settings.defaultDeadlineMs,
     limits: settings.grpcLimits,
+    maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
+    maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
@@ -196,10 +226,10 @@ async function openPorts(settings: Settings, { logger, metrics }: Core, { servic
     service,
   ) };
   const httpPort = await listenHttp(running, httpRoutes, settings, settings.host, settings.port);
-  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) };
+  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(prometheusRegistry) };
   const debugPort = await listenHttp(running, debugRoutes, settings, settings.debugHost, settings.debugPort);
   if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
-  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(metrics.registry) };
+  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(prometheusRegistry) };
   const metricsPort = await listenHttp(running, metricsRoutes, settings, settings.prometheusHost, settings.prometheusPort);
   return { grpcPort, httpPort, debugPort, metricsPort };
 }
@@ -211,10 +241,49 @@ function reportHealthChanges(health: HealthState, limiter: Limiter, { logger, me
   });
 }
 
+/** USE_STATSD / USE_DOG_STATSD: counted in memory, sent every STATS_FLUSH_INTERVAL. */
+function startStatsd(settings: Settings, logger: Logger, running: Running): StatsdMetrics | undefined {
+  const s = settings.statsd;
+  if (s === undefined) return undefined;
+  const transport = createStatsdTransport({ host: s.host, port: s.port, protocol: s.protocol, onError: (message) => logger.warn(`stats not delivered: ${message}`) });
+  const statsd = new StatsdMetrics(s, transport);
+  running.stats.push(statsd);
+  logger.info(`stats: ${s.format} to ${s.host}:${s.port} (${s.protocol}) every ${s.flushIntervalMs} ms`);
+  return statsd;
+}
+
+/** PROMETHEUS_MAPPER_YAML: the reference's stats, flushed through that statsd_exporter mapping into a registry. */
+function startMappedPrometheus(settings: Settings, running: Running): { metrics: StatsdMetrics; registry: Registry } | undefined {
+  const m = settings.prometheusMapper;
+  if (m === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(m.path, 'utf8');
+  } catch (err) {
+    throw new SettingsError(`invalid value for PROMETHEUS_MAPPER_YAML: '${m.path}' (${(err as Error).message})`);
+  }
+  const sink = new MappedPrometheusSink(new StatsdMapping(text));
+  const metrics = new StatsdMetrics({ format: 'statsd', flushIntervalMs: m.flushIntervalMs, extraTags: m.extraTags, mogrifiers: [] }, sink);
+  running.stats.push(metrics);
+  return { metrics, registry: sink.registry };
+}
+
 /** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
 export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
-  const core: Core = { logger: options.logger ?? createLogger(settings.logLevel, settings.logFormat), metrics: new PrometheusMetrics({ collectDefault: true }) };
-  const running: Running = { listeners: [] };
+  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
+  const prometheus = new PrometheusMetrics({ collectDefault: true, responseTimeInMilliseconds: settings.prometheusResponseTimeAsMilliseconds });
+  const running: Running = { listeners: [], stats: [] };
+  const statsd = startStatsd(settings, logger, running);
+  let mapped;
+  try {
+    mapped = startMappedPrometheus(settings, running);
+  } catch (err) {
+    await closeRunning(running, 0);
+    throw err;
+  }
+  const sinks = [prometheus, ...(statsd ? [statsd] : []), ...(mapped ? [mapped.metrics] : [])];
+  const prometheusRegistry = mapped?.registry ?? prometheus.registry;
+  const core: Core = { logger, prometheus, prometheusRegistry, metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus };
   try {
     const holder = await startRules(settings, core, running);
     const rules = (): RuleSet | undefined => holder.current;
@@ -225,7 +294,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     reportHealthChanges(health, limiter, core);
     let stopping: Promise<void> | undefined;
     const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));
-    return { ...ports, health, metrics: core.metrics, limiter, rules, stop };
+    return { ...ports, health, metrics: prometheus, prometheusRegistry, ...(statsd ? { statsd } : {}), limiter, rules, stop };
   } catch (err) {
     await closeRunning(running, 0);
     throw err;
