@@ -19,6 +19,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The statsd tests run the real prometheus/statsd_exporter: installed with go install when missing,
+# into $(go env GOPATH)/bin, where test/harness/statsd-exporter.ts looks for it. No Go, no tests.
+STATSD_EXPORTER_VERSION=v0.28.0
+if ! command -v go >/dev/null 2>&1; then
+  echo "The statsd tests need Go to install statsd_exporter (https://go.dev/dl/), then:" >&2
+  echo "  go install github.com/prometheus/statsd_exporter@$STATSD_EXPORTER_VERSION" >&2
+  exit 1
+fi
+if [ ! -x "$(go env GOPATH)/bin/statsd_exporter" ]; then
+  echo "installing statsd_exporter $STATSD_EXPORTER_VERSION with go install" >&2
+  go install "github.com/prometheus/statsd_exporter@$STATSD_EXPORTER_VERSION"
+fi
+
 [ -d node_modules ] || npm ci
 # The SIGTERM end-to-end tests run the built server as a real process.
 npm run --silent build

@@ -1,4 +1,6 @@
 import cluster from 'node:cluster';
+import { readFileSync } from 'node:fs';
+import type { Registry } from 'prom-client';
 import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
@@ -13,11 +15,17 @@ import { healthcheckRoute, jsonRouteFor } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
 import type { Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
-import { PrometheusMetrics } from './metrics/metrics';
+import { PrometheusMetrics, type ServiceMetrics } from './metrics/metrics';
+import { StatsdMetrics } from './metrics/statsd-metrics';
+import { createStatsdTransport } from './metrics/statsd-transport';
+import { TeeMetrics } from './metrics/tee-metrics';
 import { OperatorMetrics } from './metrics/operator-metrics';
+import { MappedPrometheusSink } from './metrics/mapped-prometheus-sink';
+import { StatsdMapping } from './metrics/statsd-mapping';
 import { OrphanScan } from './redis-keys/orphan-scan';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
+import { BackendUnavailableError, SettingsError } from './errors';
 
 /** A running floodgate instance. */
 export interface App {
@@ -28,6 +36,10 @@ export interface App {
   readonly metricsPort?: number;
   readonly health: HealthState;
   readonly metrics: PrometheusMetrics;
+  /** What the Prometheus endpoints serve (metrics.registry unless PROMETHEUS_MAPPER_YAML is set). */
+  readonly prometheusRegistry: Registry;
+  /** Undefined when statsd is off (USE_STATSD=false, DISABLE_STATS). */
+  readonly statsd?: StatsdMetrics;
   readonly limiter: Limiter;
   rules(): RuleSet | undefined;
   /** SIGTERM path: NOT_SERVING, let calls in flight finish (bounded), close everything. */
@@ -47,7 +59,7 @@ function ruleLoader(settings: Settings): () => Promise<RuleSet> {
 }
 
 /** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */
-async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings, logger: Logger, metrics: PrometheusMetrics): Promise<RuleSet | undefined> {
+async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings, logger: Logger, metrics: ServiceMetrics): Promise<RuleSet | undefined> {
   try {
     const rules = await load();
     metrics.configLoad(true);
@@ -98,6 +110,8 @@ interface Running {
   grpcServer?: GrpcServer;
   orphanScan?: OrphanScan;
   readonly listeners: HttpListener[];
+  /** statsd and the PROMETHEUS_MAPPER_YAML sink: each sends what it counted when closed. */
+  readonly stats: StatsdMetrics[];
 }
 
 /** NOT_SERVING first, then calls in flight finish (bounded by `graceMs`), then the rest closes. */
@@ -109,11 +123,18 @@ async function closeRunning(running: Running, graceMs: number): Promise<void> {
   running.health?.close();
   await running.orphanScan?.close();
   await running.limiter?.close();
+  // Last, so that the final flush carries everything counted until the end.
+  await Promise.all(running.stats.map((s) => s.close()));
 }
 
 interface Core {
   readonly logger: Logger;
-  readonly metrics: PrometheusMetrics;
+  /** Every sink: Prometheus, and statsd when it is on. */
+  readonly metrics: ServiceMetrics;
+  readonly prometheus: PrometheusMetrics;
+  /** What the Prometheus routes serve: floodgate's own series, or those of PROMETHEUS_MAPPER_YAML. */
+  readonly prometheusRegistry: Registry;
+  /** Operator metrics, registered with `prometheus`. */
   readonly operator: OperatorMetrics;
 }
 
@@ -158,6 +179,14 @@ async function startRules(settings: Settings, { logger, metrics, operator }: Cor
 async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics, operator }: Core, running: Running): Promise<Limiter> {
   const limiter = options.limiter ?? createLimiter(settings, { logger, metrics, operator });
   running.limiter = limiter;
+  const mustConnectWithinMs = settings.backendType === 'redis' ? settings.redisStartupMaxElapsedMs : 0;
+  if (mustConnectWithinMs > 0) {
+    // REDIS_STARTUP_MAX_ELAPSED_TIME: as the reference, no Redis within that time is a failed start.
+    if (!(await backendReady(limiter, mustConnectWithinMs))) {
+      throw new BackendUnavailableError(`Redis not reachable within REDIS_STARTUP_MAX_ELAPSED_TIME (${mustConnectWithinMs} ms)`);
+    }
+    return limiter;
+  }
   if (!(await backendReady(limiter, BACKEND_STARTUP_WAIT_MS))) {
     logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
   }
@@ -165,9 +194,9 @@ async function startLimiter(settings: Settings, options: AppOptions, { logger, m
 }
 
 /** The background orphan-key scan, when ORPHAN_SCAN_INTERVAL is set: one per deployment of workers (the first worker, or the only process). */
-function startOrphanScan(settings: Settings, { logger, metrics }: Core, running: Running): void {
+function startOrphanScan(settings: Settings, { logger, prometheus }: Core, running: Running): void {
   if (settings.orphanScan === undefined || settings.redis === undefined || (cluster.isWorker && cluster.worker?.id !== 1)) return;
-  running.orphanScan = new OrphanScan({ redis: settings.redis, scan: settings.orphanScan, prefix: settings.cacheKeyPrefix, registry: metrics.registry, logger });
+  running.orphanScan = new OrphanScan({ redis: settings.redis, scan: settings.orphanScan, prefix: settings.cacheKeyPrefix, registry: prometheus.registry, logger });
   running.orphanScan.start();
 }
 
@@ -196,7 +225,7 @@ async function listenHttp(running: Running, routes: Record<string, Route>, setti
 }
 
 /** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
-async function openPorts(settings: Settings, { logger, metrics, operator }: Core, { service, health, rules, limiter }: Served, running: Running): Promise<Ports> {
+async function openPorts(settings: Settings, { logger, metrics, prometheus, prometheusRegistry, operator }: Core, { service, health, rules, limiter }: Served, running: Running): Promise<Ports> {
   running.grpcServer = new GrpcServer({
     service,
     health,
@@ -204,6 +233,8 @@ async function openPorts(settings: Settings, { logger, metrics, operator }: Core
     logger,
     defaultDeadlineMs: settings.defaultDeadlineMs,
     limits: settings.grpcLimits,
+    maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
+    maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
@@ -215,11 +246,11 @@ async function openPorts(settings: Settings, { logger, metrics, operator }: Core
   const httpPort = await listenHttp(running, httpRoutes, settings, settings.host, settings.port);
   const debugRoutes = {
     '/rlconfig': rlconfigRoute(rules),
-    '/metrics': metricsRoute(metrics.registry),
+    '/metrics': metricsRoute(prometheusRegistry),
     '/': debugPageRoute(),
     '/debug/state': debugStateRoute({
       rules,
-      registry: metrics.registry,
+      registry: prometheus.registry,
       backendType: settings.backendType,
       backendHealthy: () => limiter.isHealthy(),
       serving: () => health.isServing(),
@@ -229,7 +260,7 @@ async function openPorts(settings: Settings, { logger, metrics, operator }: Core
   };
   const debugPort = await listenHttp(running, debugRoutes, settings, settings.debugHost, settings.debugPort);
   if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
-  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(metrics.registry) };
+  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(prometheusRegistry) };
   const metricsPort = await listenHttp(running, metricsRoutes, settings, settings.prometheusHost, settings.prometheusPort);
   return { grpcPort, httpPort, debugPort, metricsPort };
 }
@@ -241,11 +272,49 @@ function reportHealthChanges(health: HealthState, limiter: Limiter, { logger, me
   });
 }
 
+/** USE_STATSD / USE_DOG_STATSD: counted in memory, sent every STATS_FLUSH_INTERVAL. */
+function startStatsd(settings: Settings, logger: Logger, running: Running): StatsdMetrics | undefined {
+  const s = settings.statsd;
+  if (s === undefined) return undefined;
+  const transport = createStatsdTransport({ host: s.host, port: s.port, protocol: s.protocol, onError: (message) => logger.warn(`stats not delivered: ${message}`) });
+  const statsd = new StatsdMetrics(s, transport);
+  running.stats.push(statsd);
+  logger.info(`stats: ${s.format} to ${s.host}:${s.port} (${s.protocol}) every ${s.flushIntervalMs} ms`);
+  return statsd;
+}
+
+/** PROMETHEUS_MAPPER_YAML: the reference's stats, flushed through that statsd_exporter mapping into a registry. */
+function startMappedPrometheus(settings: Settings, running: Running): { metrics: StatsdMetrics; registry: Registry } | undefined {
+  const m = settings.prometheusMapper;
+  if (m === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(m.path, 'utf8');
+  } catch (err) {
+    throw new SettingsError(`invalid value for PROMETHEUS_MAPPER_YAML: '${m.path}' (${(err as Error).message})`);
+  }
+  const sink = new MappedPrometheusSink(new StatsdMapping(text));
+  const metrics = new StatsdMetrics({ format: 'statsd', flushIntervalMs: m.flushIntervalMs, extraTags: m.extraTags, mogrifiers: [] }, sink);
+  running.stats.push(metrics);
+  return { metrics, registry: sink.registry };
+}
+
 /** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
 export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
-  const metrics = new PrometheusMetrics({ collectDefault: true });
-  const core: Core = { logger: options.logger ?? createLogger(settings.logLevel, settings.logFormat), metrics, operator: new OperatorMetrics(metrics.registry) };
-  const running: Running = { listeners: [] };
+  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
+  const prometheus = new PrometheusMetrics({ collectDefault: true, responseTimeInMilliseconds: settings.prometheusResponseTimeAsMilliseconds });
+  const running: Running = { listeners: [], stats: [] };
+  const statsd = startStatsd(settings, logger, running);
+  let mapped;
+  try {
+    mapped = startMappedPrometheus(settings, running);
+  } catch (err) {
+    await closeRunning(running, 0);
+    throw err;
+  }
+  const sinks = [prometheus, ...(statsd ? [statsd] : []), ...(mapped ? [mapped.metrics] : [])];
+  const prometheusRegistry = mapped?.registry ?? prometheus.registry;
+  const core: Core = { logger, prometheus, prometheusRegistry, metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus, operator: new OperatorMetrics(prometheus.registry) };
   try {
     const holder = await startRules(settings, core, running);
     const rules = (): RuleSet | undefined => holder.current;
@@ -257,7 +326,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     reportHealthChanges(health, limiter, core);
     let stopping: Promise<void> | undefined;
     const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));
-    return { ...ports, health, metrics: core.metrics, limiter, rules, stop };
+    return { ...ports, health, metrics: prometheus, prometheusRegistry, ...(statsd ? { statsd } : {}), limiter, rules, stop };
   } catch (err) {
     await closeRunning(running, 0);
     throw err;

@@ -11,8 +11,10 @@ import type { LogFormat, LogLevel } from './log';
 import { splitRedisUrl } from './redis-url-credentials';
 import type { OrphanScanSettings } from './redis-keys/orphan-scan';
 import type { ResponseHeadersStyle } from './service/header-styles';
+import type { Mogrifier } from './metrics/dogstatsd-mogrifier';
+import type { StatsdSettings } from './metrics/statsd-metrics';
 import type { RequestLimits } from './service/validate-request';
-import { bool, duration, float, int, listenAddress, oneOf, port, str, type Env } from './settings-parse';
+import { bool, duration, float, int, list, listenAddress, oneOf, port, str, stringMap, type Env } from './settings-parse';
 
 export interface Settings {
   readonly host: string;
@@ -68,6 +70,25 @@ export interface Settings {
   readonly workers: number;
   readonly grpcLimits: GrpcLimits;
   readonly httpLimits: HttpLimits;
+  // Reference settings added by issue 13 (see src/settings-reference.ts for the whole list).
+  /** USE_STATSD (on by default, as in the reference) or USE_DOG_STATSD; undefined when off. */
+  readonly statsd?: StatsdSettings;
+  /**
+   * PROMETHEUS_MAPPER_YAML: the Prometheus endpoint serves the stats mapped by this statsd_exporter
+   * mapping file, flushed every STATS_FLUSH_INTERVAL, as the reference's Prometheus sink does.
+   */
+  readonly prometheusMapper?: { readonly path: string; readonly flushIntervalMs: number; readonly extraTags: StatsdSettings['extraTags'] };
+  /** PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: the response-time histogram counts milliseconds. */
+  readonly prometheusResponseTimeAsMilliseconds: boolean;
+  /**
+   * REDIS_STARTUP_MAX_ELAPSED_TIME: when > 0, start-up waits this long for Redis and fails without
+   * it, as the reference does; 0 (the default) waits 5 s and then serves with BACKEND_FAILURE_MODE.
+   */
+  readonly redisStartupMaxElapsedMs: number;
+  /** GRPC_MAX_CONNECTION_AGE: a connection gets GOAWAY after this long (grpc-js adds ±10 % jitter). */
+  readonly grpcMaxConnectionAgeMs: number;
+  /** GRPC_MAX_CONNECTION_AGE_GRACE: then calls in flight get this long before it is closed. */
+  readonly grpcMaxConnectionAgeGraceMs: number;
 
   // ---- operating floodgate (orphan-key scan, header style) ----
   /** ORPHAN_SCAN_*: the background scan for counter keys without a TTL; undefined = off. */
@@ -135,7 +156,7 @@ function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: strin
     ...(tlsClientKey ? { tlsClientKey } : {}),
     tlsSkipHostnameVerification: bool(env, 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', false),
     poolSize: int(env, `${prefix}_POOL_SIZE`, 10, 1, 1024),
-    timeoutMs: duration(env, 'REDIS_TIMEOUT', 10_000),
+    timeoutMs: duration(env, `${prefix}_TIMEOUT`, 10_000),
     pipelineWindowMs: duration(env, `${prefix}_PIPELINE_WINDOW`, 0),
     pipelineLimit: int(env, `${prefix}_PIPELINE_LIMIT`, 0, 0, 1_000_000),
   });
@@ -233,6 +254,114 @@ function workers(env: Env, backendType: BackendType): number {
   return n;
 }
 
+// ---- Reference settings added by issue 13: stats sinks and the Prometheus mapper, gRPC connection
+// age, the Redis start-up wait, logrus level names, and the accepted variables checked by type. ----
+
+/** Longest Go duration we accept where Node timers are used (setTimeout's limit, ~24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function positiveDuration(env: Env, name: string, fallbackMs: number): number {
+  const ms = duration(env, name, fallbackMs);
+  if (ms <= 0 || ms > MAX_TIMER_MS) throw new SettingsError(`invalid value for ${name}: '${env[name]}' (expected a duration above 0 and at most 596h)`);
+  return ms;
+}
+
+/** gostats replaces `.`, `:` and `|` in tag values. */
+const tagValue = (v: string): string => v.replace(/[.:|]/g, '_');
+
+/** EXTRA_TAGS as gostats serializes them: empty names or values dropped, sorted by name. */
+function extraTags(env: Env): Array<[string, string]> {
+  return stringMap(env, 'EXTRA_TAGS')
+    .filter(([k, v]) => k !== '' && v !== '')
+    .map(([k, v]): [string, string] => [k, tagValue(v)])
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/** USE_DOG_STATSD_MOGRIFIERS=A,B with DOG_STATSD_MOGRIFIER_A_PATTERN, _NAME and _TAGS for each, as the reference reads them. */
+function dogStatsdMogrifiers(env: Env): Mogrifier[] {
+  return list(env, 'USE_DOG_STATSD_MOGRIFIERS').map((id) => {
+    const prefix = `DOG_STATSD_MOGRIFIER_${id}`;
+    const source = str(env, `${prefix}_PATTERN`, '');
+    if (source === '') throw new SettingsError(`invalid value for ${prefix}_PATTERN: '' (required for mogrifier ${id})`);
+    let pattern: RegExp;
+    try {
+      pattern = new RegExp(source);
+    } catch (err) {
+      throw new SettingsError(`invalid value for ${prefix}_PATTERN: '${source}' (${(err as Error).message})`);
+    }
+    const name = str(env, `${prefix}_NAME`, '');
+    if (name === '') throw new SettingsError(`invalid value for ${prefix}_NAME: '' (required for mogrifier ${id})`);
+    const tags = stringMap(env, `${prefix}_TAGS`);
+    for (const [k, v] of tags) {
+      if (k === '' || v === '') throw new SettingsError(`invalid value for ${prefix}_TAGS: '${env[`${prefix}_TAGS`]}' (a tag needs a name and a value)`);
+    }
+    return Object.freeze({ id, pattern, name, tags });
+  });
+}
+
+/**
+ * The reference's stats sink: DISABLE_STATS wins, then USE_DOG_STATSD, then USE_STATSD (true by
+ * default). Prometheus is independent of these here (the reference allows one sink at a time).
+ * STATSD_PROTOCOL is lyft/gostats' own variable, which the reference's statsd sink reads too.
+ */
+function statsdSettings(env: Env, flushIntervalMs: number, tags: Array<[string, string]>): StatsdSettings | undefined {
+  const disabled = bool(env, 'DISABLE_STATS', false);
+  const dog = bool(env, 'USE_DOG_STATSD', false);
+  const plain = bool(env, 'USE_STATSD', true);
+  const host = str(env, 'STATSD_HOST', 'localhost');
+  const statsdPort = port(env, 'STATSD_PORT', 8125);
+  const protocol = oneOf<'tcp' | 'udp'>(env, 'STATSD_PROTOCOL', 'tcp', ['tcp', 'udp']);
+  const mogrifiers = dogStatsdMogrifiers(env);
+  if (disabled || (!dog && !plain)) return undefined;
+  return Object.freeze({
+    format: dog ? ('dogstatsd' as const) : ('statsd' as const),
+    host,
+    port: statsdPort,
+    // The reference's DogStatsD client sends UDP datagrams.
+    protocol: dog ? ('udp' as const) : protocol,
+    flushIntervalMs,
+    extraTags: tags,
+    mogrifiers,
+  });
+}
+
+/**
+ * Reference variables accepted with no effect (see src/settings-reference.ts): still checked with
+ * the reference's types, so that a value the reference would refuse is refused here too.
+ */
+function checkAcceptedVariables(env: Env): void {
+  for (const name of ['REDIS_STARTUP_INITIAL_INTERVAL', 'REDIS_STARTUP_MAX_INTERVAL']) duration(env, name, 0);
+  for (const name of ['REDIS_CLUSTER_PIPELINE_PARALLELISM', 'REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM']) int(env, name, 1, 0, 1_000_000);
+  bool(env, 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false);
+  for (const name of ['REDIS_POOL_ON_EMPTY_BEHAVIOR', 'REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR']) oneOf(env, name, 'WAIT', ['WAIT', 'CREATE', 'ERROR']);
+}
+
+// logrus level names, as the reference parses LOG_LEVEL, onto floodgate's four levels.
+const LOGRUS_LEVELS: Readonly<Record<string, LogLevel>> = { trace: 'DEBUG', warning: 'WARN', fatal: 'ERROR', panic: 'ERROR' };
+
+function logLevel(env: Env): LogLevel {
+  const alias = LOGRUS_LEVELS[str(env, 'LOG_LEVEL', '').trim().toLowerCase()];
+  return alias ?? oneOf<LogLevel>(env, 'LOG_LEVEL', 'WARN', ['DEBUG', 'INFO', 'WARN', 'ERROR']);
+}
+
+function issue13Settings(env: Env) {
+  checkAcceptedVariables(env);
+  const flushIntervalMs = positiveDuration(env, 'STATS_FLUSH_INTERVAL', 10_000);
+  const tags = extraTags(env);
+  const statsd = statsdSettings(env, flushIntervalMs, tags);
+  const mapperYaml = str(env, 'PROMETHEUS_MAPPER_YAML', '');
+  return {
+    ...(statsd ? { statsd } : {}),
+    ...(mapperYaml ? { prometheusMapper: Object.freeze({ path: mapperYaml, flushIntervalMs, extraTags: tags }) } : {}),
+    // DISABLE_STATS: no stats at all, as in the reference (whose Prometheus endpoint is a stats sink too).
+    ...(bool(env, 'DISABLE_STATS', false) ? { usePrometheus: false } : {}),
+    prometheusResponseTimeAsMilliseconds: bool(env, 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS', false),
+    redisStartupMaxElapsedMs: duration(env, 'REDIS_STARTUP_MAX_ELAPSED_TIME', 0),
+    grpcMaxConnectionAgeMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
+    grpcMaxConnectionAgeGraceMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
+  };
+}
+
 /** Reads and validates every setting once; throws SettingsError naming the variable and value. */
 export function loadSettings(env: Env = process.env): Settings {
   const prometheus = listenAddress(env, 'PROMETHEUS_ADDR', ':9090');
@@ -257,7 +386,7 @@ export function loadSettings(env: Env = process.env): Settings {
     prometheusHost: prometheus.host,
     prometheusPort: prometheus.port,
     prometheusPath,
-    logLevel: oneOf<LogLevel>(env, 'LOG_LEVEL', 'WARN', ['DEBUG', 'INFO', 'WARN', 'ERROR']),
+    logLevel: logLevel(env),
     logFormat: oneOf<LogFormat>(env, 'LOG_FORMAT', 'text', ['text', 'json']),
     runtimeRoot,
     runtimeSubdirectory,
@@ -293,6 +422,7 @@ export function loadSettings(env: Env = process.env): Settings {
     workers: workers(env, backend.backendType),
     grpcLimits: grpcLimits(env),
     httpLimits: httpLimits(env),
+    ...issue13Settings(env),
     ...operatorSettings(env, backend.backendType),
   } satisfies Settings);
 }

@@ -1,5 +1,15 @@
-import { UNIT_SECONDS } from '../domain/units';
-import type { RateLimitConfig } from './parse-rule-file';
+import type { Algorithm } from '../domain/algorithm';
+import { UNIT_SECONDS, type Unit } from '../domain/units';
+
+/** What the check reads of one rule file's `rate_limit` (parse-rule-file's RateLimitConfig). */
+export interface BoundedRateLimit {
+  readonly unlimited: boolean;
+  readonly unit?: Unit;
+  readonly unitMultiplier: number;
+  readonly algorithm: Algorithm;
+  readonly requestsPerUnit: number;
+  readonly burst: number;
+}
 
 /**
  * The sizes within which every algorithm counts exactly: the scripts and the memory backend
@@ -13,7 +23,7 @@ export const SLIDING_LOG_MAX_REQUESTS_PER_UNIT = 1000;
  * The message for a rule outside those sizes, naming it by its composite path, or undefined.
  * Checked when rules load, so that no request can reach a counter that would count wrongly.
  */
-export function exactBoundsProblem(path: string, rateLimit: RateLimitConfig): string | undefined {
+export function exactBoundsProblem(path: string, rateLimit: BoundedRateLimit): string | undefined {
   if (rateLimit.unlimited || rateLimit.unit === undefined) return undefined;
   const windowMs = UNIT_SECONDS[rateLimit.unit] * rateLimit.unitMultiplier * 1000;
   const { algorithm, requestsPerUnit: limit, burst } = rateLimit;

@@ -29,6 +29,9 @@ export interface GrpcServerDeps {
   readonly defaultDeadlineMs: number;
   /** Message size, streams per connection and idle time: what one client can make the server hold. */
   readonly limits: GrpcLimits;
+  /** GRPC_MAX_CONNECTION_AGE and _GRACE; grpc-js defaults (no limit) when absent. */
+  readonly maxConnectionAgeMs?: number;
+  readonly maxConnectionAgeGraceMs?: number;
   /** GRPC_CLIENT_TLS_SAN: with mTLS, the client certificate must carry this subject alternative name. */
   readonly requiredClientSan?: string;
 }
@@ -58,6 +61,9 @@ export class GrpcServer {
       'grpc.max_connection_idle_ms': deps.limits.maxConnectionIdleMs,
       // channelz bookkeeping costs CPU on every call and nothing here reads it.
       'grpc.enable_channelz': 0,
+      // As the reference: connections are recycled so that load spreads over new pods.
+      ...(deps.maxConnectionAgeMs !== undefined ? { 'grpc.max_connection_age_ms': deps.maxConnectionAgeMs } : {}),
+      ...(deps.maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': deps.maxConnectionAgeGraceMs } : {}),
     });
     this.server.addService(protos.rlsService, { [METHOD]: this.shouldRateLimit });
     this.health = healthService(deps.health);

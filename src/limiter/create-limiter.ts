@@ -1,10 +1,11 @@
 import type { Logger } from '../log';
-import type { ServiceMetrics } from '../metrics/metrics';
+import type { RedisPool, ServiceMetrics } from '../metrics/metrics';
 import type { OperatorMetrics } from '../metrics/operator-metrics';
 import { FailureModeLimiter, type FailureMode } from './failure-mode-limiter';
 import type { Limiter } from './limiter';
 import { MemoryLimiter } from './memory/memory-limiter';
 import { OverLimitCache } from './over-limit-cache';
+import { Cluster } from 'ioredis';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
 import { RedisLimiter } from './redis/redis-limiter';
 
@@ -40,6 +41,25 @@ function logConnectionErrors(client: RedisClient, name: string, logger: Logger):
   });
 }
 
+/** Connections opened and closed, for the reference's redis_pool stats (a cluster: one per node). */
+function reportConnections(client: RedisClient, pool: RedisPool, metrics: ServiceMetrics): void {
+  if (client instanceof Cluster) {
+    client.on('+node', () => metrics.redisConnection(pool, 'open'));
+    client.on('-node', () => metrics.redisConnection(pool, 'close'));
+    return;
+  }
+  let open = false;
+  client.on('connect', () => {
+    open = true;
+    metrics.redisConnection(pool, 'open');
+  });
+  client.on('close', () => {
+    // Also emitted after a failed attempt, when nothing was open.
+    if (open) metrics.redisConnection(pool, 'close');
+    open = false;
+  });
+}
+
 /**
  * Builds the limiter stack the settings describe. For Redis, from the outside in: the failure
  * mode (so a fallback answer is never cached), the local over-limit cache, the Redis limiter.
@@ -48,6 +68,7 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
   if (settings.backendType === 'memory' || settings.redis === undefined) return new MemoryLimiter();
   const client = createRedisClient(settings.redis);
   logConnectionErrors(client, 'redis', deps.logger);
+  reportConnections(client, 'redis_pool', deps.metrics);
   let perSecondClient: RedisClient | undefined;
   if (settings.redisPerSecond !== undefined) {
     try {
@@ -58,6 +79,7 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
       throw err;
     }
     logConnectionErrors(perSecondClient, 'redis (per second)', deps.logger);
+    reportConnections(perSecondClient, 'redis_per_second_pool', deps.metrics);
   }
   const operator = deps.operator;
   const redisLimiter = new RedisLimiter({

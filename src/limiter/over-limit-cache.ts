@@ -95,7 +95,7 @@ export class OverLimitCache implements Limiter {
       const result = fresh[j] as LimitResult;
       results[i] = result;
       const key = keys[i];
-      if (key !== undefined && !result.allowed && result.blockedForMs !== undefined && result.blockedForMs > 0) this.remember(key, now, result);
+      if (key !== undefined && deniesEveryRequest(result)) this.remember(key, now, result);
     }
     return results as LimitResult[];
   }
@@ -190,13 +190,19 @@ function entryKey(check: LimitCheck): string {
   return flat(counterIdentity(check.counter, spec) + '|' + spec.limit + '|' + spec.burst + '|' + check.hits);
 }
 
+/** Only such an answer may be kept: the counter denies every request, whatever its size, for a known time. */
+function deniesEveryRequest(result: LimitResult): boolean {
+  return !result.allowed && result.blockedForMs !== undefined && result.blockedForMs > 0;
+}
+
 /** A flat copy of `s` (Number() of a non-numeric string makes V8 flatten it first). */
 function flat(s: string): string {
   void Number(s);
   return s;
 }
 
-const TWO_BYTE = /[^\u0000-\u00ff]/;
+// Any character above U+00FF (the range starts at U+0100, so no control character is named).
+const TWO_BYTE = /[\u0100-\uffff]/;
 
 /** V8 stores a string with a character above U+00FF in two bytes per character. */
 function entryBytes(key: string): number {

@@ -14,11 +14,17 @@ export interface RuleHitCounts {
 export interface ServiceMetrics {
   recordRule(domain: string, metricKey: string, counts: RuleHitCounts): void;
   domainNotFound(domain: string): void;
+  /** SHADOW_MODE turned an OVER_LIMIT answer into OK. */
+  globalShadowMode(): void;
   shouldRateLimitError(errType: string): void;
   configLoad(success: boolean): void;
   requestDone(method: string, seconds: number): void;
   setBackendHealthy(healthy: boolean): void;
+  /** A connection to Redis opened or closed (the reference's redis_pool / redis_per_second_pool stats). */
+  redisConnection(pool: RedisPool, event: 'open' | 'close'): void;
 }
+
+export type RedisPool = 'redis_pool' | 'redis_per_second_pool';
 
 interface RuleChildren {
   total: Counter.Internal;
@@ -36,7 +42,7 @@ const MAX_CACHED_RULE_LABELS = 10_000;
 // The reference's utils.SanitizeStatName, applied to every stat name before its statsd exporter
 // maps it: `:` and `|` become `_`, and so do the dots of anything shaped like an IPv4 address.
 const IPV4 = /\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}/g;
-function sanitizeStatName(s: string): string {
+export function sanitizeStatName(s: string): string {
   return s.replace(/[:|]/g, '_').replace(IPV4, (ip) => ip.replace(/\./g, '_'));
 }
 
@@ -63,9 +69,14 @@ export class PrometheusMetrics implements ServiceMetrics {
   private readonly totalRequests: Counter<'grpc_method'>;
   private readonly responseTime: Histogram<'grpc_method'>;
   private readonly domainNotFoundCounter: Counter<'domain'>;
+  private readonly globalShadowModeCounter: Counter;
   private readonly backendHealthy: Gauge;
 
-  constructor(options: { collectDefault?: boolean } = {}) {
+  private readonly responseTimeScale: number;
+
+  /** responseTimeInMilliseconds: PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS, the reference's legacy unit. */
+  constructor(options: { collectDefault?: boolean; responseTimeInMilliseconds?: boolean } = {}) {
+    this.responseTimeScale = options.responseTimeInMilliseconds ? 1000 : 1;
     const labelNames = ['domain', 'key1', 'key2'] as const;
     const rule = (suffix: string, help: string) =>
       new Counter({ name: `ratelimit_service_rate_limit_${suffix}`, help, labelNames, registers: [this.registry] });
@@ -86,10 +97,12 @@ export class PrometheusMetrics implements ServiceMetrics {
       name: 'ratelimit_service_response_time_seconds',
       help: 'Time to answer a call',
       labelNames: ['grpc_method'],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1].map((b) => b * this.responseTimeScale),
       registers: reg,
     });
     this.domainNotFoundCounter = new Counter({ name: 'ratelimit_service_domain_not_found', help: 'Calls for a domain without rules', labelNames: ['domain'], registers: reg });
+    // The name the reference's statsd exporter gives its unmapped ratelimit.service.global_shadow_mode.
+    this.globalShadowModeCounter = new Counter({ name: 'ratelimit_service_global_shadow_mode', help: 'OVER_LIMIT answers sent as OK by SHADOW_MODE', registers: reg });
     this.backendHealthy = new Gauge({ name: 'floodgate_backend_healthy', help: '1 while the counter backend answers', registers: reg });
     this.backendHealthy.set(1);
     if (options.collectDefault) collectDefaultMetrics({ register: this.registry });
@@ -109,6 +122,10 @@ export class PrometheusMetrics implements ServiceMetrics {
     this.domainNotFoundCounter.inc({ domain });
   }
 
+  globalShadowMode(): void {
+    this.globalShadowModeCounter.inc();
+  }
+
   shouldRateLimitError(errType: string): void {
     this.errors.inc({ err_type: errType });
   }
@@ -119,11 +136,15 @@ export class PrometheusMetrics implements ServiceMetrics {
 
   requestDone(method: string, seconds: number): void {
     this.totalRequests.inc({ grpc_method: method });
-    this.responseTime.observe({ grpc_method: method }, seconds);
+    this.responseTime.observe({ grpc_method: method }, seconds * this.responseTimeScale);
   }
 
   setBackendHealthy(healthy: boolean): void {
     this.backendHealthy.set(healthy ? 1 : 0);
+  }
+
+  redisConnection(): void {
+    // floodgate_backend_healthy says what matters here; the pool stats go to statsd only.
   }
 
   private childrenFor(domain: string, metricKey: string): RuleChildren {

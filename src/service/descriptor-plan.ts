@@ -63,7 +63,7 @@ interface Resolved {
 export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestPlan {
   const domain = request.domain;
   const domainKnown = rules.hasDomain(domain);
-  const resolved: Resolved[] = new Array(request.descriptors.length);
+  const resolved = new Array<Resolved>(request.descriptors.length);
   let replaced: Set<string> | undefined;
   for (let i = 0; i < request.descriptors.length; i++) {
     const d = request.descriptors[i] as RequestDescriptor;

@@ -111,6 +111,7 @@ export class RateLimitService {
     const allQuotaOver = quotaCount > 0 && quotaOver === quotaCount;
     const limited: Code = nonQuotaOver || allQuotaOver ? 'OVER_LIMIT' : 'OK';
     const overallCode: Code = config.shadowMode ? 'OK' : limited;
+    if (config.shadowMode && limited === 'OVER_LIMIT') metrics.globalShadowMode();
     const retryAfterMs = Math.max(retryNonQuotaMs, allQuotaOver ? retryQuotaMs : 0);
     return {
       overallCode,

@@ -13,6 +13,8 @@ import type { LimitResult } from '../../src/limiter/limiter';
  *   that appears twice is judged with the hits of its earlier admitted occurrences pending,
  *   except fixed_window, which judges each occurrence on its own like the reference); when none
  *   is denied all are charged in order, else only the denied fixed_window checks are charged;
+ *   a check that is not charged reports its counter as it stands (used = the count without its
+ *   hits), as the reference reports a held-back key (the result of INCRBY 0);
  * - which state is kept, and until when (a state is gone once the clock has reached its
  *   expiry, for good): fixed_window and sliding_window keep the latest window written and the
  *   one before, until the window after the latest ends; a bucket keeps its debt until it would

@@ -125,7 +125,7 @@ describe('differential: reference model, memory backend and Lua scripts agree on
     const model = new ReferenceModel();
     const clock = { now: 0 };
     const memory = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 3_600_000 });
-    const script = scripts[algorithm]!;
+    const script = scripts[algorithm];
     // One hash tag: every key of the trace in one slot, so each call is one script call.
     const keyOf = (counter: number, spec: LimitSpec) => `diff:{${algorithm}-${seed}}:${counter}:${spec.windowSeconds}`;
 

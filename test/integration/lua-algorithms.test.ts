@@ -99,7 +99,7 @@ describe.each([
   );
 
   // fixed_window shares the scripted traces; a denial is charged there (every hit counts).
-  it.each(ALGORITHM_TRACES.fixed_window!.map((tr) => [tr.name, tr] as const))(
+  it.each(ALGORITHM_TRACES.fixed_window.map((tr) => [tr.name, tr] as const))(
     'fixed_window.lua trace "%s": the scripted results; the key expires when the window after the latest ends',
     async (_n, trace) => {
       const [key] = keysFor(1) as [string];

@@ -147,7 +147,9 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     expect(small.fromLocalCache).toBeUndefined();
   });
 
-  test.each(['fixed_window', 'sliding_window', 'token_bucket', 'gcra', 'sliding_log'] as const)(
+  // The four algorithms that charge only admitted hits: the denied 50 hits are not charged, so
+  // the counter stays empty and must not be cached as over.
+  test.each(['sliding_window', 'token_bucket', 'gcra', 'sliding_log'] as const)(
     '%s: a held-back STOP-mode request of 50 hits does not lock an empty 10/h counter',
     async (algorithm) => {
       await awayFromWindowEdge(3600, 10_000);
@@ -160,6 +162,27 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     },
   );
 
+  // fixed_window follows the reference's STOP rule: a key that would go over is incremented (and
+  // is then legitimately over), the others are held back. The held-back key must not be cached.
+  test('fixed_window: counts 8/10 and 3/10, 5 hits on both in STOP mode: 13 and 3; only the first is cached', async () => {
+    await awayFromWindowEdge(3600, 10_000);
+    const ten = spec('fixed_window', 10, 3600);
+    await run([at('first', ten, 8), at('second', ten, 3)]);
+    const [first, second] = await run([at('first', ten, 5), at('second', ten, 5)], STOP);
+    expect(first).toMatchObject({ allowed: false, used: 13, remaining: 0 });
+    expect(first!.blockedForMs).toBeGreaterThan(0);
+    expect(second).toMatchObject({ allowed: true, used: 3, remaining: 7, blockedForMs: 0 });
+    // The same request again: the first key from the cache, the second held back and still 3.
+    const [firstAgain, secondAgain] = await run([at('first', ten, 5), at('second', ten, 5)], STOP);
+    expect(firstAgain!.fromLocalCache).toBe(true);
+    expect(secondAgain).toMatchObject({ allowed: true, used: 3 });
+    expect(secondAgain!.fromLocalCache).toBeUndefined();
+    // The held-back key is neither cached nor locked: Redis admits and charges it.
+    const [alone] = await run([at('second', ten, 5)], STOP);
+    expect(alone).toMatchObject({ allowed: true, used: 8, remaining: 2 });
+    expect(alone!.fromLocalCache).toBeUndefined();
+  });
+
   // Needs the algorithm branch (exact-algo), which fills blockedForMs in the Redis backend:
   // without it nothing is ever cached, and the first expectation of `fromLocalCache` fails.
   test('a cached counter: peeks and another limit are asked of Redis; the same request is answered locally', async () => {
@@ -169,7 +192,7 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     const [cached] = await run([at('hot', two)]);
     expect(cached).toMatchObject({ allowed: false, remaining: 0, fromLocalCache: true });
     const [key] = await scanKeys(redis, prefix);
-    expect(await redis.command('GET', key!)).toBe('3');
+    expect(fixedWindowCount(await redis.command('GET', key!))).toBe(3);
     // A peek goes to Redis: the count it reports is Redis' own.
     const [peek] = await run([at('hot', two, 0)]);
     expect(peek!.fromLocalCache).toBeUndefined();
@@ -180,8 +203,10 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     expect(raised!.fromLocalCache).toBeUndefined();
   });
 
-  // Needs the algorithm branch (exact-algo) for the same reason.
-  test('STOP mode with one key cached over: the others report count + hits and are not charged', async () => {
+  // Needs the algorithm branch (exact-algo) for the same reason. The held-back keys report their
+  // count as it stands, as the reference does (it sends them INCRBY 0 and reports the result),
+  // and are judged with their hits.
+  test('STOP mode with one key cached over: the others report their own count, are judged with their hits and are not charged', async () => {
     await awayFromWindowEdge(3600, 10_000);
     const zero = spec('fixed_window', 0, 3600);
     const ten = spec('fixed_window', 10, 3600);
@@ -190,9 +215,17 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     expect((await run([at('other', ten, 5)]))[0]!.used).toBe(5);
     const [over, other] = await run([at('over', zero), at('other', ten, 3)], STOP);
     expect(over!.fromLocalCache).toBe(true);
-    expect(other).toMatchObject({ used: 8, remaining: 2 });
+    expect(other).toMatchObject({ allowed: true, used: 5, remaining: 5, blockedForMs: 0 });
+    // 6 hits would not fit: denied, still not charged, and not cached.
+    const [, tooMany] = await run([at('over', zero), at('other', ten, 6)], STOP);
+    expect(tooMany).toMatchObject({ allowed: false, used: 5, remaining: 5, blockedForMs: 0 });
     // Charged nothing: Redis still holds 5.
     const [peek] = await run([at('other', ten, 0)]);
     expect(peek!.used).toBe(5);
+    expect(fixedWindowCount(await redis.command('GET', (await scanKeys(redis, prefix)).find((k) => k.includes('other'))!))).toBe(5);
+    // Not locked: 5 more hits are admitted by Redis.
+    const [afterwards] = await run([at('other', ten, 5)]);
+    expect(afterwards).toMatchObject({ allowed: true, used: 10 });
+    expect(afterwards!.fromLocalCache).toBeUndefined();
   });
 });

@@ -589,3 +589,131 @@ describe('REDIS_SENTINEL_AUTH (the reference name; issue 8)', () => {
     expect(loadSettings({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'm,s:26379', REDIS_AUTH: 'pw' }).redis).not.toHaveProperty('sentinelPassword');
   });
 });
+
+describe('stats sinks (USE_STATSD, USE_DOG_STATSD, DISABLE_STATS) as the reference reads them', () => {
+  it('sends statsd by default, to localhost:8125 over TCP every 10 s, as the reference (gostats) does', () => {
+    expect(loadSettings({}).statsd).toEqual({
+      format: 'statsd',
+      host: 'localhost',
+      port: 8125,
+      protocol: 'tcp',
+      flushIntervalMs: 10_000,
+      extraTags: [],
+      mogrifiers: [],
+    });
+  });
+
+  it('reads STATSD_HOST, STATSD_PORT, STATSD_PROTOCOL, STATS_FLUSH_INTERVAL and EXTRA_TAGS', () => {
+    const s = loadSettings({ STATSD_HOST: '10.1.2.3', STATSD_PORT: '9125', STATSD_PROTOCOL: 'udp', STATS_FLUSH_INTERVAL: '1500ms', EXTRA_TAGS: 'b:2,a:x.y' }).statsd;
+    expect(s).toMatchObject({ host: '10.1.2.3', port: 9125, protocol: 'udp', flushIntervalMs: 1500, extraTags: [['a', 'x_y'], ['b', '2']] });
+  });
+
+  it('is off with USE_STATSD=false or DISABLE_STATS=true (DISABLE_STATS wins over USE_DOG_STATSD too)', () => {
+    expect(loadSettings({ USE_STATSD: 'false' }).statsd).toBeUndefined();
+    expect(loadSettings({ DISABLE_STATS: 'true' }).statsd).toBeUndefined();
+    expect(loadSettings({ DISABLE_STATS: 'true', USE_DOG_STATSD: 'true' }).statsd).toBeUndefined();
+  });
+
+  it('DISABLE_STATS turns the Prometheus endpoint off too (the reference then has no stats at all)', () => {
+    expect(loadSettings({ DISABLE_STATS: 'true', USE_PROMETHEUS: 'true' }).usePrometheus).toBe(false);
+    expect(loadSettings({ USE_STATSD: 'false' }).usePrometheus).toBe(true);
+  });
+
+  it('USE_DOG_STATSD sends DogStatsD over UDP, whatever USE_STATSD says', () => {
+    expect(loadSettings({ USE_DOG_STATSD: 'true', USE_STATSD: 'false' }).statsd).toMatchObject({ format: 'dogstatsd', protocol: 'udp' });
+    expect(loadSettings({ USE_DOG_STATSD: 'true' }).statsd).toMatchObject({ format: 'dogstatsd' });
+  });
+
+  it('reads the mogrifiers named in USE_DOG_STATSD_MOGRIFIERS', () => {
+    const s = loadSettings({
+      USE_DOG_STATSD: 'true',
+      USE_DOG_STATSD_MOGRIFIERS: 'DOMAIN',
+      DOG_STATSD_MOGRIFIER_DOMAIN_PATTERN: '^some\\.original\\.metric\\.(.*)$',
+      DOG_STATSD_MOGRIFIER_DOMAIN_NAME: 'some.original.metric',
+      DOG_STATSD_MOGRIFIER_DOMAIN_TAGS: 'domain:$1',
+    }).statsd;
+    expect(s?.mogrifiers).toHaveLength(1);
+    expect(s?.mogrifiers[0]).toMatchObject({ id: 'DOMAIN', name: 'some.original.metric', tags: [['domain', '$1']] });
+    expect(s?.mogrifiers[0]?.pattern.source).toBe('^some\\.original\\.metric\\.(.*)$');
+  });
+
+  it.each([
+    [{ STATSD_PORT: '70000' }, 'STATSD_PORT'],
+    [{ STATSD_PROTOCOL: 'sctp' }, 'STATSD_PROTOCOL'],
+    [{ STATS_FLUSH_INTERVAL: '0' }, 'STATS_FLUSH_INTERVAL'],
+    [{ STATS_FLUSH_INTERVAL: 'soon' }, 'STATS_FLUSH_INTERVAL'],
+    [{ USE_STATSD: 'yes' }, 'USE_STATSD'],
+    [{ DISABLE_STATS: 'nope' }, 'DISABLE_STATS'],
+    [{ EXTRA_TAGS: 'env=prod' }, 'EXTRA_TAGS'],
+    [{ EXTRA_TAGS: 'a:b:c' }, 'EXTRA_TAGS'],
+    [{ USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X' }, 'DOG_STATSD_MOGRIFIER_X_PATTERN'],
+    [{ USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X', DOG_STATSD_MOGRIFIER_X_PATTERN: '(' }, 'DOG_STATSD_MOGRIFIER_X_PATTERN'],
+    [{ USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X', DOG_STATSD_MOGRIFIER_X_PATTERN: 'a' }, 'DOG_STATSD_MOGRIFIER_X_NAME'],
+    [
+      { USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X', DOG_STATSD_MOGRIFIER_X_PATTERN: 'a', DOG_STATSD_MOGRIFIER_X_NAME: 'b', DOG_STATSD_MOGRIFIER_X_TAGS: 'k:' },
+      'DOG_STATSD_MOGRIFIER_X_TAGS',
+    ],
+  ])('refuses %j naming %s', (env, name) => {
+    expect(settingsErrorOf(env).message).toContain(`invalid value for ${name}`);
+  });
+});
+
+describe('GRPC_MAX_CONNECTION_AGE, GRPC_MAX_CONNECTION_AGE_GRACE, PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS, REDIS_PERSECOND_TIMEOUT', () => {
+  it('default to the reference: 24h and 1h, seconds', () => {
+    const s = loadSettings({});
+    expect(s.grpcMaxConnectionAgeMs).toBe(24 * 3_600_000);
+    expect(s.grpcMaxConnectionAgeGraceMs).toBe(3_600_000);
+    expect(s.prometheusResponseTimeAsMilliseconds).toBe(false);
+  });
+
+  it('are read as Go durations and a boolean', () => {
+    const s = loadSettings({ GRPC_MAX_CONNECTION_AGE: '5m', GRPC_MAX_CONNECTION_AGE_GRACE: '30s', PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: 'true' });
+    expect(s.grpcMaxConnectionAgeMs).toBe(300_000);
+    expect(s.grpcMaxConnectionAgeGraceMs).toBe(30_000);
+    expect(s.prometheusResponseTimeAsMilliseconds).toBe(true);
+  });
+
+  it('refuse an age of 0 or beyond what a timer can wait', () => {
+    expect(settingsErrorOf({ GRPC_MAX_CONNECTION_AGE: '0' }).message).toContain('invalid value for GRPC_MAX_CONNECTION_AGE');
+    expect(settingsErrorOf({ GRPC_MAX_CONNECTION_AGE_GRACE: '1000h' }).message).toContain('invalid value for GRPC_MAX_CONNECTION_AGE_GRACE');
+  });
+
+  it('gives the per-second Redis its own timeout, REDIS_PERSECOND_TIMEOUT (10s by default), as the reference does', () => {
+    const base = { REDIS_URL: 'r:6379', REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: 'p:6379', REDIS_TIMEOUT: '2s' };
+    expect(loadSettings(base).redis?.timeoutMs).toBe(2000);
+    expect(loadSettings(base).redisPerSecond?.timeoutMs).toBe(10_000);
+    expect(loadSettings({ ...base, REDIS_PERSECOND_TIMEOUT: '250ms' }).redisPerSecond?.timeoutMs).toBe(250);
+  });
+});
+
+describe('PROMETHEUS_MAPPER_YAML and REDIS_STARTUP_MAX_ELAPSED_TIME', () => {
+  it('take the mapping file with the stats flush interval and EXTRA_TAGS', () => {
+    expect(loadSettings({}).prometheusMapper).toBeUndefined();
+    expect(loadSettings({ PROMETHEUS_MAPPER_YAML: '/etc/m.yaml', STATS_FLUSH_INTERVAL: '2s', EXTRA_TAGS: 'a:b' }).prometheusMapper).toEqual({
+      path: '/etc/m.yaml',
+      flushIntervalMs: 2000,
+      extraTags: [['a', 'b']],
+    });
+  });
+
+  it('wait for Redis at start-up only when REDIS_STARTUP_MAX_ELAPSED_TIME is above 0', () => {
+    expect(loadSettings({}).redisStartupMaxElapsedMs).toBe(0);
+    expect(loadSettings({ REDIS_STARTUP_MAX_ELAPSED_TIME: '2m' }).redisStartupMaxElapsedMs).toBe(120_000);
+    expect(settingsErrorOf({ REDIS_STARTUP_MAX_ELAPSED_TIME: 'long' }).message).toContain('invalid value for REDIS_STARTUP_MAX_ELAPSED_TIME');
+  });
+});
+
+describe('LOG_LEVEL takes every level name the reference (logrus) takes', () => {
+  it.each([
+    ['trace', 'DEBUG'],
+    ['debug', 'DEBUG'],
+    ['info', 'INFO'],
+    ['warning', 'WARN'],
+    ['Warn', 'WARN'],
+    ['error', 'ERROR'],
+    ['fatal', 'ERROR'],
+    ['panic', 'ERROR'],
+  ])('%s is %s', (value, level) => {
+    expect(loadSettings({ LOG_LEVEL: value }).logLevel).toBe(level);
+  });
+});

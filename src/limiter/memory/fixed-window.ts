@@ -19,17 +19,12 @@ export const fixedWindow: MemoryAlgorithm<FixedWindowState> = {
   step({ state, spec, hits, now, charge }) {
     const w = spec.windowSeconds * 1000;
     const start = now - (now % w);
-    let count = state?.start === start ? state.count : state?.start === start + w ? state.prev : 0;
+    let count = countIn(state, start, w);
     const denied = count + hits > spec.limit;
     let next: FixedWindowState | undefined;
     if (charge && hits > 0) {
       count += hits;
-      if (state !== undefined && state.start === start + w) next = { ...state, prev: count };
-      else if (state === undefined || state.start <= start) {
-        const prev = state?.start === start ? state.prev : state?.start === start - w ? state.count : 0;
-        next = { start, count, prev, expiresAt: start + 2 * w };
-      }
-      // More than one window behind the state: not kept (the script does the same).
+      next = charged(state, start, w, count);
     }
     const resetMs = start + w - now;
     const result = {
@@ -43,3 +38,26 @@ export const fixedWindow: MemoryAlgorithm<FixedWindowState> = {
     return next === undefined ? { result } : { result, next };
   },
 };
+
+/** The count of the window starting at `start`: the state's latest window, or the one before it. */
+function countIn(state: FixedWindowState | undefined, start: number, w: number): number {
+  if (state?.start === start) return state.count;
+  if (state?.start === start + w) return state.prev;
+  return 0;
+}
+
+/** The state after charging the window at `start` up to `count`; undefined when it is not kept. */
+function charged(state: FixedWindowState | undefined, start: number, w: number, count: number): FixedWindowState | undefined {
+  // One window behind the state (the clock stepped back): the count goes into its `prev`.
+  if (state !== undefined && state.start === start + w) return { ...state, prev: count };
+  // More than one window behind the state: not kept (the script does the same).
+  if (state !== undefined && state.start > start) return undefined;
+  return { start, count, prev: previousCount(state, start, w), expiresAt: start + 2 * w };
+}
+
+/** The count of the window before the one at `start`, as far as the state knows it. */
+function previousCount(state: FixedWindowState | undefined, start: number, w: number): number {
+  if (state?.start === start) return state.prev;
+  if (state?.start === start - w) return state.count;
+  return 0;
+}

@@ -21,39 +21,52 @@ export const slidingWindow: MemoryAlgorithm<SlidingWindowState> = {
     if (limit === 0) return { result: zeroLimitResult(w, hits) };
     const start = now - (now % w);
     const elapsed = now - start;
-    let curr = 0;
-    let prev = 0;
-    if (state?.start === start) {
-      curr = state.curr;
-      prev = state.prev;
-    } else if (state?.start === start + w) {
-      curr = state.prev;
-    } else if (state?.start === start - w) {
-      prev = state.curr;
-    }
+    let { curr, prev } = countsAt(state, start, w);
     const allowed = hits <= limit && waitFor(limit, w, elapsed, curr + pending, prev, hits) === 0;
-    let kept = state;
     let next: SlidingWindowState | undefined;
     if (allowed && charge && hits > 0) {
       curr += hits;
-      if (state !== undefined && state.start === start + w) next = { ...state, prev: curr };
-      else if (state === undefined || state.start <= start) next = { start, curr, prev, expiresAt: start + 2 * w };
-      // More than one window behind the state: not kept (the script does the same).
-      if (next !== undefined) kept = next;
+      next = charged(state, start, w, { curr, prev });
     }
     const used = Math.ceil((prev * (w - elapsed) + curr * w) / w);
-    // Fully reset when the last kept window with hits has decayed, two windows after it starts.
-    let resetMs = 0;
-    if (kept !== undefined) {
-      if (kept.curr > 0) resetMs = Math.max(resetMs, kept.start + 2 * w - now);
-      if (kept.prev > 0) resetMs = Math.max(resetMs, kept.start + w - now);
-    }
+    const resetMs = untilReset(next ?? state, now, w);
     let retryAfterMs = 0;
     if (!allowed) retryAfterMs = hits > limit ? Math.max(1, resetMs) : waitFor(limit, w, elapsed, curr + pending, prev, hits);
     const result = { allowed, used, remaining: Math.max(0, limit - used), resetMs, retryAfterMs, blockedForMs: waitFor(limit, w, elapsed, curr, prev, 1) };
     return next === undefined ? { result } : { result, next };
   },
 };
+
+interface Counts {
+  readonly curr: number;
+  readonly prev: number;
+}
+
+/** The admitted hits of the window at `start` and of the one before it, as far as the state knows them. */
+function countsAt(state: SlidingWindowState | undefined, start: number, w: number): Counts {
+  if (state?.start === start) return { curr: state.curr, prev: state.prev };
+  // The clock stepped back one window: the state's older window is this one.
+  if (state?.start === start + w) return { curr: state.prev, prev: 0 };
+  if (state?.start === start - w) return { curr: 0, prev: state.curr };
+  return { curr: 0, prev: 0 };
+}
+
+/** The state after charging the window at `start`; undefined when it is not kept. */
+function charged(state: SlidingWindowState | undefined, start: number, w: number, { curr, prev }: Counts): SlidingWindowState | undefined {
+  if (state !== undefined && state.start === start + w) return { ...state, prev: curr };
+  // More than one window behind the state: not kept (the script does the same).
+  if (state !== undefined && state.start > start) return undefined;
+  return { start, curr, prev, expiresAt: start + 2 * w };
+}
+
+/** Fully reset when the last kept window with hits has decayed, two windows after it starts. */
+function untilReset(kept: SlidingWindowState | undefined, now: number, w: number): number {
+  if (kept === undefined) return 0;
+  let resetMs = 0;
+  if (kept.curr > 0) resetMs = Math.max(resetMs, kept.start + 2 * w - now);
+  if (kept.prev > 0) resetMs = Math.max(resetMs, kept.start + w - now);
+  return resetMs;
+}
 
 /** Milliseconds from now until `hits` more fit without more hits: prev decays, then curr does. */
 function waitFor(limit: number, w: number, elapsed: number, curr: number, prev: number, hits: number): number {

@@ -59,7 +59,7 @@ function algorithmScript(name: Algorithm, countsEveryHit: boolean): AlgorithmScr
         remaining: reply[at + 1] as number,
         resetMs: reply[at + 2] as number,
         retryAfterMs: reply[at + 3] as number,
-        blockedForMs: reply[at + 5] as number,
+        blockedForMs: reply[at + 5],
       };
     },
   };

@@ -47,7 +47,7 @@ export function readLuaScript(name: string): string {
  * ("Maximum call stack size exceeded").
  */
 function commandArgs(script: string, keys: readonly string[], args: readonly (string | number)[]): (string | number)[] {
-  const out: (string | number)[] = new Array(2 + keys.length + args.length);
+  const out = new Array<string | number>(2 + keys.length + args.length);
   out[0] = script;
   out[1] = keys.length;
   for (let i = 0; i < keys.length; i++) out[2 + i] = keys[i] as string;

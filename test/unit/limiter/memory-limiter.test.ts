@@ -283,13 +283,17 @@ describe('MemoryLimiter results and concurrency', () => {
 });
 
 describe('MemoryLimiter holdBack (another counter of the request is known to be over)', () => {
-  it('judges every check with its hits and charges none', async () => {
+  // A held-back counter reports its count as it stands, as the reference does: it sends
+  // INCRBY 0 for it and reports the result (limit - count remaining). count + hits would
+  // describe a state that does not exist, and its blockedForMs would let the cache lock it.
+  it('judges every check with its hits, charges none and reports each count as it stands', async () => {
     const { limiter } = setup();
     await one(limiter, check('b', 10, 5));
     const [held] = await limiter.check([check('b', 10, 3)], { ...STOP, holdBack: true });
-    expect(held).toMatchObject({ allowed: true, used: 8, remaining: 2 });
+    expect(held).toMatchObject({ allowed: true, used: 5, remaining: 5, retryAfterMs: 0, blockedForMs: 0 });
     const [over] = await limiter.check([check('b', 10, 6)], { ...STOP, holdBack: true });
-    expect(over!.allowed).toBe(false);
+    expect(over).toMatchObject({ allowed: false, used: 5, remaining: 5, blockedForMs: 0 });
+    expect(over!.retryAfterMs).toBeGreaterThan(0);
     expect((await one(limiter, check('b', 10, 0))).used).toBe(5);
   });
 });

@@ -107,6 +107,15 @@ describe('PrometheusMetrics', () => {
     expect(sample(text, 'ratelimit_service_domain_not_found', { domain: 'ghost' })).toBe(1);
   });
 
+  it('observes response times in milliseconds with PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS, buckets scaled alike', async () => {
+    const m = new PrometheusMetrics({ responseTimeInMilliseconds: true });
+    m.requestDone('ShouldRateLimit', 0.003);
+    const text = await m.registry.metrics();
+    expect(sample(text, 'ratelimit_service_response_time_seconds_sum', { grpc_method: 'ShouldRateLimit' })).toBeCloseTo(3, 9);
+    expect(sample(text, 'ratelimit_service_response_time_seconds_bucket', { grpc_method: 'ShouldRateLimit', le: '5' })).toBe(1);
+    expect(sample(text, 'ratelimit_service_response_time_seconds_bucket', { grpc_method: 'ShouldRateLimit', le: '2.5' })).toBe(0);
+  });
+
   it('reports backend health as a 0/1 gauge', async () => {
     const m = new PrometheusMetrics();
     expect(sample(await m.registry.metrics(), 'floodgate_backend_healthy')).toBe(1);

@@ -158,6 +158,14 @@ describe('RateLimitService', () => {
     expect(res.statuses[0]!.code).toBe('OVER_LIMIT');
   });
 
+  test('global SHADOW_MODE counts each OVER_LIMIT it turned into OK (the reference global_shadow_mode stat)', async () => {
+    const { call, metrics } = setup({ shadowMode: true });
+    await call([d({ zero: 'z' })]);
+    await call([d({ user: 'bob' })]);
+    const text = await metrics.registry.getSingleMetricAsString('ratelimit_service_global_shadow_mode');
+    expect(text).toContain('ratelimit_service_global_shadow_mode 1');
+  });
+
   test('quota_mode: over only when every quota descriptor is over, or any other one is', async () => {
     const { call } = setup();
     await call([d({ q1: 'a' }), d({ q2: 'a' })]);
