@@ -1,0 +1,67 @@
+import { DeadlineExceededError } from '../errors';
+import { policyKeys } from '../limiter/counter-key';
+import { loadLuaScript } from '../limiter/redis/lua-script';
+import type { RedisClient } from '../limiter/redis/redis-client';
+import type { PolicyConfig } from './policy-config';
+import type { PolicyInput, PolicyOutcome, PolicyParams } from './policy-model';
+import { NO_INPUT, type PolicyStore } from './policy-store';
+
+export interface RedisPolicyStoreOptions {
+  readonly client: RedisClient;
+  readonly keyPrefix: string;
+  /** Test hook: pins the script's clock (epoch ms) instead of Redis TIME. */
+  readonly pinnedNow?: () => number;
+}
+
+/** Policy state in Redis: one call of lua/policy.lua per decision, on the client's three keys. */
+export class RedisPolicyStore implements PolicyStore {
+  private readonly script = loadLuaScript('policy');
+
+  constructor(private readonly options: RedisPolicyStoreOptions) {}
+
+  decide(policy: PolicyConfig, params: PolicyParams, client: string, input: PolicyInput, deadline: number): Promise<PolicyOutcome> {
+    return this.run(0, policy, params, client, input, deadline);
+  }
+
+  lookUp(policy: PolicyConfig, params: PolicyParams, client: string, deadline: number): Promise<PolicyOutcome> {
+    return this.run(1, policy, params, client, NO_INPUT, deadline);
+  }
+
+  async close(): Promise<void> {
+    const c = this.options.client;
+    await c.quit().catch(() => c.disconnect());
+  }
+
+  private async run(mode: number, policy: PolicyConfig, p: PolicyParams, client: string, input: PolicyInput, deadline: number): Promise<PolicyOutcome> {
+    const keys = policyKeys(this.options.keyPrefix, policy.domain, policy.client, client);
+    const args: number[] = [
+      mode, p.windowMs, p.weightRequests, p.weightRepeats, p.weightRoutes, p.weightDenials,
+      p.elevatedAt, p.suspiciousAt, p.blockedAt, p.blockedMs, p.quietMs, p.routeCap, p.fingerprintCap,
+      input.routeHash, input.fingerprintHash, input.denials,
+    ];
+    if (this.options.pinnedNow) args.push(this.options.pinnedNow());
+    const r = await withDeadline(this.script.run(this.options.client, keys, args), deadline);
+    return { tier: r[0]!, previousTier: r[1]!, blockedMsLeft: r[2]!, requests: r[3]!, repeats: r[4]!, routes: r[5]!, denials: r[6]!, score: r[7]! };
+  }
+}
+
+function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
+  const budget = deadline - Date.now();
+  if (budget <= 0) {
+    work.catch(() => undefined);
+    return Promise.reject(new DeadlineExceededError('no time left for the policy'));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new DeadlineExceededError(`policy state not read within ${budget} ms`)), budget);
+    work.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        reject(e as Error);
+      },
+    );
+  });
+}
