@@ -15,6 +15,11 @@ import { PrometheusMetrics } from './metrics/metrics';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
 import { SettingsError } from './errors';
+import { policyRoute } from './http/policy-route';
+import { PrometheusPolicyMetrics } from './metrics/policy-metrics';
+import { createPolicyStore } from './policy/create-policy-store';
+import { PolicyEngine } from './policy/policy-engine';
+import type { PolicyStore } from './policy/policy-store';
 
 /** A running floodgate instance. */
 export interface App {
@@ -35,6 +40,8 @@ export interface AppOptions {
   readonly logger?: Logger;
   /** A limiter to use instead of the one the settings describe (tests). */
   readonly limiter?: Limiter;
+  /** A policy store to use instead of the one the settings describe (tests). */
+  readonly policyStore?: PolicyStore;
 }
 
 // How often TLS files are re-read: a rotated certificate is in use within this time.
@@ -131,6 +138,7 @@ function serviceConfig(settings: Settings): ServiceConfig {
 interface Running {
   watcher?: RulesWatcher;
   limiter?: Limiter;
+  policy?: PolicyEngine;
   health?: HealthState;
   grpcServer?: GrpcServer;
   readonly listeners: HttpListener[];
@@ -144,6 +152,7 @@ async function closeRunning(running: Running, graceMs: number): Promise<void> {
   await Promise.all(running.listeners.map((listener) => listener.close()));
   running.health?.close();
   await running.limiter?.close();
+  await running.policy?.close();
 }
 
 interface Core {
@@ -206,6 +215,7 @@ function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, 
 
 interface Served {
   readonly service: RateLimitService;
+  readonly policy: PolicyEngine;
   readonly health: HealthState;
   readonly rules: () => RuleSet | undefined;
 }
@@ -220,7 +230,7 @@ async function listenHttp(running: Running, routes: Record<string, Route>, host:
 }
 
 /** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
-async function openPorts(settings: Settings, { logger, metrics }: Core, { service, health, rules }: Served, running: Running): Promise<Ports> {
+async function openPorts(settings: Settings, { logger, metrics }: Core, { service, policy, health, rules }: Served, running: Running): Promise<Ports> {
   running.grpcServer = new GrpcServer({
     service,
     health,
@@ -233,7 +243,7 @@ async function openPorts(settings: Settings, { logger, metrics }: Core, { servic
   const grpcPort = await running.grpcServer.listen(grpcAddress, await grpcCredentials(settings));
   const httpRoutes = { '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) };
   const httpPort = await listenHttp(running, httpRoutes, settings.host, settings.port);
-  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) };
+  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry), '/policy': policyRoute(rules, policy) };
   const debugPort = await listenHttp(running, debugRoutes, settings.debugHost, settings.debugPort);
   if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
   const metricsRoutes = { [settings.prometheusPath]: metricsRoute(metrics.registry) };
@@ -257,8 +267,13 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     const rules = (): RuleSet | undefined => holder.current;
     const limiter = await startLimiter(settings, options, core, running);
     const health = startHealth(settings, limiter, holder, running);
-    const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings) });
-    const ports = await openPorts(settings, core, { service, health, rules }, running);
+    const policy = new PolicyEngine({
+      store: options.policyStore ?? createPolicyStore(settings, core.logger),
+      metrics: new PrometheusPolicyMetrics(core.metrics.registry),
+    });
+    running.policy = policy;
+    const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
+    const ports = await openPorts(settings, core, { service, policy, health, rules }, running);
     reportHealthChanges(health, limiter, core);
     let stopping: Promise<void> | undefined;
     const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));
