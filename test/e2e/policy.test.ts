@@ -114,6 +114,28 @@ describe.each([
   });
 });
 
+describe('a policy in shadow mode', () => {
+  test('computes, reports and counts tiers, but the limits and the box stay normal', async () => {
+    const shadowRules = { 'api.yaml': RULES['api.yaml'].replace('  quiet_seconds: 30\n', '  quiet_seconds: 30\n  shadow_mode: true\n') };
+    const t = await startTestApp(shadowRules, ENV);
+    try {
+      await awayFromWindowEdge(60, 10_000);
+      const seen: [string | undefined, string, string | undefined][] = [];
+      for (let i = 0; i < 12; i++) {
+        const res = await t.client.shouldRateLimit(oneDescriptor('api', { remote_address: '10.0.0.7' }));
+        seen.push([header(res, 'X-Floodgate-Tier'), res.overall_code as string, header(res, 'RateLimit-Limit')]);
+      }
+      // Normal limits: 10 OK, then over; the tiers still climb (denials feed them too).
+      expect(seen.map((s) => s[1])).toEqual([...Array<string>(10).fill('OK'), 'OVER_LIMIT', 'OVER_LIMIT']);
+      expect(seen.every((s) => s[2] === '10')).toBe(true);
+      expect(seen.map((s) => s[0])).toEqual([...Array<string>(5).fill('normal'), ...Array<string>(6).fill('elevated'), 'suspicious']);
+      expect(await metric(t, 'floodgate_policy_decisions_total{domain="api",tier="elevated",shadow="true"}')).toBe(6);
+    } finally {
+      await t.stop();
+    }
+  }, 60_000);
+});
+
 describe('policy state that cannot be read', () => {
   test('the decision uses the normal tier, never a stricter one, and counts it', async () => {
     const own = await startStandalone();
