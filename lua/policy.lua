@@ -64,6 +64,8 @@ end
 
 local state_key, routes_key, prints_key = KEYS[1], KEYS[2], KEYS[3]
 local f = redis.call('HMGET', state_key, 'tier', 'calm', 'until', 'win', 'req', 'rep', 'den', 'exp')
+-- Without a state there are no sets either (they never outlive it): nothing to clear.
+local had_state = f[1] ~= false
 -- The state's own expiry, also read here so that a pinned clock sees it expire as Redis would.
 if f[8] and now >= tonumber(f[8]) then
   f = {}
@@ -94,7 +96,7 @@ elseif route_cap > 0 then
 end
 local counting = mode == 0 and tier < 3
 if counting then
-  if fresh_window then
+  if fresh_window and had_state then
     -- The sets belong to the previous window.
     redis.call('DEL', routes_key, prints_key)
   end
@@ -102,16 +104,21 @@ if counting then
   req = req + 1
   den = den + denials
   local window_end = window_start + window
+  -- A set gets its expiry when this script creates it (and only this script writes it).
   if route > 0 and route_cap > 0 and routes < route_cap then
-    routes = routes + redis.call('SADD', routes_key, ARGV[14])
-    redis.call('PEXPIREAT', routes_key, int(window_end))
+    local added = redis.call('SADD', routes_key, ARGV[14])
+    if added == 1 and routes == 0 then redis.call('PEXPIREAT', routes_key, int(window_end)) end
+    routes = routes + added
   end
   if print > 0 and print_cap > 0 then
     if redis.call('SISMEMBER', prints_key, ARGV[15]) == 1 then
       rep = rep + 1
-    elseif redis.call('SCARD', prints_key) < print_cap then
-      redis.call('SADD', prints_key, ARGV[15])
-      redis.call('PEXPIREAT', prints_key, int(window_end))
+    else
+      local known = redis.call('SCARD', prints_key)
+      if known < print_cap then
+        redis.call('SADD', prints_key, ARGV[15])
+        if known == 0 then redis.call('PEXPIREAT', prints_key, int(window_end)) end
+      end
     end
   end
 end
@@ -132,7 +139,7 @@ if mode == 0 then
   -- A blocked call writes too: the drop out of the box and the quiet steps are stored.
   if fresh_window and not counting then
     -- Nothing counted in this window yet: keep the old window's numbers out of the new one.
-    redis.call('DEL', routes_key, prints_key)
+    if had_state then redis.call('DEL', routes_key, prints_key) end
     win = window_start
   end
   local expires = win + window

@@ -18,6 +18,7 @@ export class MemoryPolicyStore implements PolicyStore {
   private readonly clients = new Map<string, Entry>();
   private readonly now: () => number;
   private readonly maxClients: number;
+  private lastSweep = 0;
 
   constructor(options: MemoryPolicyStoreOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -67,7 +68,11 @@ export class MemoryPolicyStore implements PolicyStore {
   private makeRoom(): void {
     if (this.clients.size < this.maxClients) return;
     const now = this.now();
-    for (const [id, entry] of this.clients) if (entry.expiresAt <= now) this.clients.delete(id);
+    // A full sweep at most once a second; in between the least recently seen client goes.
+    if (now - this.lastSweep >= 1000) {
+      this.lastSweep = now;
+      for (const [id, entry] of this.clients) if (entry.expiresAt <= now) this.clients.delete(id);
+    }
     while (this.clients.size >= this.maxClients) {
       const oldest = this.clients.keys().next().value as string;
       this.clients.delete(oldest);
