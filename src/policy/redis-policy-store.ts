@@ -1,4 +1,5 @@
-import { DeadlineExceededError } from '../errors';
+import { BackendUnavailableError, DeadlineExceededError } from '../errors';
+import { CircuitBreaker } from '../limiter/redis/circuit-breaker';
 import { policyKeys } from '../limiter/counter-key';
 import { loadLuaScript } from '../limiter/redis/lua-script';
 import type { RedisClient } from '../limiter/redis/redis-client';
@@ -13,11 +14,19 @@ export interface RedisPolicyStoreOptions {
   readonly pinnedNow?: () => number;
 }
 
-/** Policy state in Redis: one call of lua/policy.lua per decision, on the client's three keys. */
+/**
+ * Policy state in Redis: one call of lua/policy.lua per decision, on the client's three keys.
+ * A Redis that keeps failing or hanging opens a circuit: decisions then fail at once (and the
+ * engine answers with the normal tier) instead of each waiting out its budget.
+ */
 export class RedisPolicyStore implements PolicyStore {
   private readonly script = loadLuaScript('policy');
+  private breaker = new CircuitBreaker();
 
-  constructor(private readonly options: RedisPolicyStoreOptions) {}
+  constructor(private readonly options: RedisPolicyStoreOptions) {
+    // A (re)connected client is worth trying at once.
+    options.client.on('ready', () => (this.breaker = new CircuitBreaker()));
+  }
 
   decide(policy: PolicyConfig, params: PolicyParams, client: string, input: PolicyInput, deadline: number): Promise<PolicyOutcome> {
     return this.run(0, policy, params, client, input, deadline);
@@ -40,7 +49,16 @@ export class RedisPolicyStore implements PolicyStore {
       input.routeHash, input.fingerprintHash, input.denials,
     ];
     if (this.options.pinnedNow) args.push(this.options.pinnedNow());
-    const r = await withDeadline(this.script.run(this.options.client, keys, args), deadline);
+    const breaker = this.breaker;
+    if (!breaker.allow()) throw new BackendUnavailableError('redis (policy) is unavailable (circuit open)');
+    let r: number[];
+    try {
+      r = await withDeadline(this.script.run(this.options.client, keys, args), deadline);
+    } catch (err) {
+      breaker.failure();
+      throw err;
+    }
+    breaker.success();
     return { tier: r[0]!, previousTier: r[1]!, blockedMsLeft: r[2]!, requests: r[3]!, repeats: r[4]!, routes: r[5]!, denials: r[6]!, score: r[7]! };
   }
 }
