@@ -106,10 +106,10 @@ async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings
 
 const BACKEND_STARTUP_WAIT_MS = 5000;
 
-/** Resolves true once the limiter's backend is connected, false after `maxMs`. */
-async function backendReady(limiter: Limiter, maxMs: number): Promise<boolean> {
+/** Resolves true once `isReady` says the backend is connected, false after `maxMs`. */
+async function backendReady(isReady: () => boolean, maxMs: number): Promise<boolean> {
   const until = Date.now() + maxMs;
-  while (!limiter.isHealthy()) {
+  while (!isReady()) {
     if (Date.now() >= until) return false;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
@@ -199,7 +199,7 @@ async function startRules(settings: Settings, { logger, metrics }: Core, running
 async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics }: Core, running: Running): Promise<Limiter> {
   const limiter = options.limiter ?? createLimiter(settings, { logger, metrics });
   running.limiter = limiter;
-  if (!(await backendReady(limiter, BACKEND_STARTUP_WAIT_MS))) {
+  if (!(await backendReady(() => limiter.isHealthy(), BACKEND_STARTUP_WAIT_MS))) {
     logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
   }
   return limiter;
@@ -272,6 +272,15 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
       metrics: new PrometheusPolicyMetrics(core.metrics.registry),
     });
     running.policy = policy;
+    // Its own connection, opened only for rules with a policy (a reload that adds the first
+    // policy opens it with the first decision). A call before it is up would take the normal
+    // tier for nothing; not waited for when the limiter's backend is away too.
+    if ((holder.current?.policies.length ?? 0) > 0) {
+      policy.connect();
+      if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), BACKEND_STARTUP_WAIT_MS))) {
+        core.logger.warn('policy store not connected; policies answer normal until it is');
+      }
+    }
     const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
     const ports = await openPorts(settings, core, { service, policy, health, rules }, running);
     reportHealthChanges(health, limiter, core);

@@ -46,6 +46,14 @@ export class MemoryPolicyStore implements PolicyStore {
     return Promise.resolve(decide(copy, params, NO_INPUT, now, false));
   }
 
+  connect(): void {
+    // Nothing to open.
+  }
+
+  isReady(): boolean {
+    return true;
+  }
+
   close(): Promise<void> {
     this.clients.clear();
     return Promise.resolve();

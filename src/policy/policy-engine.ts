@@ -101,6 +101,15 @@ export class PolicyEngine {
     return this.deps.store.lookUp(policy, this.paramsOf(policy), client, deadline);
   }
 
+  /** Opens the store's connection (the app does so when the rules have a policy). */
+  connect(): void {
+    this.deps.store.connect();
+  }
+
+  isReady(): boolean {
+    return this.deps.store.isReady();
+  }
+
   close(): Promise<void> {
     return this.deps.store.close();
   }

@@ -7,6 +7,10 @@ export interface PolicyStore {
   decide(policy: PolicyConfig, params: PolicyParams, client: string, input: PolicyInput, deadline: number): Promise<PolicyOutcome>;
   /** The client's current signals and tier; changes nothing. */
   lookUp(policy: PolicyConfig, params: PolicyParams, client: string, deadline: number): Promise<PolicyOutcome>;
+  /** Opens the backend's connection if it is not open yet. */
+  connect(): void;
+  /** False until the backend is connected (the app waits for it, bounded, before serving). */
+  isReady(): boolean;
   close(): Promise<void>;
 }
 

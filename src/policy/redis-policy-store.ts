@@ -2,13 +2,18 @@ import { BackendUnavailableError, DeadlineExceededError } from '../errors';
 import { CircuitBreaker } from '../limiter/redis/circuit-breaker';
 import { policyKeys } from '../limiter/counter-key';
 import { loadLuaScript } from '../limiter/redis/lua-script';
-import type { RedisClient } from '../limiter/redis/redis-client';
+import { isClientReady, type RedisClient } from '../limiter/redis/redis-client';
 import type { PolicyConfig } from './policy-config';
 import type { PolicyInput, PolicyOutcome, PolicyParams } from './policy-model';
 import { NO_INPUT, type PolicyStore } from './policy-store';
 
 export interface RedisPolicyStoreOptions {
-  readonly client: RedisClient;
+  /**
+   * The connection, or how to open it: then it is opened by connect(), or by the first
+   * decision (which takes the normal tier while the connection comes up), so a deployment
+   * without policies holds no connection for them.
+   */
+  readonly client: RedisClient | (() => RedisClient);
   readonly keyPrefix: string;
   /** Test hook: pins the script's clock (epoch ms) instead of Redis TIME. */
   readonly pinnedNow?: () => number;
@@ -22,10 +27,21 @@ export interface RedisPolicyStoreOptions {
 export class RedisPolicyStore implements PolicyStore {
   private readonly script = loadLuaScript('policy');
   private breaker = new CircuitBreaker();
+  private client: RedisClient | undefined;
 
   constructor(private readonly options: RedisPolicyStoreOptions) {
+    if (typeof options.client !== 'function') this.use(options.client);
+  }
+
+  connect(): void {
+    if (this.client === undefined && typeof this.options.client === 'function') this.use(this.options.client());
+  }
+
+  private use(client: RedisClient): RedisClient {
+    this.client = client;
     // A (re)connected client is worth trying at once.
-    options.client.on('ready', () => (this.breaker = new CircuitBreaker()));
+    client.on('ready', () => (this.breaker = new CircuitBreaker()));
+    return client;
   }
 
   decide(policy: PolicyConfig, params: PolicyParams, client: string, input: PolicyInput, deadline: number): Promise<PolicyOutcome> {
@@ -36,9 +52,13 @@ export class RedisPolicyStore implements PolicyStore {
     return this.run(1, policy, params, client, NO_INPUT, deadline);
   }
 
+  isReady(): boolean {
+    return this.client !== undefined && isClientReady(this.client);
+  }
+
   async close(): Promise<void> {
-    const c = this.options.client;
-    await c.quit().catch(() => c.disconnect());
+    const c = this.client;
+    if (c !== undefined) await c.quit().catch(() => c.disconnect());
   }
 
   private async run(mode: number, policy: PolicyConfig, p: PolicyParams, client: string, input: PolicyInput, deadline: number): Promise<PolicyOutcome> {
@@ -49,11 +69,12 @@ export class RedisPolicyStore implements PolicyStore {
       input.routeHash, input.fingerprintHash, input.denials,
     ];
     if (this.options.pinnedNow) args.push(this.options.pinnedNow());
+    this.connect();
     const breaker = this.breaker;
     if (!breaker.allow()) throw new BackendUnavailableError('redis (policy) is unavailable (circuit open)');
     let r: number[];
     try {
-      r = await withDeadline(this.script.run(this.options.client, keys, args), deadline);
+      r = await withDeadline(this.script.run(this.client as RedisClient, keys, args), deadline);
     } catch (err) {
       breaker.failure();
       throw err;

@@ -114,6 +114,25 @@ describe.each([
   });
 });
 
+describe('connections', () => {
+  test('rules without a policy open no policy connection; rules with one open one', async () => {
+    const own = await startStandalone();
+    const clients = async (): Promise<number> => String(await own.command('CLIENT', 'LIST')).trim().split('\n').length - 1;
+    const apps: TestApp[] = [];
+    try {
+      const before = await clients();
+      apps.push(await startTestApp({ 'plain.yaml': 'domain: plain\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n' }, { REDIS_URL: own.url }));
+      const withoutPolicy = await clients();
+      apps.push(await startTestApp(RULES, { REDIS_URL: own.url }));
+      const withPolicy = await clients();
+      expect([withoutPolicy - before, withPolicy - withoutPolicy]).toEqual([1, 2]);
+    } finally {
+      for (const t of apps) await t.stop();
+      await own.stop();
+    }
+  }, 60_000);
+});
+
 describe('a policy in shadow mode', () => {
   test('computes, reports and counts tiers, but the limits and the box stay normal', async () => {
     const shadowRules = { 'api.yaml': RULES['api.yaml'].replace('  quiet_seconds: 30\n', '  quiet_seconds: 30\n  shadow_mode: true\n') };
