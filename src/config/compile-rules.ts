@@ -3,6 +3,7 @@ import { UNIT_SECONDS } from '../domain/units';
 import { keyValue, type DescriptorEntry } from '../domain/descriptor';
 import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './parse-rule-file';
 import type { RateLimitRule, RuleMatch, RuleSet } from './rule-types';
+import type { PolicyConfig } from '../policy/policy-config';
 
 /** How a node is reached from its request entry. */
 type NodeKind = 'exact' | 'wildcard' | 'any';
@@ -41,6 +42,7 @@ type Level = Map<string, KeyGroup>;
 
 interface DomainTree {
   readonly level: Level;
+  policy?: PolicyConfig;
   /** Composite keys (`key` or `key_value`) of the top level, to reject duplicates across merged files. */
   readonly compositeKeys: Set<string>;
 }
@@ -61,6 +63,11 @@ export function compileRules(configs: readonly DomainConfig[], options: { mergeD
     if (tree === undefined) {
       tree = { level: new Map(), compositeKeys: new Set() };
       domains.set(config.domain, tree);
+    }
+    if (config.policy !== undefined) {
+      // Merged files of one domain may declare its policy once.
+      if (tree.policy !== undefined) throw new ConfigError(`${config.fileName}: duplicate policy for domain '${config.domain}'`);
+      tree.policy = config.policy;
     }
     addTopLevel(tree, config, rules);
   }
@@ -166,10 +173,13 @@ export function wildcardPattern(value: string): RegExp {
 // ---- matching ----
 
 function ruleSet(domains: Map<string, DomainTree>, rules: readonly RateLimitRule[]): RuleSet {
+  const policies = Object.freeze([...domains.values()].flatMap((t) => (t.policy ? [t.policy] : [])));
   return Object.freeze({
     rules,
+    policies,
     domainCount: domains.size,
     hasDomain: (domain: string): boolean => domains.has(domain),
+    policy: (domain: string): PolicyConfig | undefined => domains.get(domain)?.policy,
     match: (domain: string, entries: readonly DescriptorEntry[]): RuleMatch | undefined => {
       const tree = domains.get(domain);
       if (tree === undefined || entries.length === 0) return undefined;
