@@ -18,12 +18,13 @@ const LAYERS = [
     groups: [['src/errors.ts', 'src/error-status.ts', 'src/log.ts', 'src/paths.ts', 'src/health.ts', 'src/metrics']],
   },
   { name: 'rules and counting', groups: [['src/config'], ['src/limiter']] },
+  { name: 'policy', groups: [['src/policy']] },
   // Operator tooling over the counter keys (orphan scan): uses the limiter's Redis client and key layout.
   { name: 'redis keys', groups: [['src/redis-keys']] },
   { name: 'service', groups: [['src/service']] },
   { name: 'rls protocol', groups: [['src/rls']] },
   { name: 'transports', groups: [['src/grpc'], ['src/http']] },
-  { name: 'settings', groups: [['src/settings.ts', 'src/settings-parse.ts', 'src/settings-reference.ts', 'src/redis-url-credentials.ts']] },
+  { name: 'settings', groups: [['src/settings.ts', 'src/settings-parse.ts', 'src/redis-url-credentials.ts', 'src/settings-reference.ts']] },
   // The CLI sits with the app: it wires the same pieces (rules, service, limiter, settings) for one command.
   { name: 'app', groups: [['src/app.ts', 'src/cluster-primary.ts', 'src/main.ts', 'src/cli']] },
 ];

@@ -26,6 +26,11 @@ import { OrphanScan } from './redis-keys/orphan-scan';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
 import { BackendUnavailableError, SettingsError } from './errors';
+import { policyRoute } from './http/policy-route';
+import { PrometheusPolicyMetrics } from './metrics/policy-metrics';
+import { createPolicyStore } from './policy/create-policy-store';
+import { PolicyEngine } from './policy/policy-engine';
+import type { PolicyStore } from './policy/policy-store';
 
 /** A running floodgate instance. */
 export interface App {
@@ -50,6 +55,8 @@ export interface AppOptions {
   readonly logger?: Logger;
   /** A limiter to use instead of the one the settings describe (tests). */
   readonly limiter?: Limiter;
+  /** A policy store to use instead of the one the settings describe (tests). */
+  readonly policyStore?: PolicyStore;
 }
 
 /** The rule loader both the first load and every reload use; the whole load fails on any error. */
@@ -74,10 +81,10 @@ async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings
 
 const BACKEND_STARTUP_WAIT_MS = 5000;
 
-/** Resolves true once the limiter's backend is connected, false after `maxMs`. */
-async function backendReady(limiter: Limiter, maxMs: number): Promise<boolean> {
+/** Resolves true once `isReady` says the backend is connected, false after `maxMs`. */
+async function backendReady(isReady: () => boolean, maxMs: number): Promise<boolean> {
   const until = Date.now() + maxMs;
-  while (!limiter.isHealthy()) {
+  while (!isReady()) {
     if (Date.now() >= until) return false;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
@@ -106,6 +113,7 @@ function serviceConfig(settings: Settings): ServiceConfig {
 interface Running {
   watcher?: RulesWatcher;
   limiter?: Limiter;
+  policy?: PolicyEngine;
   health?: HealthState;
   grpcServer?: GrpcServer;
   orphanScan?: OrphanScan;
@@ -123,6 +131,7 @@ async function closeRunning(running: Running, graceMs: number): Promise<void> {
   running.health?.close();
   await running.orphanScan?.close();
   await running.limiter?.close();
+  await running.policy?.close();
   // Last, so that the final flush carries everything counted until the end.
   await Promise.all(running.stats.map((s) => s.close()));
 }
@@ -182,12 +191,12 @@ async function startLimiter(settings: Settings, options: AppOptions, { logger, m
   const mustConnectWithinMs = settings.backendType === 'redis' ? settings.redisStartupMaxElapsedMs : 0;
   if (mustConnectWithinMs > 0) {
     // REDIS_STARTUP_MAX_ELAPSED_TIME: as the reference, no Redis within that time is a failed start.
-    if (!(await backendReady(limiter, mustConnectWithinMs))) {
+    if (!(await backendReady(() => limiter.isHealthy(), mustConnectWithinMs))) {
       throw new BackendUnavailableError(`Redis not reachable within REDIS_STARTUP_MAX_ELAPSED_TIME (${mustConnectWithinMs} ms)`);
     }
     return limiter;
   }
-  if (!(await backendReady(limiter, BACKEND_STARTUP_WAIT_MS))) {
+  if (!(await backendReady(() => limiter.isHealthy(), BACKEND_STARTUP_WAIT_MS))) {
     logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
   }
   return limiter;
@@ -211,6 +220,7 @@ function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, 
 interface Served {
   readonly service: RateLimitService;
   readonly limiter: Limiter;
+  readonly policy: PolicyEngine;
   readonly health: HealthState;
   readonly rules: () => RuleSet | undefined;
 }
@@ -225,7 +235,7 @@ async function listenHttp(running: Running, routes: Record<string, Route>, setti
 }
 
 /** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
-async function openPorts(settings: Settings, { logger, metrics, prometheus, prometheusRegistry, operator }: Core, { service, health, rules, limiter }: Served, running: Running): Promise<Ports> {
+async function openPorts(settings: Settings, { logger, metrics, prometheus, prometheusRegistry, operator }: Core, { service, policy, health, rules, limiter }: Served, running: Running): Promise<Ports> {
   running.grpcServer = new GrpcServer({
     service,
     health,
@@ -257,6 +267,7 @@ async function openPorts(settings: Settings, { logger, metrics, prometheus, prom
       breakers: () => operator.breakerStates(),
       lastLoad: () => operator.lastLoad,
     }),
+    '/policy': policyRoute(rules, policy),
   };
   const debugPort = await listenHttp(running, debugRoutes, settings, settings.debugHost, settings.debugPort);
   if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
@@ -321,8 +332,22 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     const limiter = await startLimiter(settings, options, core, running);
     startOrphanScan(settings, core, running);
     const health = startHealth(settings, limiter, holder, running);
-    const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings) });
-    const ports = await openPorts(settings, core, { service, health, rules, limiter }, running);
+    const policy = new PolicyEngine({
+      store: options.policyStore ?? createPolicyStore(settings, core.logger),
+      metrics: new PrometheusPolicyMetrics(core.prometheusRegistry),
+    });
+    running.policy = policy;
+    // Its own connection, opened only for rules with a policy (a reload that adds the first
+    // policy opens it with the first decision). A call before it is up would take the normal
+    // tier for nothing; not waited for when the limiter's backend is away too.
+    if ((holder.current?.policies.length ?? 0) > 0) {
+      policy.connect();
+      if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), BACKEND_STARTUP_WAIT_MS))) {
+        core.logger.warn('policy store not connected; policies answer normal until it is');
+      }
+    }
+    const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
+    const ports = await openPorts(settings, core, { service, policy, health, rules, limiter }, running);
     reportHealthChanges(health, limiter, core);
     let stopping: Promise<void> | undefined;
     const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));

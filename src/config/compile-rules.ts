@@ -3,6 +3,7 @@ import { UNIT_SECONDS } from '../domain/units';
 import { keyValue, type DescriptorEntry } from '../domain/descriptor';
 import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './parse-rule-file';
 import type { EntryStep, RateLimitRule, RuleMatch, RuleSet } from './rule-types';
+import type { PolicyConfig } from '../domain/policy-config';
 
 /** How a node is reached from its request entry. */
 type NodeKind = 'exact' | 'wildcard' | 'any';
@@ -41,6 +42,7 @@ type Level = Map<string, KeyGroup>;
 
 interface DomainTree {
   readonly level: Level;
+  policy?: PolicyConfig;
   /** Composite keys (`key` or `key_value`) of the top level, to reject duplicates across merged files. */
   readonly compositeKeys: Set<string>;
 }
@@ -64,6 +66,11 @@ export function compileRules(configs: readonly DomainConfig[], options: { mergeD
       domains.set(config.domain, tree);
     }
     const first = rules.length;
+    if (config.policy !== undefined) {
+      // Merged files of one domain may declare its policy once.
+      if (tree.policy !== undefined) throw new ConfigError(`${config.fileName}: duplicate policy for domain '${config.domain}'`);
+      tree.policy = config.policy;
+    }
     addTopLevel(tree, config, rules);
     byDomain.set(config.domain, [...(byDomain.get(config.domain) ?? []), ...rules.slice(first)]);
   }
@@ -169,8 +176,10 @@ export function wildcardPattern(value: string): RegExp {
 // ---- matching ----
 
 function ruleSet(domains: Map<string, DomainTree>, rules: readonly RateLimitRule[], byDomain: ReadonlyMap<string, readonly RateLimitRule[]>): RuleSet {
+  const policies = Object.freeze([...domains.values()].flatMap((t) => (t.policy ? [t.policy] : [])));
   return Object.freeze({
     rules,
+    policies,
     domainCount: domains.size,
     rulesByDomain: byDomain,
     trace: (domain: string, entries: readonly DescriptorEntry[]): EntryStep[] => {
@@ -178,6 +187,7 @@ function ruleSet(domains: Map<string, DomainTree>, rules: readonly RateLimitRule
       return tree === undefined ? [] : traceSteps(tree.level, entries);
     },
     hasDomain: (domain: string): boolean => domains.has(domain),
+    policy: (domain: string): PolicyConfig | undefined => domains.get(domain)?.policy,
     match: (domain: string, entries: readonly DescriptorEntry[]): RuleMatch | undefined => {
       const tree = domains.get(domain);
       if (tree === undefined || entries.length === 0) return undefined;

@@ -3,7 +3,9 @@ import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
 import { keyValue } from '../domain/descriptor';
 import { parseUnit, type Unit } from '../domain/units';
 import { exactBoundsProblem } from './check-exact-bounds';
+import type { PolicyConfig } from '../domain/policy-config';
 import { DecodeYamlFields } from './decode-yaml-fields';
+import { buildPolicy, decodePolicy, type RawPolicy } from './parse-policy-block';
 import { validateYamlKeys } from './validate-yaml-keys';
 import { goText, yamlTree, YamlSyntaxError, type YMap, type YNode } from './yaml-tree';
 
@@ -39,6 +41,8 @@ export interface DomainConfig {
   readonly fileName: string;
   readonly domain: string;
   readonly descriptors: readonly DescriptorConfig[];
+  /** Ours: the domain's adaptive policy, when the file has a `policy` block. */
+  readonly policy?: PolicyConfig;
 }
 
 /**
@@ -61,7 +65,8 @@ export function parseRuleFile(fileName: string, text: string): DomainConfig {
 
   if (raw.domain === '') fail('config file cannot have empty domain');
   const descriptors = buildLevel(raw.descriptors, `${raw.domain}.`, fail);
-  return deepFreeze({ fileName, domain: raw.domain, descriptors });
+  const policy = raw.policy && buildPolicy(raw.domain, raw.policy, fail);
+  return deepFreeze({ fileName, domain: raw.domain, descriptors, ...(policy && { policy }) });
 }
 
 function readRoot(text: string, fail: (message: string) => never): YMap {
@@ -87,6 +92,7 @@ function readRoot(text: string, fail: (message: string) => never): YMap {
 interface RawRoot {
   readonly domain: string;
   readonly descriptors: readonly RawDescriptor[];
+  readonly policy?: RawPolicy;
 }
 
 interface RawDescriptor {
@@ -118,7 +124,8 @@ const DESCRIPTORS_TYPE = '[]config.YamlDescriptor';
 
 function decodeRoot(root: YMap, d: DecodeYamlFields): RawRoot {
   const f = d.fields(root);
-  return { domain: d.string(f.get('domain')), descriptors: decodeDescriptors(f.get('descriptors'), d) };
+  const policy = d.map(f.get('policy'), 'policy');
+  return { domain: d.string(f.get('domain')), descriptors: decodeDescriptors(f.get('descriptors'), d), ...(policy && { policy: decodePolicy(policy, d) }) };
 }
 
 function decodeDescriptors(node: YNode | undefined, d: DecodeYamlFields): RawDescriptor[] {

@@ -9,6 +9,14 @@ import { planRequest, type DescriptorPlan } from './descriptor-plan';
 import { limitHeaders, type HeaderNames } from './limit-headers';
 import { validateRequest, type RequestLimits } from './validate-request';
 import type { Code, DescriptorStatus, RateLimitRequest, RateLimitResponse } from './types';
+import type { PolicyDecision, PolicyEngine } from '../policy/policy-engine';
+import { penaltyBoxResults, scaleChecks, scaleLimit } from '../policy/scale-limits';
+import type { LimitCheck } from '../limiter/limiter';
+
+/** Response header that carries a policy's tier (when response headers are on). */
+export const TIER_HEADER = 'X-Floodgate-Tier';
+/** Dynamic metadata field that carries a policy's tier. */
+export const TIER_METADATA_KEY = 'floodgate.tier';
 
 /** Behaviour switches of the service, from settings. */
 export interface ServiceConfig {
@@ -28,6 +36,8 @@ export interface RateLimitServiceDeps {
   readonly limiter: Limiter;
   readonly metrics: ServiceMetrics;
   readonly config: ServiceConfig;
+  /** The policy layer; absent: no policy is ever applied. */
+  readonly policy?: PolicyEngine;
 }
 
 /** Statuses a descriptor gets without counting. */
@@ -42,17 +52,40 @@ export class RateLimitService {
   constructor(private readonly deps: RateLimitServiceDeps) {}
 
   async shouldRateLimit(request: RateLimitRequest, deadline: number): Promise<RateLimitResponse> {
-    const { config, limiter } = this.deps;
+    const config = this.deps.config;
     validateRequest(request, config.requestLimits);
     const rules = this.deps.rules();
     if (rules === undefined) throw new NotReadyError('no rate limit configuration loaded');
+    // The policy runs first, so the tier applied includes this request's own signals.
+    const decision = await this.policyDecision(rules, request, deadline);
     const { domainKnown, plans, checks } = planRequest(rules, request);
     if (!domainKnown) this.deps.metrics.domainNotFound(request.domain);
-    const results = checks.length === 0 ? [] : await limiter.check(checks, { deadline, stopIncrementWhenOverLimit: config.stopIncrementWhenOverLimit });
-    return this.respond(request, plans, results);
+    const results = await this.count(checks, decision, deadline);
+    const response = this.respond(request, plans, results, decision);
+    // A denial by the limits is a signal of the client's next decision (not the box's own).
+    if (decision !== undefined && decision.blockedMsLeft === 0 && response.overallCode === 'OVER_LIMIT') this.deps.policy?.noteDenial(decision);
+    return response;
   }
 
-  private respond(request: RateLimitRequest, plans: readonly DescriptorPlan[], results: readonly LimitResult[]): RateLimitResponse {
+  /** The domain's policy decision for this request; undefined (no call) when it names no client. */
+  private async policyDecision(rules: RuleSet, request: RateLimitRequest, deadline: number): Promise<PolicyDecision | undefined> {
+    const engine = this.deps.policy;
+    if (engine === undefined) return undefined;
+    const policy = rules.policy(request.domain);
+    if (policy === undefined) return undefined;
+    const client = engine.clientOf(policy, request);
+    return client === undefined ? undefined : engine.decide(policy, client, request, deadline);
+  }
+
+  /** The limiter's answers; in the penalty box every check is denied without a call. */
+  private async count(checks: readonly LimitCheck[], decision: PolicyDecision | undefined, deadline: number): Promise<readonly LimitResult[]> {
+    if (checks.length === 0) return [];
+    if (decision !== undefined && decision.blockedMsLeft > 0) return penaltyBoxResults(checks, decision.blockedMsLeft);
+    const effective = decision !== undefined && decision.limitPercent < 100 ? scaleChecks(checks, decision.limitPercent) : checks;
+    return this.deps.limiter.check(effective, { deadline, stopIncrementWhenOverLimit: this.deps.config.stopIncrementWhenOverLimit });
+  }
+
+  private respond(request: RateLimitRequest, plans: readonly DescriptorPlan[], results: readonly LimitResult[], decision?: PolicyDecision): RateLimitResponse {
     const { config, metrics } = this.deps;
     const statuses: DescriptorStatus[] = new Array<DescriptorStatus>(plans.length);
     let nonQuotaOver = false;
@@ -77,8 +110,9 @@ export class RateLimitService {
         continue;
       }
       const result = results[plan.checkIndex] as LimitResult;
+      const limit = decision === undefined ? rule.requestsPerUnit : scaleLimit(rule.requestsPerUnit, decision.limitPercent);
       const counts = hitCounts({
-        limit: rule.requestsPerUnit,
+        limit,
         used: result.used,
         hits: plan.hits,
         allowed: result.allowed,
@@ -103,23 +137,31 @@ export class RateLimitService {
       if (!over && plan.metadata !== undefined) passedMetadata?.push(plan.metadata);
       statuses[i] = {
         code: over ? 'OVER_LIMIT' : 'OK',
-        currentLimit: { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: rule.requestsPerUnit, unit: rule.unit ?? 'SECOND' },
+        currentLimit: { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: limit, unit: rule.unit ?? 'SECOND' },
         limitRemaining: result.remaining,
         durationUntilResetSeconds: Math.ceil(result.resetMs / 1000),
       };
     }
     const allQuotaOver = quotaCount > 0 && quotaOver === quotaCount;
-    const limited: Code = nonQuotaOver || allQuotaOver ? 'OVER_LIMIT' : 'OK';
+    // The penalty box denies the whole request, also when no rule matched.
+    const boxMs = decision?.blockedMsLeft ?? 0;
+    const limited: Code = nonQuotaOver || allQuotaOver || boxMs > 0 ? 'OVER_LIMIT' : 'OK';
     const overallCode: Code = config.shadowMode ? 'OK' : limited;
     if (config.shadowMode && limited === 'OVER_LIMIT') metrics.globalShadowMode();
-    const retryAfterMs = Math.max(retryNonQuotaMs, allQuotaOver ? retryQuotaMs : 0);
+    const retryAfterMs = Math.max(retryNonQuotaMs, allQuotaOver ? retryQuotaMs : 0, boxMs);
+    const headers = config.headers && quotaFlags !== undefined ? limitHeaders(config.headers, { statuses, quota: quotaFlags, overall: overallCode, retryAfterMs, request }) : [];
+    if (config.headers && decision !== undefined) headers.push({ key: TIER_HEADER, value: decision.tier });
+    let dynamicMetadata: Record<string, unknown> | undefined;
+    if (passedMetadata !== undefined) {
+      dynamicMetadata = buildDynamicMetadata(request, passedMetadata);
+      if (decision !== undefined) dynamicMetadata[TIER_METADATA_KEY] = decision.tier;
+    }
     return {
       overallCode,
       statuses,
-      responseHeadersToAdd:
-        config.headers && quotaFlags !== undefined ? limitHeaders(config.headers, { statuses, quota: quotaFlags, overall: overallCode, retryAfterMs, request }) : [],
+      responseHeadersToAdd: headers,
       requestHeadersToAdd: [],
-      ...(passedMetadata !== undefined ? { dynamicMetadata: buildDynamicMetadata(request, passedMetadata) } : {}),
+      ...(dynamicMetadata !== undefined ? { dynamicMetadata } : {}),
     };
   }
 }

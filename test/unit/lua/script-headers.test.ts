@@ -11,6 +11,10 @@ import { luaDir } from '../../../src/paths';
 // the headers present and honest without running Redis. The code checks run on the expanded
 // text (lib/*.lua included), which is what Redis runs.
 const files = fs.readdirSync(luaDir).filter((f) => f.endsWith('.lua')).sort();
+// The counting scripts share the one call protocol; any other script (policy.lua) documents its own.
+const isAlgorithmScript = (file: string): boolean => (ALGORITHMS as readonly string[]).includes(file.replace(/\.lua$/, ''));
+const algorithmFiles = files.filter(isAlgorithmScript);
+const otherFiles = files.filter((f) => !isAlgorithmScript(f));
 const libDir = path.join(luaDir, 'lib');
 const libs = fs.readdirSync(libDir).filter((f) => f.endsWith('.lua')).sort();
 
@@ -38,7 +42,18 @@ describe('lua scripts', () => {
     for (const algorithm of ALGORITHMS) expect(files).toContain(`${algorithm}.lua`);
   });
 
-  describe.each(files)('%s', (file) => {
+  describe.each(otherFiles)('%s (not a counting script)', (file) => {
+    const head = header(fs.readFileSync(path.join(luaDir, file), 'utf8'));
+
+    it('is named in snake_case and starts with a header documenting its KEYS, ARGV and reply', () => {
+      expect(file).toMatch(/^[a-z][a-z0-9]*(_[a-z0-9]+)*\.lua$/);
+      expect(head.some((l) => /^-- KEYS\[1\]/.test(l))).toBe(true);
+      expect(head.some((l) => /^-- ARGV\[1\]/.test(l))).toBe(true);
+      expect(head.some((l) => /^-- Returns\s/.test(l))).toBe(true);
+    });
+  });
+
+  describe.each(algorithmFiles)('%s', (file) => {
     const source = fs.readFileSync(path.join(luaDir, file), 'utf8');
     const expanded = readLuaScript(file.replace(/\.lua$/, ''));
     const head = header(source);
