@@ -7,14 +7,15 @@ export const KEYS_USAGE = `usage: floodgate keys --redis <url> [--cluster] [--fi
 
 Walks every counter key under the prefix with SCAN, a bounded COUNT per call and a pause
 between calls, and reports keys without a TTL and keys of an unknown shape (not
-'<prefix>rl:{...}:<algorithm>:<seconds>' holding its algorithm's type). Exits 0 when nothing is
+'<prefix>rl:{...}:<algorithm>:<seconds>' holding its algorithm's type, nor a policy key
+'<prefix>rl:{...}:policy:state|routes|prints'). Exits 0 when nothing is
 left to report, 1 otherwise, 2 when Redis cannot be reached.
 
   --redis URL      redis://[user:pass@]host:port, host:port, or a unix socket path
   --cluster        URL is a seed of a Redis Cluster: scan every master
   --prefix P       CACHE_KEY_PREFIX (default: $CACHE_KEY_PREFIX)
   --fix            give each key without a TTL one (EXPIRE ... NX): two windows of its rule,
-                   or --ttl for a key of unknown shape
+                   or --ttl for a policy key or a key of unknown shape
   --ttl S          TTL for keys of unknown shape with --fix (default 86400)
   --count N        SCAN COUNT per call, 1..1000 (default 100)
   --pause MS       pause between SCAN calls, 0..10000 ms (default 10)

@@ -132,7 +132,7 @@ async function examineKey(scan: NodeScan, key: string, pttl: number, redisType: 
   if (shape === undefined) tally.unknownShape++;
   let fixedTtlSeconds: number | undefined;
   if (pttl < 0 && options.fix !== undefined) {
-    const ttl = shape ? repairTtlSeconds(shape) : options.fix.unknownTtlSeconds;
+    const ttl = (shape && repairTtlSeconds(shape)) ?? options.fix.unknownTtlSeconds;
     // NX: a key the service re-created with its own TTL meanwhile keeps that one.
     const set = await scan.writer.call('EXPIRE', key, String(ttl), 'NX');
     if (set === 1) {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { counterKey } from '../../../src/limiter/counter-key';
+import { counterKey, policyKeys } from '../../../src/limiter/counter-key';
 import { counterKeyPattern, counterKeyShape, repairTtlSeconds } from '../../../src/redis-keys/key-shape';
 
 describe('counterKeyShape', () => {
@@ -31,5 +31,23 @@ describe('counterKeyShape', () => {
 
   test('a repaired counter lives two windows', () => {
     expect(repairTtlSeconds({ algorithm: 'fixed_window', windowSeconds: 60 })).toBe(120);
+  });
+});
+
+describe('policy keys (issue 11)', () => {
+  test('the three keys of a client policy are of known shape, with their Redis types', () => {
+    const [state, routes, prints] = policyKeys('p:', 'd{x}', 'api_key', 'a:b=c%');
+    expect(counterKeyShape('p:', state, 'hash')).toEqual({ policyPart: 'state' });
+    expect(counterKeyShape('p:', routes, 'set')).toEqual({ policyPart: 'routes' });
+    expect(counterKeyShape('p:', prints, 'set')).toEqual({ policyPart: 'prints' });
+    expect(counterKeyShape('p:', state, 'string')).toBeUndefined();
+    expect(counterKeyShape('p:', 'p:rl:{d}:policy:other', 'set')).toBeUndefined();
+  });
+
+  test('a policy key has no window of its own: --fix gives it the TTL of unknown keys', () => {
+    const [state] = policyKeys('p:', 'd', 'k', 'v');
+    const shape = counterKeyShape('p:', state, 'hash');
+    expect(shape).toBeDefined();
+    expect(repairTtlSeconds(shape!)).toBeUndefined();
   });
 });
