@@ -1,6 +1,7 @@
 import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
+import { XdsRulesClient } from './config/xds/xds-rules-client';
 import { grpcServerCredentials } from './grpc/credentials';
 import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
@@ -88,7 +89,8 @@ function serviceConfig(settings: Settings): ServiceConfig {
  * through closeRunning, so what was opened is closed whichever way the app ends.
  */
 interface Running {
-  watcher?: RulesWatcher;
+  /** The rule files' watcher, or the xDS client (CONFIG_TYPE=GRPC_XDS_SOTW). */
+  rulesSource?: { close(): void };
   limiter?: Limiter;
   health?: HealthState;
   grpcServer?: GrpcServer;
@@ -98,7 +100,7 @@ interface Running {
 /** NOT_SERVING first, then calls in flight finish (bounded by `graceMs`), then the rest closes. */
 async function closeRunning(running: Running, graceMs: number): Promise<void> {
   running.health?.markShuttingDown();
-  running.watcher?.close();
+  running.rulesSource?.close();
   await running.grpcServer?.shutdown(graceMs);
   await Promise.all(running.listeners.map((listener) => listener.close()));
   running.health?.close();
@@ -115,27 +117,48 @@ interface RulesHolder {
   current: RuleSet | undefined;
 }
 
-/** Starts watching the rule files, then loads them; the baseline comes first, so no change falls in between. */
+/**
+ * Starts the rules source and returns the holder it swaps. Files: watching starts, then the
+ * first load; the baseline comes first, so no change falls in between. xDS: the rules arrive
+ * with the first snapshot, as in the reference (the ports open without waiting for it).
+ */
 async function startRules(settings: Settings, { logger, metrics }: Core, running: Running): Promise<RulesHolder> {
   const holder: RulesHolder = { current: undefined };
+  const onLoaded = (rules: RuleSet): void => {
+    holder.current = rules;
+    metrics.configLoad(true);
+    logger.info('rules reloaded', { domains: rules.domainCount });
+  };
+  if (settings.xds) {
+    const client = new XdsRulesClient({
+      settings: settings.xds,
+      mergeDomainConfig: settings.mergeDomainConfig,
+      logger,
+      onLoaded,
+      onError: (err) => {
+        metrics.configLoad(false);
+        logger.error(`error loading new configuration from xDS: ${err.message}`);
+      },
+    });
+    running.rulesSource = client;
+    client.start();
+    return holder;
+  }
   const load = ruleLoader(settings);
-  running.watcher = new RulesWatcher({
+  const watcher = new RulesWatcher({
     root: settings.runtimeRoot,
     subdirectory: settings.runtimeSubdirectory,
     appDirectory: settings.runtimeAppDirectory,
     watchRoot: settings.runtimeWatchRoot,
     load,
-    onLoaded: (rules) => {
-      holder.current = rules;
-      metrics.configLoad(true);
-      logger.info('rules reloaded', { domains: rules.domainCount });
-    },
+    onLoaded,
     onError: (err) => {
       metrics.configLoad(false);
       logger.error(`error loading new configuration from runtime: ${err.message}`);
     },
   });
-  await running.watcher.start();
+  running.rulesSource = watcher;
+  await watcher.start();
   holder.current = await loadStartupRules(load, settings, logger, metrics);
   return holder;
 }
