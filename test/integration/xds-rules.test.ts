@@ -206,3 +206,43 @@ describe('xDS over TLS and mTLS', () => {
     expect(await rlconfig(withoutCert)).toBe('');
   });
 });
+
+describe('re-subscribing waits the configured backoff', () => {
+  let dir: string;
+  let server: XdsServer | undefined;
+  let t: TestApp | undefined;
+
+  beforeAll(async () => {
+    xdsServerBinary();
+    dir = mkdtempSync(join(tmpdir(), 'floodgate-xds-backoff-'));
+    trackDir(dir);
+  }, 660_000);
+  afterAll(async () => {
+    await t?.stop();
+    await server?.kill();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=2s without jitter: no new stream before 2 s, one soon after', async () => {
+    server = await startXdsServer({ statePath: join(dir, 'state.json') });
+    await server.push('v1', [limitConfig('first', 'slow', 4)]);
+    t = await startTestApp({}, {
+      CONFIG_TYPE: 'GRPC_XDS_SOTW',
+      CONFIG_GRPC_XDS_SERVER_URL: server.address,
+      CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '100ms',
+      XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '2s',
+      XDS_CLIENT_BACKOFF_MAX_INTERVAL: '10s',
+      XDS_CLIENT_BACKOFF_JITTER: 'false',
+    });
+    await inForceWithin(t, 'slow.k: unit=HOUR requests_per_unit=4', 5000);
+    const address = server.address;
+    await server.kill();
+    const killedAt = Date.now();
+    server = await startXdsServer({ listen: address, statePath: join(dir, 'state.json') });
+    await waitUntil('the re-subscription', async () => (await server!.requests()).length > 0, { timeoutMs: 6000, intervalMs: 20 });
+    const waited = Date.now() - killedAt;
+    expect(waited).toBeGreaterThanOrEqual(1900);
+    expect(waited).toBeLessThan(4500);
+    expect(await rlconfig(t)).toContain('slow.k: unit=HOUR requests_per_unit=4');
+  });
+});
