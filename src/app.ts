@@ -13,8 +13,10 @@ import { createLimiter } from './limiter/create-limiter';
 import type { Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
 import { PrometheusMetrics } from './metrics/metrics';
+import type { RateLimitHandler } from './service/rate-limit-handler';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
+import type { Tracing } from './tracing/start-tracing';
 
 /** A running floodgate instance. */
 export interface App {
@@ -35,6 +37,8 @@ export interface AppOptions {
   readonly logger?: Logger;
   /** A limiter to use instead of the one the settings describe (tests). */
   readonly limiter?: Limiter;
+  /** With TRACING_ENABLED: export spans here, one by one, instead of OTLP (tests). */
+  readonly spanExporter?: import('@opentelemetry/sdk-trace-base').SpanExporter;
 }
 
 /** The rule loader both the first load and every reload use; the whole load fails on any error. */
@@ -94,6 +98,7 @@ interface Running {
   limiter?: Limiter;
   health?: HealthState;
   grpcServer?: GrpcServer;
+  tracing?: Tracing;
   readonly listeners: HttpListener[];
 }
 
@@ -105,6 +110,7 @@ async function closeRunning(running: Running, graceMs: number): Promise<void> {
   await Promise.all(running.listeners.map((listener) => listener.close()));
   running.health?.close();
   await running.limiter?.close();
+  await running.tracing?.shutdown();
 }
 
 interface Core {
@@ -170,7 +176,8 @@ async function startRules(settings: Settings, { logger, metrics }: Core, running
  * starts and the failure mode answers.
  */
 async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics }: Core, running: Running): Promise<Limiter> {
-  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics });
+  const wrapScript = running.tracing?.traceScript;
+  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics, ...(wrapScript ? { wrapScript } : {}) });
   running.limiter = limiter;
   if (!(await backendReady(limiter, BACKEND_STARTUP_WAIT_MS))) {
     logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
@@ -186,8 +193,18 @@ function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, 
   return running.health;
 }
 
+/**
+ * TRACING_ENABLED: the SDK is loaded here and only here, so with tracing off not one module of
+ * it is in the process and the request path has no tracing code at all.
+ */
+async function startTracing(settings: Settings, options: AppOptions, running: Running): Promise<void> {
+  if (!settings.tracing) return;
+  const { startTracing: start } = await import('./tracing/start-tracing.js');
+  running.tracing = await start(settings.tracing, options.spanExporter ? { exporter: options.spanExporter } : {});
+}
+
 interface Served {
-  readonly service: RateLimitService;
+  readonly service: RateLimitHandler;
   readonly health: HealthState;
   readonly rules: () => RuleSet | undefined;
 }
@@ -239,11 +256,13 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
   const core: Core = { logger: options.logger ?? createLogger(settings.logLevel, settings.logFormat), metrics: new PrometheusMetrics({ collectDefault: true }) };
   const running: Running = { listeners: [] };
   try {
+    await startTracing(settings, options, running);
     const holder = await startRules(settings, core, running);
     const rules = (): RuleSet | undefined => holder.current;
     const limiter = await startLimiter(settings, options, core, running);
     const health = startHealth(settings, limiter, holder, running);
-    const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings) });
+    const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings) });
+    const service = running.tracing ? running.tracing.traceService(untraced) : untraced;
     const ports = await openPorts(settings, core, { service, health, rules }, running);
     reportHealthChanges(health, limiter, core);
     let stopping: Promise<void> | undefined;

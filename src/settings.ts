@@ -9,6 +9,7 @@ import type { BackendType } from './limiter/create-limiter';
 import type { FailureMode } from './limiter/failure-mode-limiter';
 import type { RedisSettings, RedisType } from './limiter/redis/redis-client';
 import type { LogFormat, LogLevel } from './log';
+import type { TracingSettings } from './tracing/tracing-settings';
 import { splitRedisUrl } from './redis-url-credentials';
 import type { RequestLimits } from './service/validate-request';
 import { bool, duration, float, int, listenAddress, oneOf, port, str, type Env } from './settings-parse';
@@ -42,6 +43,8 @@ export interface Settings {
   /** CONFIG_TYPE: rules from the rule files, or from an xDS management server (then `xds` is set). */
   readonly configType: ConfigType;
   readonly xds?: XdsSettings;
+  /** Present only when TRACING_ENABLED is true; otherwise no tracing code is even loaded. */
+  readonly tracing?: TracingSettings;
 
   readonly backendType: BackendType;
   readonly redis?: RedisSettings;
@@ -235,6 +238,26 @@ function rulesSource(env: Env): Pick<Settings, 'configType' | 'xds'> {
 
 // ---- end of the xDS settings ----
 
+// ---- TRACING_*: OpenTelemetry traces (the reference's names and defaults) ----
+
+/**
+ * TRACING_SERVICE_* and the sampling rate. Read whatever TRACING_ENABLED says, as envconfig
+ * reads every variable; the OTLP endpoint and the rest are the SDK's own OTEL_* variables.
+ */
+function tracingSettings(env: Env): Pick<Settings, 'tracing'> {
+  const tracing: TracingSettings = Object.freeze({
+    serviceName: str(env, 'TRACING_SERVICE_NAME', 'RateLimit'),
+    serviceNamespace: str(env, 'TRACING_SERVICE_NAMESPACE', ''),
+    serviceInstanceId: str(env, 'TRACING_SERVICE_INSTANCE_ID', ''),
+    // Any number, as in the reference: >= 1 samples every root trace, <= 0 none.
+    samplingRate: float(env, 'TRACING_SAMPLING_RATE', 1, -Number.MAX_VALUE, Number.MAX_VALUE),
+    exporterProtocol: oneOf<TracingSettings['exporterProtocol']>(env, 'TRACING_EXPORTER_PROTOCOL', 'http', ['http', 'grpc']),
+  });
+  return bool(env, 'TRACING_ENABLED', false) ? { tracing } : {};
+}
+
+// ---- end of the tracing settings ----
+
 // 64 KiB holds any request Envoy sends (a few descriptors of short values) many times over,
 // while a 4 MiB message of empty descriptors took 600 MB and 1.4 s to decode.
 const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
@@ -329,6 +352,7 @@ export function loadSettings(env: Env = process.env): Settings {
     forceStartWithoutInitialConfig: bool(env, 'FORCE_START_WITHOUT_INITIAL_CONFIG', false),
     healthyWithAtLeastOneConfigLoaded: bool(env, 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
     ...rulesSource(env),
+    ...tracingSettings(env),
     ...backend,
     cacheKeyPrefix: cacheKeyPrefix(env),
     backendFailureMode: oneOf<FailureMode>(env, 'BACKEND_FAILURE_MODE', 'error', ['error', 'allow', 'deny', 'local']),

@@ -5,6 +5,7 @@ import type { Limiter } from './limiter';
 import { MemoryLimiter } from './memory/memory-limiter';
 import { OverLimitCache } from './over-limit-cache';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
+import type { WrapScript } from './redis/algorithm-scripts';
 import { RedisLimiter } from './redis/redis-limiter';
 
 export type BackendType = 'memory' | 'redis';
@@ -22,6 +23,8 @@ export interface LimiterSettings {
 export interface LimiterDeps {
   readonly logger: Logger;
   readonly metrics: ServiceMetrics;
+  /** TRACING_ENABLED: wraps each Redis script call in a span. */
+  readonly wrapScript?: WrapScript;
 }
 
 function logConnectionErrors(client: RedisClient, name: string, logger: Logger): void {
@@ -54,6 +57,7 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
     client,
     ...(perSecondClient ? { perSecondClient } : {}),
     keyPrefix: settings.cacheKeyPrefix,
+    ...(deps.wrapScript ? { wrapScript: deps.wrapScript } : {}),
     coalescing: { windowMs: settings.redis.pipelineWindowMs, maxKeys: settings.redis.pipelineLimit },
   });
   if (settings.localCacheSizeInBytes > 0) limiter = new OverLimitCache(limiter, { maxBytes: settings.localCacheSizeInBytes });

@@ -670,3 +670,40 @@ describe('CONFIG_TYPE and the xDS settings (issue 13)', () => {
     expect(settingsErrorOf({ ...env, CONFIG_GRPC_XDS_CLIENT_TLS_KEY: '/c.key' }).message).toMatch(/both or neither/);
   });
 });
+
+describe('TRACING_* (issue 13)', () => {
+  it('off by default: no tracing settings at all', () => {
+    expect(loadSettings({}).tracing).toBeUndefined();
+    expect(loadSettings({ TRACING_ENABLED: 'false', TRACING_SERVICE_NAME: 'x' }).tracing).toBeUndefined();
+  });
+
+  it('on: the reference defaults', () => {
+    const t = loadSettings({ TRACING_ENABLED: 'true' }).tracing;
+    expect(t).toEqual({ serviceName: 'RateLimit', serviceNamespace: '', serviceInstanceId: '', samplingRate: 1, exporterProtocol: 'http' });
+    expect(Object.isFrozen(t)).toBe(true);
+  });
+
+  it('reads every TRACING_* variable', () => {
+    expect(
+      loadSettings({
+        TRACING_ENABLED: 'True',
+        TRACING_SERVICE_NAME: 'rls',
+        TRACING_SERVICE_NAMESPACE: 'edge',
+        TRACING_SERVICE_INSTANCE_ID: 'rls-0',
+        TRACING_SAMPLING_RATE: '0.1',
+        TRACING_EXPORTER_PROTOCOL: 'GRPC',
+      }).tracing,
+    ).toEqual({ serviceName: 'rls', serviceNamespace: 'edge', serviceInstanceId: 'rls-0', samplingRate: 0.1, exporterProtocol: 'grpc' });
+  });
+
+  it('any sampling rate is accepted as in the reference (>= 1 always, <= 0 never)', () => {
+    expect(loadSettings({ TRACING_ENABLED: 'true', TRACING_SAMPLING_RATE: '5' }).tracing?.samplingRate).toBe(5);
+    expect(loadSettings({ TRACING_ENABLED: 'true', TRACING_SAMPLING_RATE: '-1' }).tracing?.samplingRate).toBe(-1);
+  });
+
+  it('bad values stop start-up, naming the variable (even with tracing off, as envconfig does)', () => {
+    expect(settingsErrorOf({ TRACING_ENABLED: 'on' }).message).toMatch(/^invalid value for TRACING_ENABLED: 'on'/);
+    expect(settingsErrorOf({ TRACING_SAMPLING_RATE: 'half' }).message).toMatch(/^invalid value for TRACING_SAMPLING_RATE: 'half'/);
+    expect(settingsErrorOf({ TRACING_EXPORTER_PROTOCOL: 'zipkin' }).message).toBe("invalid value for TRACING_EXPORTER_PROTOCOL: 'zipkin' (expected one of http, grpc)");
+  });
+});

@@ -10,6 +10,9 @@ export type CallPass =
   /** First pass when one all-or-nothing request spans several calls: charge nothing. */
   | 'peek';
 
+/** Decorates a script once, when the table is built (tracing wraps each call in a span); identity otherwise. */
+export type WrapScript = (script: LuaScript, name: string) => LuaScript;
+
 /** How the Redis limiter talks to one algorithm's script: arguments in, results out. */
 export interface AlgorithmScript {
   readonly script: LuaScript;
@@ -34,10 +37,10 @@ export interface AlgorithmScript {
 }
 
 // lua/fixed_window.lua: ARGV [mode, (hits, limit, window) × n], 4 integers per key.
-function fixedWindowScript(): AlgorithmScript {
+function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
   const width = 4;
   return {
-    script: loadLuaScript('fixed_window'),
+    script: wrap(loadLuaScript('fixed_window'), 'fixed_window'),
     replyWidth: width,
     // Each key is one INCRBY (and its expiry) in turn: a key that appears twice counts twice.
     coalescible: true,
@@ -62,10 +65,10 @@ function fixedWindowScript(): AlgorithmScript {
 // window, burst) × n] and 5 integers per key [used, remaining, reset_ms, retry_after_ms, denied].
 const MODES: Readonly<Record<CallPass, number>> = { count: 0, stop: 1, peek: 2 };
 
-function admittedHitsScript(name: Algorithm): AlgorithmScript {
+function admittedHitsScript(name: Algorithm, wrap: WrapScript): AlgorithmScript {
   const width = 5;
   return {
-    script: loadLuaScript(name),
+    script: wrap(loadLuaScript(name), name),
     replyWidth: width,
     // Not merged: these scripts are not written for one key appearing twice in a call.
     coalescible: false,
@@ -91,12 +94,12 @@ function admittedHitsScript(name: Algorithm): AlgorithmScript {
  * The script of every algorithm, loaded once (one table per limiter). The table is total: a new
  * Algorithm does not compile until it has an entry here and one in memory/memory-algorithms.ts.
  */
-export function algorithmScripts(): Readonly<Record<Algorithm, AlgorithmScript>> {
+export function algorithmScripts(wrap: WrapScript = (script) => script): Readonly<Record<Algorithm, AlgorithmScript>> {
   return {
-    fixed_window: fixedWindowScript(),
-    sliding_window: admittedHitsScript('sliding_window'),
-    token_bucket: admittedHitsScript('token_bucket'),
-    gcra: admittedHitsScript('gcra'),
-    sliding_log: admittedHitsScript('sliding_log'),
+    fixed_window: fixedWindowScript(wrap),
+    sliding_window: admittedHitsScript('sliding_window', wrap),
+    token_bucket: admittedHitsScript('token_bucket', wrap),
+    gcra: admittedHitsScript('gcra', wrap),
+    sliding_log: admittedHitsScript('sliding_log', wrap),
   };
 }
