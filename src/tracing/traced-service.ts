@@ -45,6 +45,9 @@ export class TracedRateLimitService implements RateLimitHandler {
       { kind: SpanKind.SERVER, attributes: { [ATTR_DOMAIN]: request.domain, [ATTR_DESCRIPTOR_COUNT]: request.descriptors.length } },
       parent,
     );
+    // Not sampled: nothing of it will be exported and its children would not be sampled either,
+    // so the call runs untraced (no context to carry, no attributes to set).
+    if (!span.isRecording()) return this.inner.shouldRateLimit(request, deadline);
     return this.active.run(trace.setSpan(parent, span), () => this.inner.shouldRateLimit(request, deadline)).then(
       (response) => {
         span.setAttribute(ATTR_DECISION, response.overallCode);
