@@ -246,3 +246,69 @@ describe('re-subscribing waits the configured backoff', () => {
     expect(await rlconfig(t)).toContain('slow.k: unit=HOUR requests_per_unit=4');
   });
 });
+
+describe('before the first snapshot, and a server that is not there yet', () => {
+  let dir: string;
+  const servers: XdsServer[] = [];
+  const apps: TestApp[] = [];
+
+  beforeAll(() => {
+    xdsServerBinary();
+    dir = mkdtempSync(join(tmpdir(), 'floodgate-xds-late-'));
+    trackDir(dir);
+  }, 660_000);
+  afterAll(async () => {
+    for (const t of apps) await t.stop();
+    for (const s of servers) await s.kill();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function freeAddress(): Promise<string> {
+    const { freePort } = await import('../harness/free-port');
+    return `127.0.0.1:${await freePort()}`;
+  }
+
+  test('calls get UNAVAILABLE and health is NOT_SERVING (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED) until the first snapshot', async () => {
+    const address = await freeAddress();
+    const t = await startTestApp({}, { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: address, HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: 'true', ...FAST_RETRY });
+    apps.push(t);
+    await expect(t.client.shouldRateLimit(oneDescriptor('late', { k: 'v' }))).rejects.toMatchObject({ code: 14, details: 'no rate limit configuration loaded' });
+    expect(await t.client.healthCheck()).toBe('NOT_SERVING');
+
+    // The server appears only now; CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL=100ms finds it soon.
+    const server = await startXdsServer({ listen: address, statePath: join(dir, 'late.json') });
+    servers.push(server);
+    await server.push('v1', [limitConfig('late', 'late', 1)]);
+    const took = await inForceWithin(t, 'late.k: unit=HOUR requests_per_unit=1', 1500);
+    expect(took).toBeLessThan(1500);
+    await waitUntil('SERVING', async () => (await t.client.healthCheck()) === 'SERVING', { timeoutMs: 2000 });
+    expect(await codes(t, 'late', 2)).toEqual(['OK', 'OVER_LIMIT']);
+  });
+
+  test('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL paces the connection attempts', async () => {
+    const address = await freeAddress();
+    const t = await startTestApp({}, { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: address, CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '20s' });
+    apps.push(t);
+    await sleep(300); // the first attempt has failed: the next one is 20 s away
+    const server = await startXdsServer({ listen: address, statePath: join(dir, 'slow.json') });
+    servers.push(server);
+    await server.push('v1', [limitConfig('slow', 'paced', 1)]);
+    await sleep(2000);
+    expect(await rlconfig(t)).toBe('');
+    expect(await server.requests()).toEqual([]);
+  });
+
+  test('XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: a larger snapshot is not taken', async () => {
+    const server = await startXdsServer({ statePath: join(dir, 'big.json') });
+    servers.push(server);
+    const descriptors = Array.from({ length: 50 }, (_, i) => ({ key: `key_${i}`, rate_limit: { unit: 'HOUR', requests_per_unit: 1 } }));
+    await server.push('v1', [{ name: 'big', domain: 'big', descriptors }]);
+    const small = await startTestApp({}, { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: server.address, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '512', ...FAST_RETRY });
+    apps.push(small);
+    const roomy = await startTestApp({}, { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: server.address, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '65536', ...FAST_RETRY });
+    apps.push(roomy);
+    await inForceWithin(roomy, 'big.key_49: unit=HOUR requests_per_unit=1', 5000);
+    await sleep(500);
+    expect(await rlconfig(small)).toBe('');
+  });
+});
