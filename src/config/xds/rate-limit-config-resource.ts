@@ -4,7 +4,7 @@ import { stringify } from 'yaml';
 import { ConfigError } from '../../errors';
 import { protoDir } from '../../paths';
 import { compileRules } from '../compile-rules';
-import { parseRuleFile, type DomainConfig } from '../parse-rule-file';
+import { parseRuleFile } from '../parse-rule-file';
 import type { RuleSet } from '../rule-types';
 
 /** The xDS resource type the reference's config provider subscribes to. */
@@ -129,23 +129,30 @@ export function rateLimitConfigToYaml(config: ProtoRateLimitConfig): string {
   return stringify(document, { defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN' });
 }
 
-/** Decodes one resource and validates it as the rule file it stands for, named by the resource's name. */
-export function decodeRateLimitConfig(resource: AnyResource): DomainConfig {
+function decodeResource(resource: AnyResource): ProtoRateLimitConfig {
   if (resource.type_url !== RATE_LIMIT_CONFIG_TYPE_URL) {
     throw new ConfigError(`unexpected resource type '${resource.type_url}' (expected ${RATE_LIMIT_CONFIG_TYPE_URL})`);
   }
   const type = loadRateLimitConfigType();
-  let config: ProtoRateLimitConfig;
   try {
     const message = type.decode(resource.value);
-    config = type.toObject(message, { enums: String, longs: Number, defaults: true, arrays: true, oneofs: true }) as ProtoRateLimitConfig;
+    return type.toObject(message, { enums: String, longs: Number, defaults: true, arrays: true, oneofs: true }) as ProtoRateLimitConfig;
   } catch (err) {
     throw new ConfigError(`cannot decode RateLimitConfig: ${(err as Error).message}`, { cause: err });
   }
-  return parseRuleFile(config.name, rateLimitConfigToYaml(config));
 }
 
-/** A whole state-of-the-world snapshot → one RuleSet; any bad resource rejects the snapshot. */
+/**
+ * A whole state-of-the-world snapshot → one RuleSet; any bad resource rejects the snapshot.
+ * Each resource is validated as the rule file it stands for, named by the resource's name.
+ * The resources are taken in name order, as the files of a directory are: a management server
+ * may list them in any order (go-control-plane's differs from one response to the next), and
+ * the order decides which one an error names and how merged domains combine.
+ */
 export function compileSnapshot(resources: readonly AnyResource[], options: { mergeDomainConfig: boolean }): RuleSet {
-  return compileRules(resources.map(decodeRateLimitConfig), options);
+  const configs = resources.map(decodeResource).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return compileRules(
+    configs.map((config) => parseRuleFile(config.name, rateLimitConfigToYaml(config))),
+    options,
+  );
 }

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { SettingsError } from '../../errors';
 import { PROTO_LOADER_OPTIONS } from '../../grpc/protos';
 import type { Logger } from '../../log';
 import type { RuleSet } from '../rule-types';
@@ -69,11 +70,10 @@ type AdsStream = grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
  */
 const REPEATED_NACK_DELAY_MS = 250;
 
-/** Identifies a snapshot by its version and content. */
+/** Identifies a snapshot by its version and content, whatever order the resources come in. */
 function snapshotKey(response: DiscoveryResponse): string {
-  const hash = createHash('sha256').update(response.version_info).update('\0');
-  for (const resource of response.resources) hash.update(resource.type_url).update('\0').update(resource.value).update('\0');
-  return hash.digest('hex');
+  const parts = response.resources.map((resource) => createHash('sha256').update(resource.type_url).update('\0').update(resource.value).digest('hex'));
+  return createHash('sha256').update(response.version_info).update('\0').update(parts.sort().join(',')).digest('hex');
 }
 
 let adsClientConstructor: grpc.ServiceClientConstructor | undefined;
@@ -89,10 +89,25 @@ function loadAdsClient(): grpc.ServiceClientConstructor {
   return adsClientConstructor;
 }
 
+/** Reads the TLS files once, at start; a missing or malformed one stops the start with its name. */
 function channelCredentials(tls: XdsTls | undefined): grpc.ChannelCredentials {
   if (!tls) return grpc.credentials.createInsecure();
-  const read = (path: string | undefined): Buffer | null => (path ? readFileSync(path) : null);
-  return grpc.credentials.createSsl(read(tls.caCert), read(tls.clientKey), read(tls.clientCert));
+  const read = (path: string | undefined, name: string): Buffer | null => {
+    if (!path) return null;
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new SettingsError(`invalid value for ${name}: '${path}' (${(err as Error).message})`, { cause: err });
+    }
+  };
+  const ca = read(tls.caCert, 'CONFIG_GRPC_XDS_SERVER_TLS_CACERT');
+  const key = read(tls.clientKey, 'CONFIG_GRPC_XDS_CLIENT_TLS_KEY');
+  const cert = read(tls.clientCert, 'CONFIG_GRPC_XDS_CLIENT_TLS_CERT');
+  try {
+    return grpc.credentials.createSsl(ca, key, cert);
+  } catch (err) {
+    throw new SettingsError(`invalid xDS TLS files: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 function channelOptions(settings: XdsSettings): grpc.ChannelOptions {
@@ -128,7 +143,7 @@ export class XdsRulesClient {
     this.backoff = new XdsBackoff(options.settings.backoff);
   }
 
-  /** Opens the channel and subscribes; rules arrive later through onLoaded. Throws only on unreadable TLS files. */
+  /** Opens the channel and subscribes; rules arrive later through onLoaded. Throws SettingsError only for unreadable TLS files. */
   start(): void {
     const { settings, logger } = this.options;
     const Client = loadAdsClient();

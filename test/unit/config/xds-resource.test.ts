@@ -163,3 +163,23 @@ describe('XdsBackoff: the reference backoff arithmetic (jpillora/backoff)', () =
     expect(new XdsBackoff({ initialMs: 5000, maxMs: 1000, factor: 2, jitter: false }).next()).toBe(1000);
   });
 });
+
+describe('resource order does not matter: they are taken in name order, as files are', () => {
+  const a = resource({ name: 'a', domain: 'd', descriptors: [{ key: 'x', rate_limit: { unit: 'SECOND', requests_per_unit: 1 } }] });
+  const b = resource({ name: 'b', domain: 'd', descriptors: [{ key: 'y', rate_limit: { unit: 'SECOND', requests_per_unit: 2 } }] });
+  const bad = resource({ name: 'c-bad', domain: 'e', descriptors: [{ key: 'k', rate_limit: { requests_per_unit: 1 } }] });
+  const worse = resource({ name: 'd-worse', domain: '', descriptors: [] });
+
+  it('the same rules either way', () => {
+    const forward = compileSnapshot([a, b], { mergeDomainConfig: true });
+    const backward = compileSnapshot([b, a], { mergeDomainConfig: true });
+    expect(backward.rules).toEqual(forward.rules);
+    expect(forward.rules.map((r) => r.fullKey)).toEqual(['d.x', 'd.y']);
+  });
+
+  it('the same error either way', () => {
+    expect(() => compileSnapshot([b, a], { mergeDomainConfig: false })).toThrow("b: duplicate domain 'd' in config file");
+    expect(() => compileSnapshot([worse, bad], { mergeDomainConfig: false })).toThrow("c-bad: invalid rate limit unit 'UNKNOWN'");
+    expect(() => compileSnapshot([bad, worse], { mergeDomainConfig: false })).toThrow("c-bad: invalid rate limit unit 'UNKNOWN'");
+  });
+});
