@@ -183,10 +183,11 @@ export class XdsRulesClient {
 
   private onResponse(stream: AdsStream, response: DiscoveryResponse): void {
     if (stream !== this.stream || this.closed) return;
+    // A newer response supersedes a NACK still waiting for an older one.
+    clearTimeout(this.nackTimer);
     const key = snapshotKey(response);
     const rejected = this.rejected;
     if (rejected?.key === key) {
-      clearTimeout(this.nackTimer);
       this.nackTimer = setTimeout(() => {
         if (stream === this.stream && !this.closed) this.nack(stream, response.nonce, rejected.message);
       }, REPEATED_NACK_DELAY_MS);
