@@ -92,6 +92,18 @@ describe('TRACING_ENABLED=true (Redis backend, in-memory exporter)', () => {
     expect(scripts[0]!.attributes).toMatchObject({ 'db.system': 'redis', script: 'fixed_window', keys: 2 });
   });
 
+  test('concurrent calls merged into one script call: that call is traced once, under one of them', async () => {
+    await Promise.all(Array.from({ length: 10 }, (_, i) => t.client.shouldRateLimit(oneDescriptor('traced', { other: `merged-${i}` }))));
+    const spans = exporter.getFinishedSpans();
+    const calls = named(spans, 'ShouldRateLimit Execution');
+    const scripts = named(spans, 'Redis Script Execution');
+    expect(calls).toHaveLength(10);
+    expect(scripts.length).toBeGreaterThan(0);
+    expect(scripts.length).toBeLessThanOrEqual(10);
+    const callIds = new Set(calls.map((c) => c.spanContext().spanId));
+    for (const script of scripts) expect(callIds.has(script.parentSpanContext?.spanId ?? '')).toBe(true);
+  });
+
   test('the decision OVER_LIMIT is on the span', async () => {
     for (let i = 0; i < 3; i++) await t.client.shouldRateLimit(oneDescriptor('traced', { k: 'over' }));
     const calls = named(exporter.getFinishedSpans(), 'ShouldRateLimit Execution');
