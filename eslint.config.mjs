@@ -23,7 +23,7 @@ const LAYERS = [
   { name: 'redis keys', groups: [['src/redis-keys']] },
   { name: 'service', groups: [['src/service']] },
   { name: 'rls protocol', groups: [['src/rls']] },
-  { name: 'transports', groups: [['src/grpc'], ['src/http']] },
+  { name: 'transports', groups: [['src/grpc'], ['src/http'], ['src/tracing']] },
   { name: 'settings', groups: [['src/settings.ts', 'src/settings-parse.ts', 'src/redis-url-credentials.ts', 'src/settings-reference.ts']] },
   // The CLI sits with the app: it wires the same pieces (rules, service, limiter, settings) for one command.
   { name: 'app', groups: [['src/app.ts', 'src/cluster-primary.ts', 'src/main.ts', 'src/cli']] },

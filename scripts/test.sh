@@ -47,6 +47,7 @@ TIMING_SENSITIVE=(
   test/integration/redis-backend-failover.test.ts
   test/integration/redis-backend-down.test.ts
   test/integration/redis-backend-hang.test.ts
+  test/integration/xds-rules.test.ts
 )
 
 results1=$(mktemp)

@@ -4,6 +4,7 @@ import type { Registry } from 'prom-client';
 import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
+import { XdsRulesClient } from './config/xds/xds-rules-client';
 import { grpcServerCredentials } from './grpc/credentials';
 import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
@@ -31,6 +32,8 @@ import { PrometheusPolicyMetrics } from './metrics/policy-metrics';
 import { createPolicyStore } from './policy/create-policy-store';
 import { PolicyEngine } from './policy/policy-engine';
 import type { PolicyStore } from './policy/policy-store';
+import type { RateLimitHandler } from './service/rate-limit-handler';
+import type { Tracing } from './tracing/start-tracing';
 
 /** A running floodgate instance. */
 export interface App {
@@ -57,6 +60,8 @@ export interface AppOptions {
   readonly limiter?: Limiter;
   /** A policy store to use instead of the one the settings describe (tests). */
   readonly policyStore?: PolicyStore;
+  /** With TRACING_ENABLED: export spans here, one by one, instead of OTLP (tests). */
+  readonly spanExporter?: import('@opentelemetry/sdk-trace-base').SpanExporter;
 }
 
 /** The rule loader both the first load and every reload use; the whole load fails on any error. */
@@ -111,12 +116,14 @@ function serviceConfig(settings: Settings): ServiceConfig {
  * through closeRunning, so what was opened is closed whichever way the app ends.
  */
 interface Running {
-  watcher?: RulesWatcher;
+  /** The rule files' watcher, or the xDS client (CONFIG_TYPE=GRPC_XDS_SOTW). */
+  rulesSource?: { close(): void };
   limiter?: Limiter;
   policy?: PolicyEngine;
   health?: HealthState;
   grpcServer?: GrpcServer;
   orphanScan?: OrphanScan;
+  tracing?: Tracing;
   readonly listeners: HttpListener[];
   /** statsd and the PROMETHEUS_MAPPER_YAML sink: each sends what it counted when closed. */
   readonly stats: StatsdMetrics[];
@@ -125,13 +132,14 @@ interface Running {
 /** NOT_SERVING first, then calls in flight finish (bounded by `graceMs`), then the rest closes. */
 async function closeRunning(running: Running, graceMs: number): Promise<void> {
   running.health?.markShuttingDown();
-  running.watcher?.close();
+  running.rulesSource?.close();
   await running.grpcServer?.shutdown(graceMs);
   await Promise.all(running.listeners.map((listener) => listener.close()));
   running.health?.close();
   await running.orphanScan?.close();
   await running.limiter?.close();
   await running.policy?.close();
+  await running.tracing?.shutdown();
   // Last, so that the final flush carries everything counted until the end.
   await Promise.all(running.stats.map((s) => s.close()));
 }
@@ -152,28 +160,49 @@ interface RulesHolder {
   current: RuleSet | undefined;
 }
 
-/** Starts watching the rule files, then loads them; the baseline comes first, so no change falls in between. */
+/**
+ * Starts the rules source and returns the holder it swaps. Files: watching starts, then the
+ * first load; the baseline comes first, so no change falls in between. xDS: the rules arrive
+ * with the first snapshot, as in the reference (the ports open without waiting for it).
+ */
 async function startRules(settings: Settings, { logger, metrics, operator }: Core, running: Running): Promise<RulesHolder> {
   const holder: RulesHolder = { current: undefined };
+  const onLoaded = (rules: RuleSet): void => {
+    holder.current = rules;
+    operator.rulesLoaded(rules);
+    metrics.configLoad(true);
+    logger.info('rules reloaded', { domains: rules.domainCount });
+  };
+  if (settings.xds) {
+    const client = new XdsRulesClient({
+      settings: settings.xds,
+      mergeDomainConfig: settings.mergeDomainConfig,
+      logger,
+      onLoaded,
+      onError: (err) => {
+        metrics.configLoad(false);
+        logger.error(`error loading new configuration from xDS: ${err.message}`);
+      },
+    });
+    running.rulesSource = client;
+    client.start();
+    return holder;
+  }
   const load = ruleLoader(settings);
-  running.watcher = new RulesWatcher({
+  const watcher = new RulesWatcher({
     root: settings.runtimeRoot,
     subdirectory: settings.runtimeSubdirectory,
     appDirectory: settings.runtimeAppDirectory,
     watchRoot: settings.runtimeWatchRoot,
     load,
-    onLoaded: (rules) => {
-      holder.current = rules;
-      operator.rulesLoaded(rules);
-      metrics.configLoad(true);
-      logger.info('rules reloaded', { domains: rules.domainCount });
-    },
+    onLoaded,
     onError: (err) => {
       metrics.configLoad(false);
       logger.error(`error loading new configuration from runtime: ${err.message}`);
     },
   });
-  await running.watcher.start();
+  running.rulesSource = watcher;
+  await watcher.start();
   holder.current = await loadStartupRules(load, settings, logger, metrics);
   if (holder.current !== undefined) operator.rulesLoaded(holder.current);
   return holder;
@@ -186,7 +215,8 @@ async function startRules(settings: Settings, { logger, metrics, operator }: Cor
  * starts and the failure mode answers.
  */
 async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics, operator }: Core, running: Running): Promise<Limiter> {
-  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics, operator });
+  const wrapScript = running.tracing?.traceScript;
+  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics, operator, ...(wrapScript ? { wrapScript } : {}) });
   running.limiter = limiter;
   const mustConnectWithinMs = settings.backendType === 'redis' ? settings.redisStartupMaxElapsedMs : 0;
   if (mustConnectWithinMs > 0) {
@@ -217,8 +247,18 @@ function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, 
   return running.health;
 }
 
+/**
+ * TRACING_ENABLED: the SDK is loaded here and only here, so with tracing off not one module of
+ * it is in the process and the request path has no tracing code at all.
+ */
+async function startTracing(settings: Settings, options: AppOptions, running: Running): Promise<void> {
+  if (!settings.tracing) return;
+  const { startTracing: start } = await import('./tracing/start-tracing.js');
+  running.tracing = await start(settings.tracing, options.spanExporter ? { exporter: options.spanExporter } : {});
+}
+
 interface Served {
-  readonly service: RateLimitService;
+  readonly service: RateLimitHandler;
   readonly limiter: Limiter;
   readonly policy: PolicyEngine;
   readonly health: HealthState;
@@ -327,6 +367,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
   const prometheusRegistry = mapped?.registry ?? prometheus.registry;
   const core: Core = { logger, prometheus, prometheusRegistry, metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus, operator: new OperatorMetrics(prometheus.registry) };
   try {
+    await startTracing(settings, options, running);
     const holder = await startRules(settings, core, running);
     const rules = (): RuleSet | undefined => holder.current;
     const limiter = await startLimiter(settings, options, core, running);
@@ -346,7 +387,8 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
         core.logger.warn('policy store not connected; policies answer normal until it is');
       }
     }
-    const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
+    const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
+    const service = running.tracing ? running.tracing.traceService(untraced) : untraced;
     const ports = await openPorts(settings, core, { service, policy, health, rules, limiter }, running);
     reportHealthChanges(health, limiter, core);
     let stopping: Promise<void> | undefined;

@@ -57,7 +57,7 @@ async function main(): Promise<void> {
     `floodgate: serving gRPC on ${settings.grpcUds ?? `${settings.grpcHost}:${app.grpcPort}`}, HTTP on ${settings.host}:${app.httpPort}, ` +
       `debug on ${settings.debugHost}:${app.debugPort}` +
       (app.metricsPort !== undefined ? `, metrics on ${settings.prometheusHost}:${app.metricsPort}${settings.prometheusPath}` : '') +
-      `, backend ${settings.backendType}, rules from ${settings.rulesDir}\n`,
+      `, backend ${settings.backendType}, rules from ${settings.xds ? `xDS server ${settings.xds.serverUrl}` : settings.rulesDir}\n`,
   );
 }
 

@@ -7,6 +7,7 @@ import { MemoryLimiter } from './memory/memory-limiter';
 import { OverLimitCache } from './over-limit-cache';
 import { Cluster } from 'ioredis';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
+import type { WrapScript } from './redis/algorithm-scripts';
 import { RedisLimiter } from './redis/redis-limiter';
 
 export type BackendType = 'memory' | 'redis';
@@ -26,6 +27,8 @@ export interface LimiterDeps {
   readonly metrics: ServiceMetrics;
   /** Redis latency and errors, breaker states, failure-mode answers, cache hits. */
   readonly operator?: OperatorMetrics;
+  /** TRACING_ENABLED: wraps each Redis script call in a span. */
+  readonly wrapScript?: WrapScript;
 }
 
 function logConnectionErrors(client: RedisClient, name: string, logger: Logger): void {
@@ -86,6 +89,7 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
     client,
     ...(perSecondClient ? { perSecondClient } : {}),
     keyPrefix: settings.cacheKeyPrefix,
+    ...(deps.wrapScript ? { wrapScript: deps.wrapScript } : {}),
     coalescing: { windowMs: settings.redis.pipelineWindowMs, maxKeys: settings.redis.pipelineLimit },
     ...(operator ? { observer: operator } : {}),
   });

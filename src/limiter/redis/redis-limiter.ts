@@ -5,7 +5,7 @@ import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
 import { BreakerCall, CircuitBreaker } from './circuit-breaker';
 import { counterKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
-import { algorithmScripts, type AlgorithmScript, type CallPass } from './algorithm-scripts';
+import { algorithmScripts, type AlgorithmScript, type CallPass, type WrapScript } from './algorithm-scripts';
 import { CallCoalescer, type CoalescerOptions } from './call-coalescer';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
 import type { BreakerState, RedisCallObserver } from '../../metrics/redis-call-observer';
@@ -19,6 +19,8 @@ export interface RedisLimiterOptions {
   readonly newBreaker?: () => CircuitBreaker;
   /** REDIS_PIPELINE_WINDOW / REDIS_PIPELINE_LIMIT for merging concurrent calls. */
   readonly coalescing?: CoalescerOptions;
+  /** TRACING_ENABLED: each script call in a span. */
+  readonly wrapScript?: WrapScript;
   /** Test hook: pins the script's clock (epoch ms) instead of Redis TIME. */
   readonly pinnedNow?: () => number;
   /** Operator metrics: script latency per script and node, errors by kind. */
@@ -46,12 +48,13 @@ interface SlotGroup {
  * masters keep answering.
  */
 export class RedisLimiter implements Limiter {
-  private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>> = algorithmScripts();
+  private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>>;
   private readonly breakers = new Map<string, CircuitBreaker>();
   private readonly coalescer: CallCoalescer;
   private readonly newBreaker: () => CircuitBreaker;
 
   constructor(private readonly options: RedisLimiterOptions) {
+    this.scripts = algorithmScripts(options.wrapScript);
     this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
     this.coalescer = new CallCoalescer(options.coalescing);
     // A (re)connected client is worth trying at once, not after the breaker's open time.
