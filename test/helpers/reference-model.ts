@@ -228,9 +228,7 @@ export class ReferenceModel {
   private readonly states = new Map<string, State>();
 
   call(checks: readonly ModelCheck[], now: number, stop: boolean): ModelResult[] {
-    // Time passes for every counter: a state is gone once the clock reaches its expiry, also
-    // if the clock later steps back before it (redis has removed the key by then).
-    for (const [key, state] of this.states) if (state.expiresAt <= now) this.states.delete(key);
+    this.expire(now);
     const charge = (c: ModelCheck): ModelResult => {
       const { result, next } = judge(this.states.get(c.key), c, now, 0, true);
       if (next === null) return result;
@@ -238,13 +236,35 @@ export class ReferenceModel {
       return result;
     };
     if (!stop) return checks.map(charge);
+    const looked = this.lookAt(checks, now);
+    if (looked.every((r) => r.allowed)) return checks.map(charge);
+    return looked.map((r, i) => (!r.allowed && checks[i]!.algorithm === 'fixed_window' ? charge(checks[i]!) : r));
+  }
+
+  /**
+   * Judges every check with its hits and charges none (a STOP request held back because another
+   * of its counters is already known to be over): each reports its counter as it stands.
+   */
+  look(checks: readonly ModelCheck[], now: number): ModelResult[] {
+    this.expire(now);
+    return this.lookAt(checks, now);
+  }
+
+  /** The look-first pass: a counter that appears twice sees its earlier admitted hits pending. */
+  private lookAt(checks: readonly ModelCheck[], now: number): ModelResult[] {
     const pending = new Map<string, number>();
-    const looked = checks.map((c) => {
+    return checks.map((c) => {
       const { result } = judge(this.states.get(c.key), c, now, pending.get(c.key) ?? 0, false);
       if (result.allowed && c.algorithm !== 'fixed_window') pending.set(c.key, (pending.get(c.key) ?? 0) + c.hits);
       return result;
     });
-    if (looked.every((r) => r.allowed)) return checks.map(charge);
-    return looked.map((r, i) => (!r.allowed && checks[i]!.algorithm === 'fixed_window' ? charge(checks[i]!) : r));
+  }
+
+  /**
+   * Time passes for every counter: a state is gone once the clock reaches its expiry, also if
+   * the clock later steps back before it (redis has removed the key by then).
+   */
+  private expire(now: number): void {
+    for (const [key, state] of this.states) if (state.expiresAt <= now) this.states.delete(key);
   }
 }
