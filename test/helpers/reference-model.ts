@@ -18,7 +18,8 @@ import type { LimitResult } from '../../src/limiter/limiter';
  * - which state is kept, and until when (a state is gone once the clock has reached its
  *   expiry, for good): fixed_window and sliding_window keep the latest window written and the
  *   one before, until the window after the latest ends; a bucket keeps its debt until it would
- *   have drained at the limit of its last write; a log keeps its entries until the newest has
+ *   have drained at the limit of its last write, or of a later call under a lower limit (then
+ *   its end moves, nothing else); a log keeps its entries until the newest has
  *   left the window; a counter's clock never goes back (buckets evaluate at the latest time
  *   they were written);
  * - the reported numbers (used, remaining, reset) are those of the README's algorithm table.
@@ -165,9 +166,13 @@ function bucket(state: State | undefined, c: ModelCheck, now: number, pending: n
   const wanted = pending + hits;
   const allowed = fitsIn(0, wanted);
   let next: State | undefined;
+  const drainsAt = (): number => tau + firstTrue(0, debt, (m) => debtIn(m) === 0);
   if (allowed && charge && hits > 0) {
     debt += hits * w;
-    next = { kind: 'bucket', debt, at: tau, expiresAt: tau + firstTrue(0, debt, (m) => debtIn(m) === 0) };
+    next = { kind: 'bucket', debt, at: tau, expiresAt: drainsAt() };
+  } else if (live !== undefined && drainsAt() > live.expiresAt) {
+    // Under a lower limit the debt drains later than the state would live: it lives until then.
+    next = { ...live, expiresAt: drainsAt() };
   }
   const horizon = debt + capacity;
   const remaining = Math.max(0, Math.floor((capacity - debt) / w));
@@ -254,7 +259,9 @@ export class ReferenceModel {
   private lookAt(checks: readonly ModelCheck[], now: number): ModelResult[] {
     const pending = new Map<string, number>();
     return checks.map((c) => {
-      const { result } = judge(this.states.get(c.key), c, now, pending.get(c.key) ?? 0, false);
+      const { result, next } = judge(this.states.get(c.key), c, now, pending.get(c.key) ?? 0, false);
+      // Nothing is charged; a bucket may only live longer (a lowered limit).
+      if (next) this.states.set(c.key, next);
       if (result.allowed && c.algorithm !== 'fixed_window') pending.set(c.key, (pending.get(c.key) ?? 0) + c.hits);
       return result;
     });
