@@ -4,10 +4,11 @@ import type { HealthState } from '../health';
 import type { Logger } from '../log';
 import type { ServiceMetrics } from '../metrics/metrics';
 import type { RateLimitService } from '../service/rate-limit-service';
-import { requestFromWire, responseToWire } from './convert';
 import { healthService, type HealthService } from './health-service';
 import { loadProtos } from './protos';
-import type { WireRequest, WireResponse } from './wire-types';
+import { decodeRateLimitRequest } from '../rls/request-decoder';
+import { withRlsServerCodec } from '../rls/rls-service-definition';
+import type { RateLimitResponse } from '../service/types';
 
 export interface GrpcServerDeps {
   readonly service: RateLimitService;
@@ -50,7 +51,7 @@ export class GrpcServer {
       // channelz bookkeeping costs CPU on every call and nothing here reads it.
       'grpc.enable_channelz': 0,
     });
-    this.server.addService(protos.rlsService, { [METHOD]: this.shouldRateLimit });
+    this.server.addService(withRlsServerCodec(protos.rlsService), { [METHOD]: this.shouldRateLimit });
     this.health = healthService(deps.health);
     this.server.addService(protos.healthService, this.health.handlers);
   }
@@ -78,8 +79,8 @@ export class GrpcServer {
   }
 
   private readonly shouldRateLimit = (
-    call: grpc.ServerUnaryCall<WireRequest, WireResponse>,
-    callback: grpc.sendUnaryData<WireResponse>,
+    call: grpc.ServerUnaryCall<Buffer, RateLimitResponse>,
+    callback: grpc.sendUnaryData<RateLimitResponse>,
   ): void => {
     const { service, metrics, logger } = this.deps;
     const started = performance.now();
@@ -100,14 +101,14 @@ export class GrpcServer {
     }
     let request;
     try {
-      request = requestFromWire(call.request);
+      request = decodeRateLimitRequest(call.request);
     } catch (err) {
       fail(err);
       return;
     }
     service.shouldRateLimit(request, deadlineOf(call, this.deps.defaultDeadlineMs)).then((response) => {
       metrics.requestDone(METHOD, (performance.now() - started) / 1000);
-      if (!call.cancelled) callback(null, responseToWire(response));
+      if (!call.cancelled) callback(null, response);
     }, fail);
   };
 }
