@@ -5,6 +5,7 @@ import type { ServiceMetrics } from '../metrics/metrics';
 import type { RequestLimits } from '../settings';
 import { UNIT_SECONDS } from '../units';
 import { hitCounts } from './hit-counts';
+import { currentLimitOf } from './current-limit';
 import { buildDynamicMetadata } from './dynamic-metadata';
 import { limitHeaders, type HeaderNames } from './limit-headers';
 import { validateRequest } from './validate-request';
@@ -165,7 +166,7 @@ export class RateLimitService {
       if (over && result.retryAfterMs > retryAfterMs) retryAfterMs = result.retryAfterMs;
       statuses[i] = {
         code: over ? 'OVER_LIMIT' : 'OK',
-        currentLimit: { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: rule.requestsPerUnit, unit: rule.unit ?? 'SECOND' },
+        currentLimit: currentLimitOf(rule),
         limitRemaining: result.remaining,
         durationUntilResetSeconds: Math.ceil(result.resetMs / 1000),
       };
