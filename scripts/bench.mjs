@@ -6,7 +6,7 @@
 //   node scripts/bench.mjs --compare <ref>  <ref> (built from `git archive`) against the working tree
 //   BENCH_QUICK=1 node scripts/bench.mjs    a fast check: 1 short round
 //
-// Settings (environment): BENCH_DURATION (s, 5; QUICK 2), BENCH_ROUNDS (3; QUICK 1),
+// Settings (environment): BENCH_DURATION (s, 3; QUICK 2), BENCH_ROUNDS (5; QUICK 1),
 // BENCH_WARMUP (s, 1.5), BENCH_CONCURRENCY (50), BENCH_CONNECTIONS (4),
 // BENCH_BACKENDS (memory,redis,cluster), BENCH_SCENARIOS (uniform,multi3,hot),
 // BENCH_LATENCY (1: also the latency mode at half the saturated throughput; 0 to skip),
@@ -15,7 +15,8 @@
 // Figures per scenario and target, medians over the rounds: req/s, p50, p99, server CPU per call
 // (user + system time of every process of the server, from /proc), Redis CPU per call (every
 // redis-server of the backend, from /proc), and the server CPU per call as a ratio to the bare
-// server's (the median of the per-round ratios: each round runs both back to back).
+// server's (the median of the per-round ratios: each round runs both back to back); with
+// --compare also the after side's ratio to the before side on the same backend.
 // Writes bench/results/<date>.md and .json.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
@@ -25,8 +26,10 @@ import { join, resolve } from 'node:path';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const QUICK = process.env.BENCH_QUICK === '1';
-const DURATION = Number(process.env.BENCH_DURATION ?? (QUICK ? 2 : 5));
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 3));
+// Many short rounds rather than few long ones: on a shared machine the median of many
+// adjacent pairs is steadier than a few long samples.
+const DURATION = Number(process.env.BENCH_DURATION ?? (QUICK ? 2 : 3));
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 5));
 const WARMUP = Number(process.env.BENCH_WARMUP ?? (QUICK ? 0.5 : 1.5));
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 50);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 4);
@@ -304,13 +307,15 @@ function markdown(result) {
   lines.push(`- load average at start / end: ${result.machine.loadStart.map(f2).join(' ')} / ${result.machine.loadEnd.map(f2).join(' ')}`);
   lines.push(`- settings: ghz -c ${CONCURRENCY} --connections ${CONNECTIONS}, ${result.settings.rounds} alternating rounds of ${result.settings.duration} s per scenario and target (after a ${result.settings.warmup} s warm-up), server env: ${JSON.stringify(result.settings.env)}, LOCAL_CACHE_SIZE_IN_BYTES=1048576`);
   lines.push(`- sides: ${result.sides.map((s) => `${s.name} = ${s.ref} (${s.commit})`).join(', ')}`);
-  lines.push('', 'Medians over the rounds. CPU per call: user + system time of every process of the server (or of every redis-server of the backend) over the round, divided by the calls answered. "× bare": the median of the per-round ratios of server CPU per call to the bare grpc-js server\'s.', '');
+  lines.push('', 'Medians over the rounds. CPU per call: user + system time of every process of the server (or of every redis-server of the backend) over the round, divided by the calls answered. "× bare": the median of the per-round ratios of server CPU per call to the bare grpc-js server\'s' + (result.sides.length > 1 ? '; "× before": the same against the before side on the same backend.' : '.'), '');
   for (const scenario of result.settings.scenarios) {
     lines.push(`## ${scenario}`, '');
-    lines.push('| target | req/s | p50 ms | p99 ms | server CPU µs/call | × bare | Redis CPU µs/call | errors |');
-    lines.push('|---|---|---|---|---|---|---|---|');
+    const compare = result.sides.length > 1;
+    lines.push(`| target | req/s | p50 ms | p99 ms | server CPU µs/call | × bare |${compare ? ' × before |' : ''} Redis CPU µs/call | errors |`);
+    lines.push(`|---|---|---|---|---|---|${compare ? '---|' : ''}---|---|`);
     for (const row of result.rows.filter((r) => r.scenario === scenario)) {
-      lines.push(`| ${row.target} | ${f0(row.rps)} | ${f1(row.p50)} | ${f1(row.p99)} | ${f0(row.cpuUs)} | ${f2(row.ratio)} | ${f1(row.redisUs)} | ${row.errors} |`);
+      const vsBefore = compare ? ` ${f2(row.ratioToBefore)} |` : '';
+      lines.push(`| ${row.target} | ${f0(row.rps)} | ${f1(row.p50)} | ${f1(row.p99)} | ${f0(row.cpuUs)} | ${f2(row.ratio)} |${vsBefore} ${f1(row.redisUs)} | ${row.errors} |`);
     }
     lines.push('');
   }
@@ -362,7 +367,9 @@ async function main() {
   for (const scenario of SCENARIOS) {
     for (const t of targets) {
       const mine = samples.filter((s) => s.scenario === scenario && s.target === t.name);
-      const ratios = mine.map((s) => s.cpuUs / samples.find((b) => b.scenario === scenario && b.round === s.round && b.target === 'bare').cpuUs);
+      const sameRound = (s, target) => samples.find((b) => b.scenario === scenario && b.round === s.round && b.target === target);
+      const ratios = mine.map((s) => s.cpuUs / sameRound(s, 'bare').cpuUs);
+      const beforeTarget = t.side === 'after' ? `before/${t.backend}` : undefined;
       rows.push({
         scenario,
         target: t.name,
@@ -371,6 +378,7 @@ async function main() {
         p99: median(mine.map((s) => s.p99)),
         cpuUs: median(mine.map((s) => s.cpuUs)),
         ratio: median(ratios),
+        ...(beforeTarget ? { ratioToBefore: median(mine.map((s) => s.cpuUs / sameRound(s, beforeTarget).cpuUs)) } : {}),
         redisUs: median(mine.map((s) => s.redisUs)),
         errors: mine.reduce((n, s) => n + s.errors, 0),
       });
