@@ -2,7 +2,7 @@
 // floodgate's benchmark: ghz against the real server on loopback, three scenarios on every
 // backend plus a bare grpc-js server, in one run with alternating rounds. See bench/RESULTS.md.
 //
-//   node scripts/bench.mjs                  the working tree
+//   node scripts/bench.mjs                  the working tree (npm run bench)
 //   node scripts/bench.mjs --compare <ref>  <ref> (built from `git archive`) against the working tree
 //   BENCH_QUICK=1 node scripts/bench.mjs    a fast check: 1 short round
 //
