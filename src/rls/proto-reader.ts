@@ -11,6 +11,9 @@ export const WIRE_START_GROUP = 3;
 export const WIRE_END_GROUP = 4;
 export const WIRE_FIXED32 = 5;
 
+/** Up to this many bytes an ASCII string is decoded in JS (see ProtoReader.string). */
+const SHORT_STRING_BYTES = 12;
+
 /** Groups are long deprecated; an unknown one is skipped, but not nested without bound. */
 const MAX_GROUP_DEPTH = 32;
 
@@ -83,7 +86,19 @@ export class ProtoReader {
     const end = this.lengthEnd();
     const start = this.pos;
     this.pos = end;
-    return start === end ? '' : this.buf.toString('utf8', start, end);
+    if (end - start <= SHORT_STRING_BYTES) {
+      // Descriptor keys and values are mostly short ASCII: built here, they skip the native
+      // call, which costs more than the string itself at this size.
+      const buf = this.buf;
+      let s = '';
+      for (let i = start; i < end; i++) {
+        const b = buf[i] as number;
+        if (b >= 0x80) return buf.toString('utf8', start, end);
+        s += String.fromCharCode(b);
+      }
+      return s;
+    }
+    return this.buf.toString('utf8', start, end);
   }
 
   /** Checks that a sub-message ended exactly at its length. */
