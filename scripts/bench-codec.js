@@ -5,13 +5,28 @@
 //   npm run build && node scripts/bench-codec.js
 'use strict';
 const protoLoader = require('@grpc/proto-loader');
-const { PROTO_LOADER_OPTIONS } = require('../dist/src/grpc/protos');
-const { requestFromWire, responseToWire } = require('../dist/src/grpc/convert');
+const { SERVER_PROTO_LOADER_OPTIONS } = require('../dist/src/grpc/protos');
+const { requestFromWire } = require('../dist/src/rls/convert');
 const { decodeRateLimitRequest } = require('../dist/src/rls/request-decoder');
 const { encodeRateLimitResponse } = require('../dist/src/rls/response-encoder');
 
-const definition = protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', PROTO_LOADER_OPTIONS);
+const definition = protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', SERVER_PROTO_LOADER_OPTIONS);
 const method = definition['envoy.service.ratelimit.v3.RateLimitService'].ShouldRateLimit;
+
+// The answer in proto-loader's object form, as the server built it before its own encoder (the
+// full mapping, dynamic metadata included, is test/helpers/response-to-wire.ts; these answers have
+// neither headers nor metadata).
+const responseToWire = (r) => ({
+  overall_code: r.overallCode,
+  statuses: r.statuses.map((s) => ({
+    code: s.code,
+    limit_remaining: s.limitRemaining,
+    current_limit: { name: s.currentLimit.name ?? '', requests_per_unit: s.currentLimit.requestsPerUnit, unit: s.currentLimit.unit },
+    duration_until_reset: { seconds: s.durationUntilResetSeconds, nanos: 0 },
+  })),
+  response_headers_to_add: [],
+  request_headers_to_add: [],
+});
 
 const limit = Object.freeze({ requestsPerUnit: 1000000000, unit: 'MINUTE' });
 const status = (code) => ({ code, currentLimit: limit, limitRemaining: 999999999, durationUntilResetSeconds: 42 });

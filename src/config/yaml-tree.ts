@@ -66,7 +66,7 @@ export function yamlTree(text: string): YNode | null {
   if (first !== undefined) throw new YamlSyntaxError(syntaxMessage(first, lineCounter));
   if (doc.contents === null) return null;
   const state = { doc, lineCounter, budget: MAX_NODES };
-  return convert(doc.contents as YamlNode, state, 0);
+  return convert(doc.contents, state, 0);
 }
 
 interface ConvertState {

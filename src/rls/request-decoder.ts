@@ -1,11 +1,14 @@
 import { InvalidRequestError } from '../errors';
-import type { DescriptorEntry, LimitOverride, RateLimitRequest, RequestDescriptor } from '../service/types';
-import type { Unit } from '../units';
+import type { DescriptorEntry } from '../domain/descriptor';
+import { UINT32_MAX } from '../domain/uint32';
+import type { Unit } from '../domain/units';
+import type { LimitOverride, RateLimitRequest, RequestDescriptor } from '../service/types';
 import { ProtoReader } from './proto-reader';
 
 // envoy.service.ratelimit.v3.RateLimitRequest bytes → the domain request, in one pass and
 // without protobufjs' intermediate message objects. It gives exactly what proto-loader's
-// decoding followed by requestFromWire (src/grpc/convert.ts) gives, including the errors for
+// decoding (with the server's options, 64-bit integers as decimal strings) followed by
+// requestFromWire (src/rls/convert.ts) gives, including the errors for
 // an invalid override unit or hits_addend (test/integration/rls-codec.test.ts compares both on
 // random messages). Unknown fields are skipped; a field with an unexpected wire type is treated
 // as unknown, as the protobuf spec has it.
@@ -25,7 +28,6 @@ const TAG_UINT64_VALUE = (1 << 3) | 0;
 
 // envoy.type.v3.RateLimitUnit: the request side has no WEEK; UNKNOWN or another number is invalid.
 const OVERRIDE_UNITS: readonly (Unit | undefined)[] = [undefined, 'SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR'];
-const MAX_HITS = 0xffffffff;
 
 function decodeEntry(r: ProtoReader): DescriptorEntry {
   const end = r.lengthEnd();
@@ -64,13 +66,22 @@ function decodeOverride(r: ProtoReader, index: number): LimitOverride {
 function decodeHitsAddend(r: ProtoReader, index: number): number {
   const end = r.lengthEnd();
   let hits = 0;
+  let text: string | undefined;
   while (r.pos < end) {
     const tag = r.uint32();
-    if (tag === TAG_UINT64_VALUE) hits = r.uint64();
-    else r.skip(tag);
+    if (tag === TAG_UINT64_VALUE) {
+      const start = r.pos;
+      hits = r.uint64();
+      text = undefined;
+      // Only a value about to be refused needs its exact digits (past 2^53 a number loses them).
+      if (hits > UINT32_MAX) {
+        r.pos = start;
+        text = r.uint64Text();
+      }
+    } else r.skip(tag);
   }
   r.expectEnd(end);
-  if (hits > MAX_HITS) throw new InvalidRequestError(`descriptor ${index}: hits_addend ${hits} is out of range (0 to ${MAX_HITS})`);
+  if (hits > UINT32_MAX) throw new InvalidRequestError(`descriptor ${index}: hits_addend ${text ?? String(hits)} is out of range (0 to ${UINT32_MAX})`);
   return hits;
 }
 
@@ -113,7 +124,7 @@ function decodeDescriptor(r: ProtoReader, index: number): RequestDescriptor {
 /**
  * Decodes a RateLimitRequest. Throws InvalidRequestError (INVALID_ARGUMENT) for bytes that are
  * not a well-formed message and for an invalid override unit or hits_addend. The wire's
- * hits_addend 0 means "not set" and becomes 1.
+ * hits_addend 0 means "not set" and becomes 1 (hitsAddendAsSent keeps what was sent).
  */
 export function decodeRateLimitRequest(buf: Buffer): RateLimitRequest {
   const r = new ProtoReader(buf);
@@ -128,5 +139,5 @@ export function decodeRateLimitRequest(buf: Buffer): RateLimitRequest {
     else if (tag === TAG_HITS_ADDEND) hitsAddend = r.uint32();
     else r.skip(tag);
   }
-  return { domain, descriptors, hitsAddend: hitsAddend || 1 };
+  return { domain, descriptors, hitsAddend: hitsAddend || 1, hitsAddendAsSent: hitsAddend };
 }

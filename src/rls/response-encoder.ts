@@ -1,12 +1,13 @@
 import type { CurrentLimit, DescriptorStatus, HeaderPair, RateLimitResponse } from '../service/types';
-import type { Unit } from '../units';
+import type { Unit } from '../domain/units';
 import { int64Size, ProtoWriter, utf8Size, varint32Size } from './proto-writer';
 
 // The domain response → envoy.service.ratelimit.v3.RateLimitResponse bytes, sized first and
 // written once, with no protobufjs message objects in between. Fields at their default value
 // are left out (proto3's canonical form, as Go's encoder writes it); message fields that carry
 // presence (current_limit, duration_until_reset, every Value of a Struct) are always written.
-// Decoded by protobufjs, the bytes give exactly what responseToWire (src/grpc/convert.ts) gives
+// Decoded by protobufjs, the bytes give exactly what the reference
+// mapping responseToWire (test/helpers/response-to-wire.ts) gives
 // (test/integration/rls-codec.test.ts).
 
 const CODE_NUMBER = { OK: 1, OVER_LIMIT: 2 } as const;
@@ -96,7 +97,7 @@ function headerBodySize(h: HeaderPair, keySize: number, valueSize: number): numb
 
 // --- google.protobuf.Struct from a plain JSON object (dynamic metadata, off by default) ---
 
-/** Value bytes of `v`, with the same mapping as structToWire in src/grpc/convert.ts. */
+/** Value bytes of `v`, with the same mapping as structToWire in test/helpers/response-to-wire.ts. */
 function valueBytes(v: unknown): Buffer {
   if (v === null || v === undefined) return Buffer.from([TAG_NULL_VALUE, 0]);
   if (typeof v === 'number') {

@@ -5,18 +5,23 @@
 import * as protoLoader from '@grpc/proto-loader';
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../src/errors';
-import { requestFromWire, responseToWire } from '../../src/grpc/convert';
-import { PROTO_LOADER_OPTIONS } from '../../src/grpc/protos';
-import type { WireRequest, WireResponse } from '../../src/grpc/wire-types';
+import { PROTO_LOADER_OPTIONS, SERVER_PROTO_LOADER_OPTIONS } from '../../src/grpc/protos';
+import { requestFromWire } from '../../src/rls/convert';
+import type { WireRequest, WireResponse } from '../../src/rls/wire-types';
 import { decodeRateLimitRequest } from '../../src/rls/request-decoder';
 import { encodeRateLimitResponse } from '../../src/rls/response-encoder';
+import { responseToWire } from '../helpers/response-to-wire';
 import type { CurrentLimit, DescriptorStatus, HeaderPair, RateLimitResponse } from '../../src/service/types';
-import type { Unit } from '../../src/units';
+import type { Unit } from '../../src/domain/units';
 
-const definition = protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', PROTO_LOADER_OPTIONS);
-const method = (definition['envoy.service.ratelimit.v3.RateLimitService'] as protoLoader.ServiceDefinition).ShouldRateLimit!;
+const rlsMethod = (options: protoLoader.Options): protoLoader.MethodDefinition<object, object> =>
+  (protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', options)['envoy.service.ratelimit.v3.RateLimitService'] as protoLoader.ServiceDefinition).ShouldRateLimit!;
+// Requests as the server read them before its own decoder (64-bit integers as exact decimal
+// strings); responses as a client with the usual options reads them.
+const serverMethod = rlsMethod(SERVER_PROTO_LOADER_OPTIONS);
+const method = rlsMethod(PROTO_LOADER_OPTIONS);
 const pbRequestToBytes = (o: object): Buffer => method.requestSerialize(o);
-const pbRequestFromBytes = (b: Buffer): WireRequest => method.requestDeserialize(b) as WireRequest;
+const pbRequestFromBytes = (b: Buffer): WireRequest => serverMethod.requestDeserialize(b) as WireRequest;
 const pbResponseToBytes = (o: object): Buffer => method.responseSerialize(o);
 const pbResponseFromBytes = (b: Buffer): WireResponse => method.responseDeserialize(b) as WireResponse;
 
@@ -114,7 +119,7 @@ function randomRequest(rng: Rng): Gen {
     const d: Gen['descriptors'][number] = { entries };
     // Mostly valid units, sometimes UNKNOWN, a number outside the enum or a negative one.
     if (rng.chance(0.3)) d.limit = [rng.pick([0, 1, 5, 1000, 2 ** 32 - 1]), BigInt(rng.chance(0.9) ? rng.int(1, 6) : rng.pick([0, 7, 99, -1]))];
-    if (rng.chance(0.3)) d.hits = rng.pick([0n, 1n, 3n, 2n ** 32n - 1n, 2n ** 32n, 2n ** 40n]);
+    if (rng.chance(0.3)) d.hits = rng.pick([0n, 1n, 3n, 2n ** 32n - 1n, 2n ** 32n, 2n ** 40n, 2n ** 53n + 1n, 2n ** 64n - 1n]);
     g.descriptors.push(d);
   }
   return g;
@@ -174,7 +179,7 @@ describe('decodeRateLimitRequest against protobufjs', () => {
       const bytes = pbRequestToBytes(object);
       expect(outcome(() => decodeRateLimitRequest(bytes))).toEqual(outcome(() => requestFromWire(pbRequestFromBytes(bytes))));
     }
-    expect(decodeRateLimitRequest(Buffer.alloc(0))).toEqual({ domain: '', descriptors: [], hitsAddend: 1 });
+    expect(decodeRateLimitRequest(Buffer.alloc(0))).toEqual({ domain: '', descriptors: [], hitsAddend: 1, hitsAddendAsSent: 0 });
   });
 
   it('answers damaged bytes with an InvalidRequestError or a result, never another error', () => {
