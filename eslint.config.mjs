@@ -18,10 +18,11 @@ const LAYERS = [
     groups: [['src/errors.ts', 'src/error-status.ts', 'src/log.ts', 'src/paths.ts', 'src/health.ts', 'src/metrics']],
   },
   { name: 'rules and counting', groups: [['src/config'], ['src/limiter']] },
+  { name: 'policy', groups: [['src/policy']] },
   { name: 'service', groups: [['src/service']] },
   { name: 'rls protocol', groups: [['src/rls']] },
   { name: 'transports', groups: [['src/grpc'], ['src/http']] },
-  { name: 'settings', groups: [['src/settings.ts', 'src/settings-parse.ts', 'src/redis-url-credentials.ts']] },
+  { name: 'settings', groups: [['src/settings.ts', 'src/settings-parse.ts', 'src/redis-url-credentials.ts', 'src/settings-reference.ts']] },
   { name: 'app', groups: [['src/app.ts', 'src/cluster-primary.ts', 'src/main.ts']] },
 ];
 

@@ -3,7 +3,7 @@ import { UNIT_SECONDS } from '../domain/units';
 import { keyValue, type DescriptorEntry } from '../domain/descriptor';
 import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './parse-rule-file';
 import type { RateLimitRule, RuleMatch, RuleSet } from './rule-types';
-import type { PolicyConfig } from '../policy/policy-config';
+import type { PolicyConfig } from '../domain/policy-config';
 
 /** How a node is reached from its request entry. */
 type NodeKind = 'exact' | 'wildcard' | 'any';

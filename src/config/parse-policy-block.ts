@@ -1,4 +1,4 @@
-import type { PolicyConfig } from '../policy/policy-config';
+import type { PolicyConfig } from '../domain/policy-config';
 import { DecodeYamlFields } from './decode-yaml-fields';
 import { goText, type YMap, type YNode } from './yaml-tree';
 

@@ -3,7 +3,7 @@ import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
 import { keyValue } from '../domain/descriptor';
 import { parseUnit, type Unit } from '../domain/units';
 import { exactBoundsProblem } from './check-exact-bounds';
-import type { PolicyConfig } from '../policy/policy-config';
+import type { PolicyConfig } from '../domain/policy-config';
 import { DecodeYamlFields } from './decode-yaml-fields';
 import { buildPolicy, decodePolicy, type RawPolicy } from './parse-policy-block';
 import { validateYamlKeys } from './validate-yaml-keys';

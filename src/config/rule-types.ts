@@ -1,7 +1,7 @@
 import type { Algorithm } from '../domain/algorithm';
 import type { DescriptorEntry } from '../domain/descriptor';
 import type { Unit } from '../domain/units';
-import type { PolicyConfig } from '../policy/policy-config';
+import type { PolicyConfig } from '../domain/policy-config';
 
 /** One `rate_limit` block of a rule file, validated and frozen. */
 export interface RateLimitRule {

@@ -1,5 +1,5 @@
 import type { RuleSet } from '../config/rule-types';
-import { describePolicy } from '../policy/policy-config';
+import { describePolicy } from '../domain/policy-config';
 import type { Route } from './http-listener';
 
 /** One line per rule with a limit, in the reference's `/rlconfig` format; then one line per policy (ours). */

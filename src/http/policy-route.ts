@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RuleSet } from '../config/rule-types';
-import { TIERS } from '../policy/policy-config';
+import { TIERS } from '../domain/policy-config';
 import type { PolicyEngine } from '../policy/policy-engine';
 import type { Route } from './http-listener';
 

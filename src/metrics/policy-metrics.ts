@@ -1,5 +1,5 @@
 import { Counter, type Registry } from 'prom-client';
-import { TIERS } from '../policy/policy-config';
+import { TIERS } from '../domain/policy-config';
 
 /** What the policy layer reports: counts per domain and tier, never a client value. */
 export interface PolicyMetrics {

@@ -140,7 +140,7 @@ export class StatsdMapping {
       return {
         glob,
         pattern,
-        ...(metricType !== undefined ? { metricType: metricType as StatType } : {}),
+        ...(metricType !== undefined ? { metricType: metricType } : {}),
         drop: m['action'] === 'drop',
         name,
         labels,

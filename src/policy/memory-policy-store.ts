@@ -1,4 +1,4 @@
-import type { PolicyConfig } from './policy-config';
+import type { PolicyConfig } from '../domain/policy-config';
 import { decide, newPolicyState, stateExpiresAt, type PolicyInput, type PolicyOutcome, type PolicyParams, type PolicyState } from './policy-model';
 import { NO_INPUT, type PolicyStore } from './policy-store';
 

@@ -1,6 +1,6 @@
-import type { RateLimitRequest } from '../service/types';
+import type { DescriptorEntry } from '../domain/descriptor';
 import type { PolicyMetrics } from '../metrics/policy-metrics';
-import { TIER_BLOCKED, TIER_NORMAL, TIERS, tierLimitPercent, type PolicyConfig, type Tier } from './policy-config';
+import { TIER_BLOCKED, TIER_NORMAL, TIERS, tierLimitPercent, type PolicyConfig, type Tier } from '../domain/policy-config';
 import { policyParams, type PolicyOutcome, type PolicyParams } from './policy-model';
 import type { PolicyStore } from './policy-store';
 import { signalHash } from './signal-hash';
@@ -24,8 +24,13 @@ export interface PolicyEngineDeps {
   readonly maxPendingDenials?: number;
 }
 
+/** What the policy reads of a request: its descriptors' entries. */
+interface DescribedRequest {
+  readonly descriptors: readonly { readonly entries: readonly DescriptorEntry[] }[];
+}
+
 /** The first value of `key` among the request's descriptors; undefined when none carries it. */
-function entryValue(request: RateLimitRequest, key: string | undefined): string | undefined {
+function entryValue(request: DescribedRequest, key: string | undefined): string | undefined {
   if (key === undefined) return undefined;
   for (const d of request.descriptors) for (const e of d.entries) if (e.key === key) return e.value;
   return undefined;
@@ -46,7 +51,7 @@ export class PolicyEngine {
   }
 
   /** The client a request names for `policy`; undefined: the policy does not apply (no call). */
-  clientOf(policy: PolicyConfig, request: RateLimitRequest): string | undefined {
+  clientOf(policy: PolicyConfig, request: DescribedRequest): string | undefined {
     return entryValue(request, policy.client);
   }
 
@@ -54,7 +59,7 @@ export class PolicyEngine {
    * The tier for this request, which includes this request's own signals. Half of the time left
    * is the policy's; when the store cannot answer in it, the normal tier applies (counted).
    */
-  async decide(policy: PolicyConfig, client: string, request: RateLimitRequest, deadline: number): Promise<PolicyDecision> {
+  async decide(policy: PolicyConfig, client: string, request: DescribedRequest, deadline: number): Promise<PolicyDecision> {
     const { store, metrics } = this.deps;
     const route = entryValue(request, policy.route);
     const fingerprint = entryValue(request, policy.fingerprint);

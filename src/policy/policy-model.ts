@@ -1,4 +1,4 @@
-import { routeCap, fingerprintCap, TIER_BLOCKED, TIER_ELEVATED, TIER_NORMAL, TIER_SUSPICIOUS, type PolicyConfig } from './policy-config';
+import { routeCap, fingerprintCap, TIER_BLOCKED, TIER_ELEVATED, TIER_NORMAL, TIER_SUSPICIOUS, type PolicyConfig } from '../domain/policy-config';
 
 /**
  * The policy model, step by step, as plain code. The memory store runs it; lua/policy.lua is

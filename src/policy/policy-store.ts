@@ -1,4 +1,4 @@
-import type { PolicyConfig } from './policy-config';
+import type { PolicyConfig } from '../domain/policy-config';
 import type { PolicyInput, PolicyOutcome, PolicyParams } from './policy-model';
 
 /** Where policy state lives: in memory or in Redis, one atomic decision per call. */

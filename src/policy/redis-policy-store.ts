@@ -3,7 +3,7 @@ import { CircuitBreaker } from '../limiter/redis/circuit-breaker';
 import { policyKeys } from '../limiter/counter-key';
 import { loadLuaScript } from '../limiter/redis/lua-script';
 import { isClientReady, type RedisClient } from '../limiter/redis/redis-client';
-import type { PolicyConfig } from './policy-config';
+import type { PolicyConfig } from '../domain/policy-config';
 import type { PolicyInput, PolicyOutcome, PolicyParams } from './policy-model';
 import { NO_INPUT, type PolicyStore } from './policy-store';
 
@@ -99,7 +99,7 @@ function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
       },
       (e: unknown) => {
         clearTimeout(timer);
-        reject(e as Error);
+        reject(e);
       },
     );
   });

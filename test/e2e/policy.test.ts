@@ -72,7 +72,7 @@ describe.each([
     const seen: [string | undefined, string, string | undefined, string | undefined][] = [];
     for (let i = 0; i < 11; i++) {
       const res = await call('10.0.0.1');
-      seen.push([header(res, 'X-Floodgate-Tier'), res.overall_code as string, header(res, 'RateLimit-Limit'), header(res, 'Retry-After')]);
+      seen.push([header(res, 'X-Floodgate-Tier'), res.overall_code, header(res, 'RateLimit-Limit'), header(res, 'Retry-After')]);
       expect(tierOf(res)).toBe(header(res, 'X-Floodgate-Tier'));
       // The well-behaved client calls now and then, between the other's calls.
       if (i % 3 !== 0) continue;
@@ -142,7 +142,7 @@ describe('a policy in shadow mode', () => {
       const seen: [string | undefined, string, string | undefined][] = [];
       for (let i = 0; i < 12; i++) {
         const res = await t.client.shouldRateLimit(oneDescriptor('api', { remote_address: '10.0.0.7' }));
-        seen.push([header(res, 'X-Floodgate-Tier'), res.overall_code as string, header(res, 'RateLimit-Limit')]);
+        seen.push([header(res, 'X-Floodgate-Tier'), res.overall_code, header(res, 'RateLimit-Limit')]);
       }
       // Normal limits: 10 OK, then over; the tiers still climb (denials feed them too).
       expect(seen.map((s) => s[1])).toEqual([...Array<string>(10).fill('OK'), 'OVER_LIMIT', 'OVER_LIMIT']);

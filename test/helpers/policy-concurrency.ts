@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { TIER_BLOCKED } from '../../src/policy/policy-config';
+import { TIER_BLOCKED } from '../../src/domain/policy-config';
 import { policyParams, type PolicyOutcome } from '../../src/policy/policy-model';
 import type { PolicyStore } from '../../src/policy/policy-store';
 import { signalHash } from '../../src/policy/signal-hash';

@@ -1,4 +1,4 @@
-import type { PolicyConfig } from '../../src/policy/policy-config';
+import type { PolicyConfig } from '../../src/domain/policy-config';
 import { policyParams, type PolicyOutcome } from '../../src/policy/policy-model';
 import type { PolicyStore } from '../../src/policy/policy-store';
 import { signalHash } from '../../src/policy/signal-hash';
