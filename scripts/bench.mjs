@@ -23,6 +23,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync,
 import { createServer, createConnection } from 'node:net';
 import { tmpdir, cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
+import { setTimeout } from 'node:timers';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const QUICK = process.env.BENCH_QUICK === '1';

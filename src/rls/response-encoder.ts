@@ -109,7 +109,9 @@ function valueBytes(v: unknown): Buffer {
   if (typeof v === 'boolean') return Buffer.from([TAG_BOOL_VALUE, v ? 1 : 0]);
   if (Array.isArray(v)) return lengthDelimited(TAG_LIST_VALUE, Buffer.concat(v.map((item) => lengthDelimited(TAG_LIST_ITEM, valueBytes(item)))));
   if (typeof v === 'object') return lengthDelimited(TAG_STRUCT_VALUE, structBytes(v as Record<string, unknown>));
-  return stringField(TAG_STRING_VALUE, typeof v === 'string' ? v : String(v));
+  if (typeof v === 'string') return stringField(TAG_STRING_VALUE, v);
+  // What is left has no JSON form: a bigint (a YAML integer past 2^53), a symbol or a function.
+  return stringField(TAG_STRING_VALUE, typeof v === 'function' ? Function.prototype.toString.call(v) : (v as bigint | symbol).toString());
 }
 
 function structBytes(obj: Readonly<Record<string, unknown>>): Buffer {

@@ -20,5 +20,5 @@ export function withRlsServerCodec(definition: grpc.ServiceDefinition): grpc.Ser
           }
         : method;
   }
-  return out as grpc.ServiceDefinition;
+  return out;
 }

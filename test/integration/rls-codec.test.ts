@@ -238,7 +238,7 @@ function randomResponse(rng: Rng, limits: readonly CurrentLimit[]): RateLimitRes
     statuses,
     responseHeadersToAdd: Array.from({ length: rng.chance(0.5) ? rng.int(1, 4) : 0 }, header),
     requestHeadersToAdd: Array.from({ length: rng.chance(0.2) ? rng.int(1, 2) : 0 }, header),
-    ...(rng.chance(0.4) ? { dynamicMetadata: randomJson(rng, 4) === null ? {} : (Object.fromEntries(Array.from({ length: rng.int(0, 4) }, () => [rng.string(), randomJson(rng, 0)])) as Record<string, unknown>) } : {}),
+    ...(rng.chance(0.4) ? { dynamicMetadata: randomJson(rng, 4) === null ? {} : Object.fromEntries(Array.from({ length: rng.int(0, 4) }, () => [rng.string(), randomJson(rng, 0)])) } : {}),
   };
 }
 
