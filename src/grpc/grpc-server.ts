@@ -3,7 +3,7 @@ import { errTypeOf, grpcStatusOf } from '../error-status';
 import type { HealthState } from '../health';
 import type { Logger } from '../log';
 import type { ServiceMetrics } from '../metrics/metrics';
-import type { RateLimitService } from '../service/rate-limit-service';
+import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
 import { loadProtos, SERVER_PROTO_LOADER_OPTIONS } from './protos';
@@ -22,7 +22,7 @@ export interface GrpcLimits {
 }
 
 export interface GrpcServerDeps {
-  readonly service: RateLimitService;
+  readonly service: RateLimitHandler;
   readonly health: HealthState;
   readonly metrics: ServiceMetrics;
   readonly logger: Logger;
@@ -125,7 +125,7 @@ export class GrpcServer {
     // caller as a status instead of becoming an unhandled rejection. The answer is encoded here,
     // inside the chain, not in grpc-js' serializer, for the same reason.
     service
-      .shouldRateLimit(request, deadlineOf(call, this.deps.defaultDeadlineMs))
+      .shouldRateLimit(request, deadlineOf(call, this.deps.defaultDeadlineMs), call.metadata)
       .then((response) => {
         const wire = call.cancelled ? undefined : encodeRateLimitResponse(response);
         metrics.requestDone(METHOD, (performance.now() - started) / 1000);

@@ -151,7 +151,7 @@ export class RateLimitService {
     const overallCode: Code = config.shadowMode ? 'OK' : limited;
     if (config.shadowMode && limited === 'OVER_LIMIT') metrics.globalShadowMode();
     const retryAfterMs = Math.max(retryNonQuotaMs, allQuotaOver ? retryQuotaMs : 0, boxMs);
-    const headers = config.headers && quotaFlags !== undefined ? limitHeaders(config.headers, { statuses, quota: quotaFlags, overall: overallCode, retryAfterMs }) : [];
+    const headers = config.headers && quotaFlags !== undefined ? limitHeaders(config.headers, { statuses, quota: quotaFlags, overall: overallCode, retryAfterMs, request }) : [];
     if (config.headers && decision !== undefined) headers.push({ key: TIER_HEADER, value: decision.tier });
     let dynamicMetadata: Record<string, unknown> | undefined;
     if (passedMetadata !== undefined) {
