@@ -215,7 +215,7 @@ async function startRules(settings: Settings, { logger, metrics, operator }: Cor
  * starts and the failure mode answers.
  */
 async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics, operator }: Core, running: Running): Promise<Limiter> {
-  const wrapScript = running.tracing?.traceScript;
+  const wrapScript = running.tracing?.traceScript.bind(running.tracing);
   const limiter = options.limiter ?? createLimiter(settings, { logger, metrics, operator, ...(wrapScript ? { wrapScript } : {}) });
   running.limiter = limiter;
   const mustConnectWithinMs = settings.backendType === 'redis' ? settings.redisStartupMaxElapsedMs : 0;
@@ -350,11 +350,9 @@ function startMappedPrometheus(settings: Settings, running: Running): { metrics:
   return { metrics, registry: sink.registry };
 }
 
-/** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
-export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
-  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
+/** The metric sinks: Prometheus always, statsd and the mapped registry when configured. */
+async function startMetrics(settings: Settings, logger: Logger, running: Running): Promise<{ core: Core; statsd: StatsdMetrics | undefined }> {
   const prometheus = new PrometheusMetrics({ collectDefault: true, responseTimeInMilliseconds: settings.prometheusResponseTimeAsMilliseconds });
-  const running: Running = { listeners: [], stats: [] };
   const statsd = startStatsd(settings, logger, running);
   let mapped;
   try {
@@ -365,7 +363,39 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
   }
   const sinks = [prometheus, ...(statsd ? [statsd] : []), ...(mapped ? [mapped.metrics] : [])];
   const prometheusRegistry = mapped?.registry ?? prometheus.registry;
-  const core: Core = { logger, prometheus, prometheusRegistry, metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus, operator: new OperatorMetrics(prometheus.registry) };
+  return { core: { logger, prometheus, prometheusRegistry, metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus, operator: new OperatorMetrics(prometheus.registry) }, statsd };
+}
+
+/** What the policy engine needs from the steps before it. */
+interface PolicyNeeds {
+  readonly holder: RulesHolder;
+  readonly limiter: Limiter;
+}
+
+async function startPolicy(settings: Settings, options: AppOptions, core: Core, { holder, limiter }: PolicyNeeds, running: Running): Promise<PolicyEngine> {
+  const policy = new PolicyEngine({
+    store: options.policyStore ?? createPolicyStore(settings, core.logger),
+    metrics: new PrometheusPolicyMetrics(core.prometheusRegistry),
+  });
+  running.policy = policy;
+  // Its own connection, opened only for rules with a policy (a reload that adds the first
+  // policy opens it with the first decision). A call before it is up would take the normal
+  // tier for nothing; not waited for when the limiter's backend is away too.
+  if ((holder.current?.policies.length ?? 0) > 0) {
+    policy.connect();
+    if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), BACKEND_STARTUP_WAIT_MS))) {
+      core.logger.warn('policy store not connected; policies answer normal until it is');
+    }
+  }
+  return policy;
+}
+
+/** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
+export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
+  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
+  const running: Running = { listeners: [], stats: [] };
+  const { core, statsd } = await startMetrics(settings, logger, running);
+  const { prometheus, prometheusRegistry } = core;
   try {
     await startTracing(settings, options, running);
     const holder = await startRules(settings, core, running);
@@ -373,20 +403,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     const limiter = await startLimiter(settings, options, core, running);
     startOrphanScan(settings, core, running);
     const health = startHealth(settings, limiter, holder, running);
-    const policy = new PolicyEngine({
-      store: options.policyStore ?? createPolicyStore(settings, core.logger),
-      metrics: new PrometheusPolicyMetrics(core.prometheusRegistry),
-    });
-    running.policy = policy;
-    // Its own connection, opened only for rules with a policy (a reload that adds the first
-    // policy opens it with the first decision). A call before it is up would take the normal
-    // tier for nothing; not waited for when the limiter's backend is away too.
-    if ((holder.current?.policies.length ?? 0) > 0) {
-      policy.connect();
-      if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), BACKEND_STARTUP_WAIT_MS))) {
-        core.logger.warn('policy store not connected; policies answer normal until it is');
-      }
-    }
+    const policy = await startPolicy(settings, options, core, { holder, limiter }, running);
     const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
     const service = running.tracing ? running.tracing.traceService(untraced) : untraced;
     const ports = await openPorts(settings, core, { service, policy, health, rules, limiter }, running);

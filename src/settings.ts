@@ -10,7 +10,7 @@ import type { FailureMode } from './limiter/failure-mode-limiter';
 import type { RedisSettings, RedisType } from './limiter/redis/redis-client';
 import type { LogFormat, LogLevel } from './log';
 import type { TracingSettings } from './tracing/tracing-settings';
-import { splitRedisUrl } from './redis-url-credentials';
+import { splitRedisUrl, type SplitRedisUrl } from './redis-url-credentials';
 import type { OrphanScanSettings } from './redis-keys/orphan-scan';
 import type { ResponseHeadersStyle } from './service/header-styles';
 import type { Mogrifier } from './metrics/dogstatsd-mogrifier';
@@ -131,16 +131,26 @@ function credentials(auth: string): { username?: string; password: string } | un
   return colon >= 0 ? { username: auth.slice(0, colon), password: auth.slice(colon + 1) } : { password: auth };
 }
 
-function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: string): RedisSettings {
-  const type = oneOf<RedisType>(env, `${prefix}_TYPE`, 'SINGLE', ['SINGLE', 'SENTINEL', 'CLUSTER']);
-  // A path (`/run/redis.sock`, `./redis.sock`) is a unix socket; `host:port` and `redis://host:port` are tcp.
-  const inferred = type === 'SINGLE' && /^\.{0,2}\//.test(url) ? 'unix' : 'tcp';
-  const fromUrl = splitRedisUrl(url, `${prefix}_URL`, type === 'SINGLE');
+type RedisPrefix = 'REDIS' | 'REDIS_PERSECOND';
+type RedisCredentials = Pick<RedisSettings, 'username' | 'password' | 'sentinelUsername' | 'sentinelPassword'>;
+type RedisTlsFiles = Pick<RedisSettings, 'tlsCaCert' | 'tlsClientCert' | 'tlsClientKey'>;
+
+/** The master's credentials, from `<prefix>_AUTH` or the URL (never both), and the sentinels' own. */
+function redisCredentials(env: Env, prefix: RedisPrefix, fromUrl: SplitRedisUrl): RedisCredentials {
   const auth = credentials(str(env, `${prefix}_AUTH`, ''));
   if (auth !== undefined && fromUrl.password !== undefined) {
     throw new SettingsError(`invalid value for ${prefix}_URL: it carries a password and ${prefix}_AUTH is set too (use one of them)`);
   }
   const sentinelAuth = credentials(str(env, prefix === 'REDIS' ? 'REDIS_SENTINEL_AUTH' : 'REDIS_PERSECOND_SENTINEL_AUTH', ''));
+  return {
+    ...(auth ?? { ...(fromUrl.username ? { username: fromUrl.username } : {}), ...(fromUrl.password ? { password: fromUrl.password } : {}) }),
+    ...(sentinelAuth?.username ? { sentinelUsername: sentinelAuth.username } : {}),
+    ...(sentinelAuth ? { sentinelPassword: sentinelAuth.password } : {}),
+  };
+}
+
+/** The TLS files; a client certificate comes with its key. */
+function redisTlsFiles(env: Env, prefix: RedisPrefix): RedisTlsFiles {
   // The reference has one set of REDIS_TLS_* files for both connections; REDIS_PERSECOND_TLS_*
   // (ours) may override them for the per-second one.
   const tlsFile = (suffix: string) => str(env, `${prefix}_${suffix}`, '') || str(env, `REDIS_${suffix}`, '') || undefined;
@@ -150,17 +160,27 @@ function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: strin
   if ((tlsClientCert === undefined) !== (tlsClientKey === undefined)) {
     throw new SettingsError(`invalid value for ${prefix}_TLS_CLIENT_CERT/${prefix}_TLS_CLIENT_KEY: both or neither must be set`);
   }
+  return {
+    ...(tlsCaCert ? { tlsCaCert } : {}),
+    ...(tlsClientCert ? { tlsClientCert } : {}),
+    ...(tlsClientKey ? { tlsClientKey } : {}),
+  };
+}
+
+function redisSettings(env: Env, prefix: RedisPrefix, url: string): RedisSettings {
+  const type = oneOf<RedisType>(env, `${prefix}_TYPE`, 'SINGLE', ['SINGLE', 'SENTINEL', 'CLUSTER']);
+  // A path (`/run/redis.sock`, `./redis.sock`) is a unix socket; `host:port` and `redis://host:port` are tcp.
+  const inferred = type === 'SINGLE' && /^\.{0,2}\//.test(url) ? 'unix' : 'tcp';
+  const fromUrl = splitRedisUrl(url, `${prefix}_URL`, type === 'SINGLE');
+  const auth = redisCredentials(env, prefix, fromUrl);
+  const tlsFiles = redisTlsFiles(env, prefix);
   return Object.freeze({
     type,
     url: fromUrl.url,
     socketType: oneOf(env, `${prefix}_SOCKET_TYPE`, inferred, ['tcp', 'unix']),
-    ...(auth ?? { ...(fromUrl.username ? { username: fromUrl.username } : {}), ...(fromUrl.password ? { password: fromUrl.password } : {}) }),
-    ...(sentinelAuth?.username ? { sentinelUsername: sentinelAuth.username } : {}),
-    ...(sentinelAuth ? { sentinelPassword: sentinelAuth.password } : {}),
+    ...auth,
     tls: bool(env, `${prefix}_TLS`, false),
-    ...(tlsCaCert ? { tlsCaCert } : {}),
-    ...(tlsClientCert ? { tlsClientCert } : {}),
-    ...(tlsClientKey ? { tlsClientKey } : {}),
+    ...tlsFiles,
     tlsSkipHostnameVerification: bool(env, 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', false),
     poolSize: int(env, `${prefix}_POOL_SIZE`, 10, 1, 1024),
     timeoutMs: duration(env, `${prefix}_TIMEOUT`, 10_000),

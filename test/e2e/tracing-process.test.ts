@@ -112,7 +112,7 @@ describe('spans reach an OTLP receiver (TRACING_EXPORTER_PROTOCOL http and grpc)
     grpcBodies = [];
     grpcHeaders = [];
   });
-  afterAll(async () => {
+  afterAll(() => {
     http?.close();
     grpcServer?.forceShutdown();
   });

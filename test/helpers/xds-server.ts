@@ -26,7 +26,7 @@ export function xdsServerBinary(): string {
     execFileSync('go', ['build', '-o', partial, '.'], { cwd: SOURCE_DIR, stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000 });
   } catch (err) {
     const failure = err as { stderr?: Buffer; message: string };
-    throw new Error(`cannot build the xDS test server (go build in ${SOURCE_DIR}): ${failure.stderr?.toString() || failure.message}`);
+    throw new Error(`cannot build the xDS test server (go build in ${SOURCE_DIR}): ${failure.stderr?.toString() || failure.message}`, { cause: err });
   }
   renameSync(partial, binary);
   return binary;
@@ -86,7 +86,7 @@ export async function startXdsServer(options: XdsServerOptions): Promise<XdsServ
   const ready = await new Promise<{ grpc: string; admin: string }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`xDS test server did not start in 10 s: ${stderr}`)), 10_000);
     child.once('exit', (code) => reject(new Error(`xDS test server exited (${code}): ${stderr}`)));
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
       const m = /^ready grpc=(\S+) admin=(\S+)$/.exec(line);
       if (m) {
         clearTimeout(timer);

@@ -1,10 +1,9 @@
 import * as grpc from '@grpc/grpc-js';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { loadProtos } from '../../src/grpc/protos';
 import type { WireResponse } from '../../src/rls/wire-types';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
-import { oneDescriptor, type TestRequest } from '../helpers/rls-client';
+import { oneDescriptor, rlsStub, type TestRequest } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 
 // TRACING_ENABLED with the SDK's in-memory exporter: the spans a real call makes.
@@ -22,12 +21,11 @@ const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 const PARENT_SPAN_ID = 'b7ad6b7169203331';
 
 function callWithMetadata(address: string, request: TestRequest, headers: Record<string, string>): Promise<WireResponse> {
-  const protos = loadProtos();
-  const client = new protos.rlsClient(address, grpc.credentials.createInsecure());
+  const client = rlsStub(address, grpc.credentials.createInsecure());
   const metadata = new grpc.Metadata();
   for (const [key, value] of Object.entries(headers)) metadata.set(key, value);
   return new Promise<WireResponse>((resolve, reject) => {
-    client.ShouldRateLimit!(request, metadata, { deadline: Date.now() + 5000 }, (err: grpc.ServiceError | null, res: WireResponse) => {
+    client.ShouldRateLimit(request, metadata, { deadline: Date.now() + 5000 }, (err: grpc.ServiceError | null, res: WireResponse) => {
       client.close();
       if (err) reject(err);
       else resolve(res);

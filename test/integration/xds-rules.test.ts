@@ -223,7 +223,7 @@ describe('re-subscribing waits the configured backoff', () => {
   let server: XdsServer | undefined;
   let t: TestApp | undefined;
 
-  beforeAll(async () => {
+  beforeAll(() => {
     xdsServerBinary();
     dir = mkdtempSync(join(tmpdir(), 'floodgate-xds-backoff-'));
     trackDir(dir);
