@@ -21,13 +21,13 @@ if err then return err end
 
 local function step(i, pending, charge)
   local key = KEYS[i]
-  local debt, at = 0, call.now
+  local debt, at, expire_at = 0, call.now, nil
   local stored = redis.call('GET', key)
   if stored then
     local t, d, x = string.match(stored, '^(%d+);(%d+);(%d+)$')
-    if t ~= nil and tonumber(x) > call.now then debt, at = tonumber(d), tonumber(t) end
+    if t ~= nil and tonumber(x) > call.now then debt, at, expire_at = tonumber(d), tonumber(t), tonumber(x) end
   end
-  return bucket_step(call, i, debt, at, pending, charge, function(d, t, expire_at)
+  return bucket_step(call, i, debt, at, expire_at, pending, charge, function(d, t, expire_at)
     redis.call('SET', key, int(t) .. ';' .. int(d) .. ';' .. int(expire_at))
     redis.call('PEXPIREAT', key, int(expire_at))
   end)

@@ -26,9 +26,9 @@ local function step(i, pending, charge)
   local s = redis.call('HMGET', key, 'd', 't', 'x')
   local debt, at, x = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
   if debt == nil or at == nil or x == nil or x <= call.now then
-    debt, at = 0, call.now
+    debt, at, x = 0, call.now, nil
   end
-  return bucket_step(call, i, debt, at, pending, charge, function(d, t, expire_at)
+  return bucket_step(call, i, debt, at, x, pending, charge, function(d, t, expire_at)
     redis.call('HSET', key, 'd', int(d), 't', int(t), 'x', int(expire_at))
     redis.call('PEXPIREAT', key, int(expire_at))
   end)

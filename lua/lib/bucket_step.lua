@@ -1,16 +1,20 @@
 -- lib/bucket_step.lua: the decision over a bucket's debt, shared by token_bucket.lua and gcra.lua.
 -- Provides
---   bucket_step(call, i, debt, at, pending, charge, store) -> the six integers of a step
---     (lib/run_call.lua) for key i, given what was used: `debt` = tokens taken × W (ms), as it
---     stood at epoch ms `at`. The debt drains by limit per ms. A counter's clock never goes
+--   bucket_step(call, i, debt, at, expire_at, pending, charge, store) -> the six integers of a
+--     step (lib/run_call.lua) for key i, given what was used: `debt` = tokens taken × W (ms), as
+--     it stood at epoch ms `at`, in a key that expires at epoch ms `expire_at` (nil: no key).
+--     The debt drains by limit per ms. A counter's clock never goes
 --     back: the state is evaluated at max(now, at), so a clock that steps back neither refills
 --     nor refills twice, and times are reported from now. `store(debt, at, expire_at)` writes the
---     charged state; it is called only when the hits are admitted and `charge` is true. The two
---     scripts differ in how they store, never in what they answer.
+--     charged state when the hits are admitted and `charge` is true; else, under a limit lowered
+--     since the last write, it moves the key's end to when the debt drains at this limit (the
+--     debt as stored, so nothing else changes): what was used is kept, and no time reported
+--     outlives the key. The two scripts differ in how they store, never in what they answer.
 -- Exact while burst × W and limit × W stay below 2^53: enforced when rules load.
 
-local function bucket_step(call, i, debt, at, pending, charge, store)
+local function bucket_step(call, i, debt, at, expire_at, pending, charge, store)
   local h, limit, burst, w, now = call.hits[i], call.limits[i], call.bursts[i], call.windows[i], call.now
+  local stored_debt, stored_at = debt, at
   local tau = math.max(now, at)
   local ahead = tau - now
   -- Drained by limit × elapsed, at most to 0 (the time is capped so the product stays small).
@@ -21,6 +25,8 @@ local function bucket_step(call, i, debt, at, pending, charge, store)
   if fits and charge and h > 0 then
     debt = debt + h * w
     store(debt, tau, tau + math.ceil(debt / limit))
+  elseif expire_at ~= nil and debt > 0 and tau + math.ceil(debt / limit) > expire_at then
+    store(stored_debt, stored_at, tau + math.ceil(debt / limit))
   end
   local remaining = math.max(0, math.floor((capacity - debt) / w))
   local reset_ms = 0

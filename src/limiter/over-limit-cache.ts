@@ -16,6 +16,8 @@ interface Entry {
   readonly resetAt: number;
   readonly retryAt: number;
   readonly used: number;
+  /** Set when the counter's answer is the same at every moment (limit 0): answered as of then. */
+  readonly standingSince: number | undefined;
   /** Neighbours in recency order (older / newer). */
   older: Entry | undefined;
   newer: Entry | undefined;
@@ -95,7 +97,7 @@ export class OverLimitCache implements Limiter {
       const result = fresh[j] as LimitResult;
       results[i] = result;
       const key = keys[i];
-      if (key !== undefined && deniesEveryRequest(result)) this.remember(key, now, result);
+      if (key !== undefined && deniesEveryRequest(result)) this.remember(key, now, result, answersAlikeAtEveryMoment(misses[j] as LimitCheck));
     }
     return results as LimitResult[];
   }
@@ -135,7 +137,7 @@ export class OverLimitCache implements Limiter {
   }
 
   /** `now` is taken before the backend was asked, so an entry never outlives the counter's state. */
-  private remember(key: string, now: number, result: LimitResult): void {
+  private remember(key: string, now: number, result: LimitResult, standing: boolean): void {
     const old = this.entries.get(key);
     if (old !== undefined) this.forget(old);
     const cost = entryBytes(key);
@@ -147,6 +149,7 @@ export class OverLimitCache implements Limiter {
       resetAt: now + result.resetMs,
       retryAt: now + result.retryAfterMs,
       used: result.used,
+      standingSince: standing ? now : undefined,
       older: undefined,
       newer: undefined,
     };
@@ -195,6 +198,15 @@ function deniesEveryRequest(result: LimitResult): boolean {
   return !result.allowed && result.blockedForMs !== undefined && result.blockedForMs > 0;
 }
 
+/**
+ * A counter with limit 0 denies every request without state, "for a window" from any moment
+ * (lua/lib/run_call.lua), except fixed_window, whose windows lie on the clock's grid: its
+ * answer does not count down.
+ */
+function answersAlikeAtEveryMoment(check: LimitCheck): boolean {
+  return check.spec.limit === 0 && check.spec.algorithm !== 'fixed_window';
+}
+
 /** A flat copy of `s` (Number() of a non-numeric string makes V8 flatten it first). */
 function flat(s: string): string {
   void Number(s);
@@ -209,8 +221,9 @@ function entryBytes(key: string): number {
   return (TWO_BYTE.test(key) ? 2 * key.length : key.length) + ENTRY_OVERHEAD_BYTES;
 }
 
-/** The counter's answer `entry` holds, as of `now`: still denied, its times counting down. */
-function answer(entry: Entry, now: number): LimitResult {
+/** The counter's answer `entry` holds, as of `time`: still denied, its times counting down (unless standing). */
+function answer(entry: Entry, time: number): LimitResult {
+  const now = entry.standingSince ?? time;
   return {
     allowed: false,
     used: entry.used,

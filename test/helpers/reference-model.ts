@@ -18,7 +18,8 @@ import type { LimitResult } from '../../src/limiter/limiter';
  * - which state is kept, and until when (a state is gone once the clock has reached its
  *   expiry, for good): fixed_window and sliding_window keep the latest window written and the
  *   one before, until the window after the latest ends; a bucket keeps its debt until it would
- *   have drained at the limit of its last write; a log keeps its entries until the newest has
+ *   have drained at the limit of its last write, or of a later call under a lower limit (then
+ *   its end moves, nothing else); a log keeps its entries until the newest has
  *   left the window; a counter's clock never goes back (buckets evaluate at the latest time
  *   they were written);
  * - the reported numbers (used, remaining, reset) are those of the README's algorithm table.
@@ -165,9 +166,13 @@ function bucket(state: State | undefined, c: ModelCheck, now: number, pending: n
   const wanted = pending + hits;
   const allowed = fitsIn(0, wanted);
   let next: State | undefined;
+  const drainsAt = (): number => tau + firstTrue(0, debt, (m) => debtIn(m) === 0);
   if (allowed && charge && hits > 0) {
     debt += hits * w;
-    next = { kind: 'bucket', debt, at: tau, expiresAt: tau + firstTrue(0, debt, (m) => debtIn(m) === 0) };
+    next = { kind: 'bucket', debt, at: tau, expiresAt: drainsAt() };
+  } else if (live !== undefined && drainsAt() > live.expiresAt) {
+    // Under a lower limit the debt drains later than the state would live: it lives until then.
+    next = { ...live, expiresAt: drainsAt() };
   }
   const horizon = debt + capacity;
   const remaining = Math.max(0, Math.floor((capacity - debt) / w));
@@ -233,9 +238,7 @@ export class ReferenceModel {
   private readonly states = new Map<string, State>();
 
   call(checks: readonly ModelCheck[], now: number, stop: boolean): ModelResult[] {
-    // Time passes for every counter: a state is gone once the clock reaches its expiry, also
-    // if the clock later steps back before it (redis has removed the key by then).
-    for (const [key, state] of this.states) if (state.expiresAt <= now) this.states.delete(key);
+    this.expire(now);
     const charge = (c: ModelCheck): ModelResult => {
       const { result, next } = judge(this.states.get(c.key), c, now, 0, true);
       if (next === null) return result;
@@ -243,13 +246,37 @@ export class ReferenceModel {
       return result;
     };
     if (!stop) return checks.map(charge);
+    const looked = this.lookAt(checks, now);
+    if (looked.every((r) => r.allowed)) return checks.map(charge);
+    return looked.map((r, i) => (!r.allowed && checks[i]!.algorithm === 'fixed_window' ? charge(checks[i]!) : r));
+  }
+
+  /**
+   * Judges every check with its hits and charges none (a STOP request held back because another
+   * of its counters is already known to be over): each reports its counter as it stands.
+   */
+  look(checks: readonly ModelCheck[], now: number): ModelResult[] {
+    this.expire(now);
+    return this.lookAt(checks, now);
+  }
+
+  /** The look-first pass: a counter that appears twice sees its earlier admitted hits pending. */
+  private lookAt(checks: readonly ModelCheck[], now: number): ModelResult[] {
     const pending = new Map<string, number>();
-    const looked = checks.map((c) => {
-      const { result } = judge(this.states.get(c.key), c, now, pending.get(c.key) ?? 0, false);
+    return checks.map((c) => {
+      const { result, next } = judge(this.states.get(c.key), c, now, pending.get(c.key) ?? 0, false);
+      // Nothing is charged; a bucket may only live longer (a lowered limit).
+      if (next) this.states.set(c.key, next);
       if (result.allowed && c.algorithm !== 'fixed_window') pending.set(c.key, (pending.get(c.key) ?? 0) + c.hits);
       return result;
     });
-    if (looked.every((r) => r.allowed)) return checks.map(charge);
-    return looked.map((r, i) => (!r.allowed && checks[i]!.algorithm === 'fixed_window' ? charge(checks[i]!) : r));
+  }
+
+  /**
+   * Time passes for every counter: a state is gone once the clock reaches its expiry, also if
+   * the clock later steps back before it (redis has removed the key by then).
+   */
+  private expire(now: number): void {
+    for (const [key, state] of this.states) if (state.expiresAt <= now) this.states.delete(key);
   }
 }

@@ -5,6 +5,9 @@ import type { LimitCheck, LimitResult } from '../../src/limiter/limiter';
 import type { LimitSpec } from '../../src/domain/limit-spec';
 import { ALGORITHMS as ALL_ALGORITHMS } from '../../src/domain/algorithm';
 import { MemoryLimiter } from '../../src/limiter/memory/memory-limiter';
+import { OverLimitCache } from '../../src/limiter/over-limit-cache';
+import { counterKey } from '../../src/limiter/counter-key';
+import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { algorithmScripts } from '../../src/limiter/redis/algorithm-scripts';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
@@ -16,6 +19,8 @@ import { ReferenceModel, type ModelCheck, type ModelResult } from '../helpers/re
 // a real Redis, all on one pinned clock. Traces cross window edges to the millisecond, ask for
 // more hits than the limit, limit 0, peeks, change limits and bursts, step the clock back,
 // repeat a counter within one call, and use STOP mode. Any difference fails with the trace.
+// A second run puts the local over-limit cache in front of both backends: its answers, from
+// the cache or not, must be the ones the counter itself gives.
 //
 // DIFF_STEPS (default 5000) steps per algorithm, DIFF_SEED (default fixed) to replay or vary.
 
@@ -47,7 +52,7 @@ interface Step {
 }
 
 /** A random trace for one algorithm; deterministic in `seed`. */
-function makeTrace(algorithm: Algorithm, seed: number, steps: number): Step[] {
+function makeTrace(algorithm: Algorithm, seed: number, steps: number, clockStepsBack = true): Step[] {
   const random = seededRandom(seed);
   const counters: Counter[] = [1, 2, 5].map((windowSeconds, index) => ({ index, windowSeconds, limit: 1 + random(5), burst: 1 + random(6) }));
   let now = TRACE_START + random(86_400_000);
@@ -58,7 +63,7 @@ function makeTrace(algorithm: Algorithm, seed: number, steps: number): Step[] {
     if (r < 45) now += random(250);
     else if (r < 55) now = now - (now % w) + w; // exactly a window edge
     else if (r < 60) now = now - (now % w) + w - 1; // the last millisecond before it
-    else if (r < 68) now -= 1 + random(1500); // the clock steps back (failover to a lagging replica)
+    else if (r < 68) now = clockStepsBack ? now - 1 - random(1500) : now + random(1500); // the clock steps back (failover to a lagging replica)
     else if (r < 73) now += w * (1 + random(3)) + random(1000);
     else now += random(5);
     if (random(100) < 4) {
@@ -79,6 +84,11 @@ function makeTrace(algorithm: Algorithm, seed: number, steps: number): Step[] {
   }
   return out;
 }
+
+const modelChecks = (algorithm: Algorithm, st: Step): ModelCheck[] =>
+  st.checks.map((c) => ({ key: `${c.counter}`, algorithm, limit: c.spec.limit, windowMs: c.spec.windowSeconds * 1000, burst: c.spec.burst, hits: c.hits }));
+
+const limitChecks = (st: Step): LimitCheck[] => st.checks.map((c) => ({ counter: { domain: 'diff', entries: [{ key: 'c', value: `${c.counter}` }] }, spec: c.spec, hits: c.hits }));
 
 const plain = (r: LimitResult): ModelResult => ({
   allowed: r.allowed,
@@ -133,20 +143,11 @@ describe('differential: reference model, memory backend and Lua scripts agree on
     const fromMemory: ModelResult[][] = [];
     for (const st of trace) {
       clock.now = st.now;
-      const modelChecks: ModelCheck[] = st.checks.map((c) => ({
-        key: `${c.counter}`,
-        algorithm,
-        limit: c.spec.limit,
-        windowMs: c.spec.windowSeconds * 1000,
-        burst: c.spec.burst,
-        hits: c.hits,
-      }));
-      expected.push(model.call(modelChecks, st.now, st.stop));
-      const limitChecks: LimitCheck[] = st.checks.map((c) => ({ counter: { domain: 'diff', entries: [{ key: 'c', value: `${c.counter}` }] }, spec: c.spec, hits: c.hits }));
+      expected.push(model.call(modelChecks(algorithm, st), st.now, st.stop));
       // The memory backend sweeps expired counters every second; here at every step, as the
       // time passing on the pinned clock expires the keys in redis.
       memory.sweep();
-      fromMemory.push(memory.checkNow(limitChecks, st.stop).map(plain));
+      fromMemory.push(memory.checkNow(limitChecks(st), st.stop).map(plain));
     }
     await memory.close();
 
@@ -187,4 +188,104 @@ describe('differential: reference model, memory backend and Lua scripts agree on
     expect(denied).toBeGreaterThan(trace.length / 20);
     expect(blocked).toBeGreaterThan(trace.length / 20);
   }, 60_000 + STEPS * 10);
+});
+
+/**
+ * What the counters answer to one call made through the local over-limit cache, given which of
+ * its checks the cache answered (`fromCache`). A check answered from the cache must get the
+ * counter's own answer as it stands: judged with its hits, charged nothing. The cache does not
+ * charge what it answers (the point of the cache, and what the reference's local cache does),
+ * so the model follows that: the other checks go to the counters, and in STOP mode, with one
+ * of its counters already over, they are held back (judged, charged nothing).
+ */
+function expectedThroughCache(model: ReferenceModel, checks: readonly ModelCheck[], now: number, stop: boolean, fromCache: readonly boolean[]): ModelResult[] {
+  const out = new Array<ModelResult>(checks.length);
+  const missed: number[] = [];
+  checks.forEach((c, i) => {
+    if (fromCache[i]) out[i] = model.look([c], now)[0]!;
+    else missed.push(i);
+  });
+  if (missed.length === 0) return out;
+  const misses = missed.map((i) => checks[i]!);
+  const answers = stop && missed.length < checks.length ? model.look(misses, now) : model.call(misses, now, stop);
+  missed.forEach((i, j) => (out[i] = answers[j]!));
+  return out;
+}
+
+/**
+ * The fields compared: all of them, except the `used` of an answer from the cache. That is the
+ * count when the entry was made, and the counter moves on under an entry (fixed_window counts
+ * the denied hits of the requests the entry does not cover, a sliding count decays); nothing
+ * reads it (the service counts every hit of a cached answer as over, hit-counts.ts). What a
+ * client sees, allowed, remaining and the times (reset, Retry-After) are exact, and so is
+ * blockedForMs, which decides how long the entry lives.
+ */
+function comparable(r: ModelResult, fromCache: boolean): Partial<ModelResult> {
+  const { allowed, used, remaining, resetMs, retryAfterMs, blockedForMs } = r;
+  return fromCache ? { allowed, remaining, resetMs, retryAfterMs, blockedForMs } : { allowed, used, remaining, resetMs, retryAfterMs, blockedForMs };
+}
+
+/** One backend behind its own over-limit cache, and the model that follows it. */
+interface CachedSide {
+  readonly name: string;
+  readonly cache: OverLimitCache;
+  readonly model: ReferenceModel;
+  /** Runs before each call, on the pinned clock (expiring what the backend would have expired). */
+  readonly beforeCall: (now: number) => void;
+  fromCache: number;
+}
+
+const CACHE_BYTES = 10_000_000;
+
+describe('differential through the local over-limit cache: every answer is the counter\'s own', () => {
+  it.each(ALGORITHMS)('%s', async (algorithm) => {
+    const seed = SEED + 100 + ALGORITHMS.indexOf(algorithm);
+    console.info(`differential ${algorithm} with the local cache: ${STEPS} steps, seed ${SEED} (DIFF_STEPS, DIFF_SEED to change)`);
+    // No clock step back here: the cache times its entries on the service's monotonic clock, and
+    // a step back of the backend's clock is invisible to it (the runs above cover step backs).
+    const trace = makeTrace(algorithm, seed, STEPS, false);
+    // The cache's clock is the pinned clock too: its entries are timed in the same
+    // milliseconds as the counters' answers it keeps.
+    const clock = { now: 0 };
+    const memory = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 3_600_000 });
+    const prefix = `diffc${seed}:`;
+    const client = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1 });
+    const redisLimiter = new RedisLimiter({ client, keyPrefix: prefix, pinnedNow: () => clock.now });
+    const allKeys = [...new Set(trace.flatMap((st) => limitChecks(st).map((c) => counterKey(prefix, c.counter, c.spec))))];
+    const sides: CachedSide[] = [
+      { name: 'memory', cache: new OverLimitCache(memory, { maxBytes: CACHE_BYTES, now: () => clock.now }), model: new ReferenceModel(), beforeCall: () => memory.sweep(), fromCache: 0 },
+      {
+        name: 'redis',
+        cache: new OverLimitCache(redisLimiter, { maxBytes: CACHE_BYTES, now: () => clock.now }),
+        model: new ReferenceModel(),
+        // Sent on the limiter's own connection, so it runs before the limiter's script call.
+        beforeCall: (now) => void client.evalsha(expireSha, allKeys.length, ...allKeys, now),
+        fromCache: 0,
+      },
+    ];
+    try {
+      for (let i = 0; i < trace.length; i++) {
+        const st = trace[i]!;
+        clock.now = st.now;
+        const checks = modelChecks(algorithm, st);
+        for (const side of sides) {
+          side.beforeCall(st.now);
+          const got = (await side.cache.check(limitChecks(st), { deadline: Date.now() + 10_000, stopIncrementWhenOverLimit: st.stop })).map((r) => ({ ...plain(r), fromLocalCache: r.fromLocalCache === true }));
+          const fromCache = got.map((r) => r.fromLocalCache);
+          const want: ModelResult[] = expectedThroughCache(side.model, checks, st.now, st.stop, fromCache);
+          side.fromCache += fromCache.filter(Boolean).length;
+          if (JSON.stringify(got.map((r, k) => comparable(r, fromCache[k]!))) !== JSON.stringify(want.map((r, k) => comparable(r, fromCache[k]!)))) {
+            const flags = fromCache.map((f) => (f ? 'cache' : 'backend')).join(', ');
+            expect.fail(`${describeTrace(algorithm, trace, i)}\nthrough the cache on ${side.name} (${flags}; the used of a cached answer is not compared):\nmodel: ${JSON.stringify(want)}\ngot:   ${JSON.stringify(got)}`);
+          }
+        }
+      }
+    } finally {
+      await Promise.all(sides.map((side) => side.cache.close()));
+    }
+    const checks = trace.reduce((n, st) => n + st.checks.length, 0);
+    console.info(`differential ${algorithm} with the local cache: ${trace.length} steps agree (${checks} checks; from the cache: ${sides.map((s) => `${s.name} ${s.fromCache}`).join(', ')})`);
+    // The comparison is worth something only if the cache answers often.
+    for (const side of sides) expect(side.fromCache, side.name).toBeGreaterThan(checks / 20);
+  }, 60_000 + STEPS * 20);
 });

@@ -121,6 +121,20 @@ describe.each(BACKENDS)('exact edges on %s', (name, make) => {
       expect(r.retryAfterMs).toBe(246_000);
     });
 
+    it('lowering a limit keeps what was used until it drains at the lower limit, not only while the old key lived', async () => {
+      // Found by the differential test through the local cache: the key expired when the debt
+      // would have drained at the old limit (30 s), while the answers under the new limit (and
+      // the cache trusting them) promised a denial for minutes.
+      const c = fresh();
+      const t0 = dayAt(0);
+      await one(c, spec(algorithm, 100, 60), 50);
+      expect(await one(c, spec(algorithm, 10, 60), 1)).toMatchObject({ allowed: false, retryAfterMs: 246_000, blockedForMs: 246_000 });
+      clock.now = t0 + 31_000;
+      expect(await one(c, spec(algorithm, 10, 60), 1)).toMatchObject({ allowed: false, remaining: 0, resetMs: 269_000, retryAfterMs: 215_000, blockedForMs: 215_000 });
+      clock.now = t0 + 246_000;
+      expect(await one(c, spec(algorithm, 10, 60), 1)).toMatchObject({ allowed: true, remaining: 0 });
+    });
+
     it('a clock that steps back admits what is left and refills the skew once', async () => {
       const c = fresh();
       const s = spec(algorithm, 10, 10); // one token per second, capacity 10

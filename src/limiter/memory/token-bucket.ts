@@ -31,7 +31,10 @@ export const tokenBucket: MemoryAlgorithm<TokenBucketState> = {
 export interface BucketStepInput<S extends AlgorithmState> extends StepInput<S> {
   readonly debt: number;
   readonly at: number;
-  /** Builds the charged state; called only when the hits are admitted and charged. */
+  /**
+   * Builds the charged state when the hits are admitted and charged; else, under a limit lowered
+   * since the last write, the same debt with a later end (see bucketStep).
+   */
   readonly store: (debt: number, at: number, expiresAt: number) => S;
 }
 
@@ -52,9 +55,14 @@ export function bucketStep<S extends AlgorithmState>(input: BucketStepInput<S>):
   const wanted = pending + hits;
   const fits = wanted <= burst && debt + wanted * w <= capacity;
   let next: S | undefined;
+  const expiresAt = input.state?.expiresAt;
   if (fits && charge && hits > 0) {
     debt += hits * w;
     next = input.store(debt, tau, tau + Math.ceil(debt / limit));
+  } else if (expiresAt !== undefined && debt > 0 && tau + Math.ceil(debt / limit) > expiresAt) {
+    // A limit lowered since the last write drains the debt later than the state would live:
+    // the state lives until then (what was used is kept; no time reported outlives it).
+    next = input.store(input.debt, at, tau + Math.ceil(debt / limit));
   }
   const remaining = Math.max(0, Math.floor((capacity - debt) / w));
   const resetMs = debt > 0 ? ahead + Math.ceil(debt / limit) : 0;

@@ -84,6 +84,27 @@ describe('OverLimitCache keeps only answers that hold for every request', () => 
     expect(await one(cache, check('a'))).toMatchObject({ allowed: false, remaining: 0, resetMs: 57_500, retryAfterMs: 3_500, fromLocalCache: true });
   });
 
+  it('a limit-0 counter answers "a window from now" at every moment: its cached answer does not count down', async () => {
+    // lua/lib/run_call.lua: limit 0 denies every request without state, a window from any moment
+    // (every algorithm but fixed_window, whose windows lie on the clock's grid).
+    const zero: LimitSpec = { ...BUCKET, limit: 0 };
+    const standing: LimitResult = { allowed: false, used: 0, remaining: 0, resetMs: 60_000, retryAfterMs: 60_000, blockedForMs: 60_000 };
+    const { clock, inner, cache } = setup(() => standing);
+    await one(cache, check('a', 1, zero));
+    clock.now += 2_500;
+    expect(await one(cache, check('a', 1, zero))).toEqual({ ...standing, fromLocalCache: true });
+    expect(inner.calls).toHaveLength(1);
+    // The entry still ends when the answer it keeps says so.
+    clock.now += 57_500;
+    expect((await one(cache, check('a', 1, zero))).fromLocalCache).toBeUndefined();
+    // A fixed_window counter with limit 0 counts down to its window's end like any other.
+    const grid: LimitSpec = { algorithm: 'fixed_window', limit: 0, windowSeconds: 60, burst: 0 };
+    const edge = setup(() => ({ ...standing, resetMs: 10_000, retryAfterMs: 10_000, blockedForMs: 10_000 }));
+    await one(edge.cache, check('a', 1, grid));
+    edge.clock.now += 2_500;
+    expect(await one(edge.cache, check('a', 1, grid))).toMatchObject({ resetMs: 7_500, retryAfterMs: 7_500, blockedForMs: 7_500, fromLocalCache: true });
+  });
+
   it('an allowed answer is never cached, even one that used up the counter', async () => {
     const { inner, cache } = setup(() => ({ ...ALLOWED, remaining: 0, blockedForMs: 5_000 }));
     await one(cache, check('a'));
