@@ -4,11 +4,12 @@ import type { HealthState } from '../health';
 import type { Logger } from '../log';
 import type { ServiceMetrics } from '../metrics/metrics';
 import type { RateLimitHandler } from '../service/rate-limit-handler';
-import { requestFromWire, responseToWire } from '../rls/convert';
 import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
 import { loadProtos, SERVER_PROTO_LOADER_OPTIONS } from './protos';
-import type { WireRequest, WireResponse } from '../rls/wire-types';
+import { decodeRateLimitRequest } from '../rls/request-decoder';
+import { encodeRateLimitResponse } from '../rls/response-encoder';
+import { withRlsServerCodec } from '../rls/rls-service-definition';
 
 /** Bounds on what one gRPC client can make the server hold (GRPC_MAX_*). */
 export interface GrpcLimits {
@@ -65,7 +66,7 @@ export class GrpcServer {
       ...(deps.maxConnectionAgeMs !== undefined ? { 'grpc.max_connection_age_ms': deps.maxConnectionAgeMs } : {}),
       ...(deps.maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': deps.maxConnectionAgeGraceMs } : {}),
     });
-    this.server.addService(protos.rlsService, { [METHOD]: this.shouldRateLimit });
+    this.server.addService(withRlsServerCodec(protos.rlsService), { [METHOD]: this.shouldRateLimit });
     this.health = healthService(deps.health);
     this.server.addService(protos.healthService, this.health.handlers);
   }
@@ -93,8 +94,8 @@ export class GrpcServer {
   }
 
   private readonly shouldRateLimit = (
-    call: grpc.ServerUnaryCall<WireRequest, WireResponse>,
-    callback: grpc.sendUnaryData<WireResponse>,
+    call: grpc.ServerUnaryCall<Buffer, Buffer>,
+    callback: grpc.sendUnaryData<Buffer>,
   ): void => {
     const { service, metrics, logger } = this.deps;
     const started = performance.now();
@@ -115,17 +116,18 @@ export class GrpcServer {
     }
     let request;
     try {
-      request = requestFromWire(call.request);
+      request = decodeRateLimitRequest(call.request);
     } catch (err) {
       fail(err);
       return;
     }
     // One chain ending in fail: an error while answering (not only while counting) reaches the
-    // caller as a status instead of becoming an unhandled rejection.
+    // caller as a status instead of becoming an unhandled rejection. The answer is encoded here,
+    // inside the chain, not in grpc-js' serializer, for the same reason.
     service
       .shouldRateLimit(request, deadlineOf(call, this.deps.defaultDeadlineMs), call.metadata)
       .then((response) => {
-        const wire = call.cancelled ? undefined : responseToWire(response);
+        const wire = call.cancelled ? undefined : encodeRateLimitResponse(response);
         metrics.requestDone(METHOD, (performance.now() - started) / 1000);
         if (wire !== undefined) callback(null, wire);
       })

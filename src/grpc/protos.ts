@@ -28,8 +28,10 @@ export const PROTO_LOADER_OPTIONS: protoLoader.Options = {
 };
 
 /**
- * The server decodes 64-bit integers as decimal strings: a uint64 above 2^53 stays exact, so an
- * out-of-range hits_addend is refused with the number the caller sent.
+ * The server's options: 64-bit integers as decimal strings, so a uint64 above 2^53 stays exact
+ * and an out-of-range hits_addend is refused with the number the caller sent. ShouldRateLimit's
+ * request is read by src/rls/request-decoder.ts instead, which gives the same digits
+ * (test/integration/rls-codec.test.ts compares it with proto-loader under these options).
  */
 export const SERVER_PROTO_LOADER_OPTIONS: protoLoader.Options = { ...PROTO_LOADER_OPTIONS, longs: String };
 

@@ -26,16 +26,24 @@ export interface ServiceMetrics {
 
 export type RedisPool = 'redis_pool' | 'redis_per_second_pool';
 
-interface RuleChildren {
-  total: Counter.Internal;
-  within: Counter.Internal;
-  near: Counter.Internal;
-  over: Counter.Internal;
-  overLocal: Counter.Internal;
-  shadow: Counter.Internal;
+/**
+ * The hits of one rule path not yet handed to prom-client. A call adds plain numbers here; a
+ * scrape moves them into the counters (prom-client hashes and validates the labels on every
+ * inc, even through a child, which is too much for every call).
+ */
+interface RuleTally {
+  readonly labels: { domain: string; key1: string; key2: string };
+  total: number;
+  within: number;
+  near: number;
+  over: number;
+  overLocal: number;
+  shadow: number;
 }
+type RuleCounterName = Exclude<keyof RuleTally, 'labels'>;
+const RULE_COUNTER_NAMES: readonly RuleCounterName[] = ['total', 'within', 'near', 'over', 'overLocal', 'shadow'];
 
-// Label sets per rule path are few (rule paths, not raw values), so children are cached to keep
+// Label sets per rule path are few (rule paths, not raw values), so tallies are cached to keep
 // prom-client's label hashing off the request path.
 const MAX_CACHED_RULE_LABELS = 10_000;
 
@@ -61,8 +69,10 @@ export function ruleLabels(domain: string, metricKey: string): { domain: string;
 /** prom-client implementation with the reference's metric names. */
 export class PrometheusMetrics implements ServiceMetrics {
   readonly registry = new Registry();
-  private readonly ruleCounters: Record<keyof RuleChildren, Counter<'domain' | 'key1' | 'key2'>>;
-  private readonly children = new Map<string, RuleChildren>();
+  private readonly ruleCounters: Record<RuleCounterName, Counter<'domain' | 'key1' | 'key2'>>;
+  private readonly tallies = new Map<string, RuleTally>();
+  /** Per gRPC method: the request counter's and the histogram's child, resolved once. */
+  private readonly methodChildren = new Map<string, { total: Counter.Internal; time: Histogram.Internal<'grpc_method'> }>();
   private readonly configLoadSuccess: Counter;
   private readonly configLoadError: Counter;
   private readonly errors: Counter<'err_type'>;
@@ -79,7 +89,7 @@ export class PrometheusMetrics implements ServiceMetrics {
     this.responseTimeScale = options.responseTimeInMilliseconds ? 1000 : 1;
     const labelNames = ['domain', 'key1', 'key2'] as const;
     const rule = (suffix: string, help: string) =>
-      new Counter({ name: `ratelimit_service_rate_limit_${suffix}`, help, labelNames, registers: [this.registry] });
+      new Counter({ name: `ratelimit_service_rate_limit_${suffix}`, help, labelNames, registers: [this.registry], collect: () => this.flushRuleTallies() });
     this.ruleCounters = {
       total: rule('total_hits', 'Hits evaluated against the rule'),
       within: rule('within_limit', 'Hits within the limit'),
@@ -109,13 +119,13 @@ export class PrometheusMetrics implements ServiceMetrics {
   }
 
   recordRule(domain: string, metricKey: string, counts: RuleHitCounts): void {
-    const c = this.childrenFor(domain, metricKey);
-    c.total.inc(counts.totalHits);
-    if (counts.withinLimit) c.within.inc(counts.withinLimit);
-    if (counts.nearLimit) c.near.inc(counts.nearLimit);
-    if (counts.overLimit) c.over.inc(counts.overLimit);
-    if (counts.overLimitWithLocalCache) c.overLocal.inc(counts.overLimitWithLocalCache);
-    if (counts.shadowMode) c.shadow.inc(counts.shadowMode);
+    const t = this.tallyFor(domain, metricKey);
+    t.total += counts.totalHits;
+    t.within += counts.withinLimit;
+    t.near += counts.nearLimit;
+    t.over += counts.overLimit;
+    t.overLocal += counts.overLimitWithLocalCache;
+    t.shadow += counts.shadowMode;
   }
 
   domainNotFound(domain: string): void {
@@ -135,8 +145,13 @@ export class PrometheusMetrics implements ServiceMetrics {
   }
 
   requestDone(method: string, seconds: number): void {
-    this.totalRequests.inc({ grpc_method: method });
-    this.responseTime.observe({ grpc_method: method }, seconds * this.responseTimeScale);
+    let c = this.methodChildren.get(method);
+    if (c === undefined) {
+      c = { total: this.totalRequests.labels(method), time: this.responseTime.labels(method) };
+      this.methodChildren.set(method, c);
+    }
+    c.total.inc();
+    c.time.observe(seconds * this.responseTimeScale);
   }
 
   setBackendHealthy(healthy: boolean): void {
@@ -147,23 +162,31 @@ export class PrometheusMetrics implements ServiceMetrics {
     // floodgate_backend_healthy says what matters here; the pool stats go to statsd only.
   }
 
-  private childrenFor(domain: string, metricKey: string): RuleChildren {
+  private tallyFor(domain: string, metricKey: string): RuleTally {
     const cacheKey = domain + '\n' + metricKey;
-    let c = this.children.get(cacheKey);
-    if (c === undefined) {
-      const labels = ruleLabels(domain, metricKey);
-      const r = this.ruleCounters;
-      c = {
-        total: r.total.labels(labels),
-        within: r.within.labels(labels),
-        near: r.near.labels(labels),
-        over: r.over.labels(labels),
-        overLocal: r.overLocal.labels(labels),
-        shadow: r.shadow.labels(labels),
-      };
-      if (this.children.size >= MAX_CACHED_RULE_LABELS) this.children.clear();
-      this.children.set(cacheKey, c);
+    let t = this.tallies.get(cacheKey);
+    if (t === undefined) {
+      if (this.tallies.size >= MAX_CACHED_RULE_LABELS) {
+        this.flushRuleTallies();
+        this.tallies.clear();
+      }
+      t = { labels: ruleLabels(domain, metricKey), total: 0, within: 0, near: 0, over: 0, overLocal: 0, shadow: 0 };
+      this.tallies.set(cacheKey, t);
     }
-    return c;
+    return t;
+  }
+
+  /** Moves the tallied hits into the prom-client counters (on every scrape, before reading). */
+  private flushRuleTallies(): void {
+    for (const t of this.tallies.values()) {
+      for (const name of RULE_COUNTER_NAMES) {
+        const n = t[name];
+        // total_hits is exported for every rule path seen, also at 0, as before.
+        if (n !== 0 || name === 'total') {
+          this.ruleCounters[name].inc(t.labels, n);
+          t[name] = 0;
+        }
+      }
+    }
   }
 }

@@ -4,6 +4,7 @@ import type { Limiter, LimitResult } from '../limiter/limiter';
 import type { ServiceMetrics } from '../metrics/metrics';
 import { UINT32_MAX } from '../domain/uint32';
 import { hitCounts } from './hit-counts';
+import { currentLimitOf } from './current-limit';
 import { buildDynamicMetadata } from './dynamic-metadata';
 import { planRequest, type DescriptorPlan } from './descriptor-plan';
 import { limitHeaders, type HeaderNames } from './limit-headers';
@@ -150,7 +151,8 @@ export class RateLimitService {
     const over = !result.allowed && !rule.shadowMode;
     const status: DescriptorStatus = {
       code: over ? 'OVER_LIMIT' : 'OK',
-      currentLimit: { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: limit, unit: rule.unit ?? 'SECOND' },
+      // The rule's shared CurrentLimit unless a policy tier scaled the limit for this answer.
+      currentLimit: limit === rule.requestsPerUnit ? currentLimitOf(rule) : { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: limit, unit: rule.unit ?? 'SECOND' },
       limitRemaining: result.remaining,
       durationUntilResetSeconds: Math.ceil(result.resetMs / 1000),
     };

@@ -123,6 +123,35 @@ describe('PrometheusMetrics', () => {
     expect(sample(await m.registry.metrics(), 'floodgate_backend_healthy')).toBe(0);
   });
 
+  it('keeps counting across scrapes: each scrape shows every hit recorded before it', async () => {
+    const m = new PrometheusMetrics();
+    const labels = { domain: 'd', key1: 'k', key2: '' };
+    m.recordRule('d', 'd.k', COUNTS);
+    expect(sample(await m.registry.metrics(), 'ratelimit_service_rate_limit_total_hits', labels)).toBe(6);
+    expect(sample(await m.registry.metrics(), 'ratelimit_service_rate_limit_total_hits', labels)).toBe(6);
+    m.recordRule('d', 'd.k', COUNTS);
+    m.recordRule('d', 'd.k', COUNTS);
+    const text = await m.registry.metrics();
+    expect(sample(text, 'ratelimit_service_rate_limit_total_hits', labels)).toBe(18);
+    expect(sample(text, 'ratelimit_service_rate_limit_over_limit_with_local_cache', labels)).toBe(3);
+    expect(sample(text, 'ratelimit_service_rate_limit_shadow_mode', labels)).toBe(12);
+    // A single metric read on its own (as the tests and the cluster aggregator do) is current too.
+    m.recordRule('d', 'd.k', COUNTS);
+    expect(await m.registry.getSingleMetricAsString('ratelimit_service_rate_limit_within_limit')).toContain('key1="k",key2=""} 12');
+  });
+
+  it('loses no hits when more rule paths are seen than it keeps apart', async () => {
+    const m = new PrometheusMetrics();
+    const one = { ...COUNTS, totalHits: 1, withinLimit: 1, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 };
+    m.recordRule('d', 'd.first', one);
+    for (let i = 0; i < 10_050; i++) m.recordRule('d', `d.k${i}`, one);
+    m.recordRule('d', 'd.first', one);
+    const text = await m.registry.metrics();
+    expect(sample(text, 'ratelimit_service_rate_limit_total_hits', { domain: 'd', key1: 'first', key2: '' })).toBe(2);
+    expect(sample(text, 'ratelimit_service_rate_limit_within_limit', { domain: 'd', key1: 'k0', key2: '' })).toBe(1);
+    expect(sample(text, 'ratelimit_service_rate_limit_within_limit', { domain: 'd', key1: 'k10049', key2: '' })).toBe(1);
+  });
+
   it('keeps registries apart (no global registry)', async () => {
     const a = new PrometheusMetrics();
     const b = new PrometheusMetrics();

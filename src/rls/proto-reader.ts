@@ -1,0 +1,160 @@
+import { InvalidRequestError } from '../errors';
+
+// The protobuf wire format, read side, for the few fields floodgate decodes by hand
+// (request-decoder.ts). Every read is bounded by the buffer, so a malformed message ends in a
+// MalformedMessageError (INVALID_ARGUMENT), never in a read past the end or a crash.
+
+export const WIRE_VARINT = 0;
+export const WIRE_FIXED64 = 1;
+export const WIRE_LEN = 2;
+export const WIRE_START_GROUP = 3;
+export const WIRE_END_GROUP = 4;
+export const WIRE_FIXED32 = 5;
+
+/** Up to this many bytes an ASCII string is decoded in JS (see ProtoReader.string). */
+const SHORT_STRING_BYTES = 12;
+
+/** Groups are long deprecated; an unknown one is skipped, but not nested without bound. */
+const MAX_GROUP_DEPTH = 32;
+
+/** The bytes are not a well-formed protobuf message. */
+export class MalformedMessageError extends InvalidRequestError {}
+
+export class ProtoReader {
+  pos = 0;
+
+  constructor(readonly buf: Buffer) {}
+
+  private malformed(what: string): never {
+    throw new MalformedMessageError(`malformed RateLimitRequest: ${what} at byte ${this.pos}`);
+  }
+
+  /** A varint's low 32 bits, unsigned (uint32, and tags). Longer varints are read to their end. */
+  uint32(): number {
+    const buf = this.buf;
+    let pos = this.pos;
+    let value = 0;
+    for (let i = 0; i < 10; i++) {
+      if (pos >= buf.length) this.malformed('truncated varint');
+      const b = buf[pos++] as number;
+      if (i < 5) value |= (b & 0x7f) << (7 * i);
+      if (b < 0x80) {
+        this.pos = pos;
+        return value >>> 0;
+      }
+    }
+    return this.malformed('varint longer than 10 bytes');
+  }
+
+  /** A varint's low 32 bits, signed (int32 and enums: -1 arrives as ten bytes). */
+  int32(): number {
+    return this.uint32() | 0;
+  }
+
+  /**
+   * A uint64 varint as its exact decimal digits (as proto-loader's `longs: String` gives them),
+   * so that a value past 2^53 is reported as the caller sent it.
+   */
+  uint64Text(): string {
+    const start = this.pos;
+    const n = this.uint64();
+    if (n <= Number.MAX_SAFE_INTEGER) return String(n);
+    // Rare (an out-of-range value about to be refused): read the varint again, exactly.
+    let v = BigInt(0);
+    for (let i = 0, pos = start; pos < this.pos; i++, pos++) v |= BigInt((this.buf[pos] as number) & 0x7f) << BigInt(7 * i);
+    return BigInt.asUintN(64, v).toString();
+  }
+
+  /** A uint64 varint as a number (exact up to 2^53, as protobufjs' Long.toNumber gives it). */
+  uint64(): number {
+    const buf = this.buf;
+    let pos = this.pos;
+    let lo = 0;
+    let hi = 0;
+    for (let i = 0; i < 10; i++) {
+      if (pos >= buf.length) this.malformed('truncated varint');
+      const b = buf[pos++] as number;
+      if (i < 4) lo |= (b & 0x7f) << (7 * i);
+      else if (i === 4) {
+        lo |= (b & 0x0f) << 28;
+        hi |= (b & 0x7f) >> 4;
+      } else hi |= (b & 0x7f) << (7 * i - 32);
+      if (b < 0x80) {
+        this.pos = pos;
+        return (hi >>> 0) * 4294967296 + (lo >>> 0);
+      }
+    }
+    return this.malformed('varint longer than 10 bytes');
+  }
+
+  /** Reads a length prefix and returns where that field ends (checked against the buffer). */
+  lengthEnd(): number {
+    const length = this.uint32();
+    const end = this.pos + length;
+    if (end > this.buf.length) this.malformed(`length ${length} past the end of the message`);
+    return end;
+  }
+
+  /** A length-delimited string field, decoded as UTF-8 exactly as protobufjs does on Node. */
+  string(): string {
+    const end = this.lengthEnd();
+    const start = this.pos;
+    this.pos = end;
+    if (end - start <= SHORT_STRING_BYTES) {
+      // Descriptor keys and values are mostly short ASCII: built here, they skip the native
+      // call, which costs more than the string itself at this size.
+      const buf = this.buf;
+      let s = '';
+      for (let i = start; i < end; i++) {
+        const b = buf[i] as number;
+        if (b >= 0x80) return buf.toString('utf8', start, end);
+        s += String.fromCharCode(b);
+      }
+      return s;
+    }
+    return this.buf.toString('utf8', start, end);
+  }
+
+  /** Checks that a sub-message ended exactly at its length. */
+  expectEnd(end: number): void {
+    if (this.pos !== end) this.malformed('field runs past the end of its sub-message');
+  }
+
+  /** Skips the value of a field floodgate does not read (unknown fields, other wire types). */
+  skip(tag: number, depth = 0): void {
+    if (tag >>> 3 === 0) this.malformed('field number 0');
+    switch (tag & 7) {
+      case WIRE_VARINT:
+        this.uint32();
+        return;
+      case WIRE_FIXED64:
+        this.advance(8);
+        return;
+      case WIRE_LEN:
+        this.pos = this.lengthEnd();
+        return;
+      case WIRE_START_GROUP: {
+        if (depth >= MAX_GROUP_DEPTH) this.malformed('groups nested too deeply');
+        for (;;) {
+          if (this.pos >= this.buf.length) this.malformed('unterminated group');
+          const inner = this.uint32();
+          if ((inner & 7) === WIRE_END_GROUP) {
+            if (inner >>> 3 !== tag >>> 3) this.malformed('mismatched end group');
+            return;
+          }
+          this.skip(inner, depth + 1);
+        }
+      }
+      case WIRE_FIXED32:
+        this.advance(4);
+        return;
+      default:
+        this.malformed(`invalid wire type ${tag & 7}`);
+    }
+  }
+
+  private advance(n: number): void {
+    if (this.pos + n > this.buf.length) this.malformed('truncated fixed-width field');
+    this.pos += n;
+  }
+}
