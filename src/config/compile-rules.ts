@@ -3,6 +3,7 @@ import { UNIT_SECONDS } from '../units';
 import type { DescriptorEntry } from '../service/types';
 import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './parse-rule-file';
 import type { RateLimitRule, RuleMatch, RuleSet } from './rule-types';
+import { WildcardPattern } from './wildcard-pattern';
 
 /** How a node is reached from its request entry. */
 type NodeKind = 'exact' | 'wildcard' | 'any';
@@ -13,7 +14,7 @@ interface RuleNode {
   readonly key: string;
   /** The file's value: a literal, a `*` pattern, or '' (any). */
   readonly value: string;
-  readonly pattern?: RegExp;
+  readonly pattern?: WildcardPattern;
   readonly rule?: RateLimitRule;
   readonly children?: Level;
   /** `domain.key_value...` as written in the file; also the metric key when nothing is dynamic. */
@@ -159,12 +160,8 @@ function compileRule(d: DescriptorConfig, limit: RateLimitConfig, fullKey: strin
 }
 
 /** `*` matches any run of characters (also none), anywhere and any number of times. */
-export function wildcardPattern(value: string): RegExp {
-  const body = value
-    .split('*')
-    .map((part) => part.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&'))
-    .join('.*');
-  return new RegExp(`^${body}$`, 's');
+export function wildcardPattern(value: string): WildcardPattern {
+  return new WildcardPattern(value);
 }
 
 // ---- matching ----
@@ -203,7 +200,7 @@ function step(level: Level, entry: DescriptorEntry): RuleNode | undefined {
   const exact = group.exact.get(entry.value);
   if (exact !== undefined) return exact;
   for (const candidate of group.wildcards) {
-    if ((candidate.pattern as RegExp).test(entry.value)) return candidate;
+    if ((candidate.pattern as WildcardPattern).test(entry.value)) return candidate;
   }
   return group.any;
 }
