@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { boundedLabel } from './bounded-label';
 
 /** Per-rule counters of one descriptor evaluation, in hits (not requests), as the reference counts. */
 export interface RuleHitCounts {
@@ -18,6 +19,8 @@ export interface ServiceMetrics {
   configLoad(success: boolean): void;
   requestDone(method: string, seconds: number): void;
   setBackendHealthy(healthy: boolean): void;
+  /** The memory backend dropped `count` least recently used counters to stay within its bound. */
+  memoryCountersEvicted(count: number): void;
 }
 
 interface RuleChildren {
@@ -29,9 +32,14 @@ interface RuleChildren {
   shadow: Counter.Internal;
 }
 
-// Label sets per rule path are few (rule paths, not raw values), so children are cached to keep
-// prom-client's label hashing off the request path.
-const MAX_CACHED_RULE_LABELS = 10_000;
+/**
+ * The `domain` label of ratelimit_service_domain_not_found: an unknown domain is request text,
+ * so it is never a label value.
+ */
+export const UNKNOWN_DOMAIN_LABEL = '(unknown)';
+
+/** Rule label sets kept by default (METRICS_MAX_SERIES); each is six counter series. */
+export const DEFAULT_MAX_SERIES = 5000;
 
 /** Splits `domain.key1_value1.key2...` into the reference's labels; deeper levels fold into key2. */
 export function ruleLabels(domain: string, metricKey: string): { domain: string; key1: string; key2: string } {
@@ -40,7 +48,16 @@ export function ruleLabels(domain: string, metricKey: string): { domain: string;
   return dot < 0 ? { domain, key1: rest, key2: '' } : { domain, key1: rest.slice(0, dot), key2: rest.slice(dot + 1) };
 }
 
-/** prom-client implementation with the reference's metric names. */
+/**
+ * prom-client implementation with the reference's metric names.
+ *
+ * Label values are never raw request text, with one opt-in exception: the rule counters'
+ * `key1`/`key2` are the rule's key from the file, except under `detailed_metric` or
+ * `value_to_metric`, where the file asks for request values (limit overrides are counted under
+ * the matched rule's key). Those values are cut to a bounded length (boundedLabel), and there
+ * are at most `maxSeries` rule label sets: beyond that a new label set is not created and the
+ * recording is counted in floodgate_metrics_series_dropped_total instead.
+ */
 export class PrometheusMetrics implements ServiceMetrics {
   readonly registry = new Registry();
   private readonly ruleCounters: Record<keyof RuleChildren, Counter<'domain' | 'key1' | 'key2'>>;
@@ -52,8 +69,12 @@ export class PrometheusMetrics implements ServiceMetrics {
   private readonly responseTime: Histogram<'grpc_method'>;
   private readonly domainNotFoundCounter: Counter<'domain'>;
   private readonly backendHealthy: Gauge;
+  private readonly seriesDropped: Counter;
+  private readonly countersEvicted: Counter;
+  private readonly maxSeries: number;
 
-  constructor(options: { collectDefault?: boolean } = {}) {
+  constructor(options: { collectDefault?: boolean; maxSeries?: number } = {}) {
+    this.maxSeries = options.maxSeries ?? DEFAULT_MAX_SERIES;
     const labelNames = ['domain', 'key1', 'key2'] as const;
     const rule = (suffix: string, help: string) =>
       new Counter({ name: `ratelimit_service_rate_limit_${suffix}`, help, labelNames, registers: [this.registry] });
@@ -80,11 +101,25 @@ export class PrometheusMetrics implements ServiceMetrics {
     this.domainNotFoundCounter = new Counter({ name: 'ratelimit_service_domain_not_found', help: 'Calls for a domain without rules', labelNames: ['domain'], registers: reg });
     this.backendHealthy = new Gauge({ name: 'floodgate_backend_healthy', help: '1 while the counter backend answers', registers: reg });
     this.backendHealthy.set(1);
+    this.seriesDropped = new Counter({
+      name: 'floodgate_metrics_series_dropped_total',
+      help: 'Rule counts not recorded because METRICS_MAX_SERIES label sets exist already',
+      registers: reg,
+    });
+    this.countersEvicted = new Counter({
+      name: 'floodgate_memory_counters_evicted_total',
+      help: 'Memory-backend counters dropped (least recently used) to stay within MEMORY_MAX_COUNTERS',
+      registers: reg,
+    });
     if (options.collectDefault) collectDefaultMetrics({ register: this.registry });
   }
 
   recordRule(domain: string, metricKey: string, counts: RuleHitCounts): void {
     const c = this.childrenFor(domain, metricKey);
+    if (c === undefined) {
+      this.seriesDropped.inc();
+      return;
+    }
     c.total.inc(counts.totalHits);
     if (counts.withinLimit) c.within.inc(counts.withinLimit);
     if (counts.nearLimit) c.near.inc(counts.nearLimit);
@@ -93,8 +128,8 @@ export class PrometheusMetrics implements ServiceMetrics {
     if (counts.shadowMode) c.shadow.inc(counts.shadowMode);
   }
 
-  domainNotFound(domain: string): void {
-    this.domainNotFoundCounter.inc({ domain });
+  domainNotFound(_domain: string): void {
+    this.domainNotFoundCounter.inc({ domain: UNKNOWN_DOMAIN_LABEL });
   }
 
   shouldRateLimitError(errType: string): void {
@@ -114,11 +149,18 @@ export class PrometheusMetrics implements ServiceMetrics {
     this.backendHealthy.set(healthy ? 1 : 0);
   }
 
-  private childrenFor(domain: string, metricKey: string): RuleChildren {
+  memoryCountersEvicted(count: number): void {
+    this.countersEvicted.inc(count);
+  }
+
+  /** The cached counters of one label set; undefined when the cap forbids a new one. */
+  private childrenFor(domain: string, metricKey: string): RuleChildren | undefined {
     const cacheKey = domain + '\n' + metricKey;
     let c = this.children.get(cacheKey);
     if (c === undefined) {
-      const labels = ruleLabels(domain, metricKey);
+      if (this.children.size >= this.maxSeries) return undefined;
+      const raw = ruleLabels(domain, metricKey);
+      const labels = { domain: boundedLabel(raw.domain), key1: boundedLabel(raw.key1), key2: boundedLabel(raw.key2) };
       const r = this.ruleCounters;
       c = {
         total: r.total.labels(labels),
@@ -128,7 +170,6 @@ export class PrometheusMetrics implements ServiceMetrics {
         overLocal: r.overLocal.labels(labels),
         shadow: r.shadow.labels(labels),
       };
-      if (this.children.size >= MAX_CACHED_RULE_LABELS) this.children.clear();
       this.children.set(cacheKey, c);
     }
     return c;

@@ -50,6 +50,15 @@ function runtimePath(domain: string, descriptor: RequestDescriptor): string {
   return path;
 }
 
+/**
+ * The metric key of a limit override: the rule file's key of the rule it overrides, or one
+ * fixed key per domain. Never the request's values (the reference's runtime path): those
+ * would make one metric series per value.
+ */
+function overrideMetricKey(domain: string, match: RuleMatch | undefined): string {
+  return match?.rule?.fullKey ?? `${domain}.limit_override`;
+}
+
 function overrideRule(domain: string, descriptor: RequestDescriptor): RateLimitRule | undefined {
   const limit = descriptor.limit;
   if (limit === undefined) return undefined;
@@ -151,7 +160,7 @@ export class RateLimitService {
         continue;
       }
       const result = results[plan.checkIndex] as LimitResult;
-      const metricKey = plan.match?.rule === rule ? plan.match.metricKey : rule.fullKey;
+      const metricKey = plan.match?.rule === rule ? plan.match.metricKey : overrideMetricKey(request.domain, plan.match);
       const counts = hitCounts(rule.requestsPerUnit, result.used, plan.hits, result.allowed, config.nearLimitRatio, result.fromLocalCache === true, rule.shadowMode);
       metrics.recordRule(request.domain, metricKey, counts);
       const over = !result.allowed && !rule.shadowMode;

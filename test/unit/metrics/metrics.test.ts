@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PrometheusMetrics, ruleLabels, type RuleHitCounts } from '../../../src/metrics/metrics';
+import { PrometheusMetrics, ruleLabels, UNKNOWN_DOMAIN_LABEL, type RuleHitCounts } from '../../../src/metrics/metrics';
 
 describe('ruleLabels', () => {
   it('splits domain.key1_value1.key2_value2.key3: deeper levels fold into key2', () => {
@@ -96,7 +96,7 @@ describe('PrometheusMetrics', () => {
     expect(sample(text, 'ratelimit_service_response_time_seconds_count', { grpc_method: 'ShouldRateLimit' })).toBe(2);
     expect(sample(text, 'ratelimit_service_response_time_seconds_bucket', { grpc_method: 'ShouldRateLimit', le: '0.005' })).toBe(1);
     expect(sample(text, 'ratelimit_service_response_time_seconds_sum', { grpc_method: 'ShouldRateLimit' })).toBeCloseTo(0.203, 9);
-    expect(sample(text, 'ratelimit_service_domain_not_found', { domain: 'ghost' })).toBe(1);
+    expect(sample(text, 'ratelimit_service_domain_not_found', { domain: UNKNOWN_DOMAIN_LABEL })).toBe(1);
   });
 
   it('reports backend health as a 0/1 gauge', async () => {
@@ -112,5 +112,54 @@ describe('PrometheusMetrics', () => {
     a.configLoad(true);
     expect(sample(await a.registry.metrics(), 'ratelimit_service_config_load_success')).toBe(1);
     expect(sample(await b.registry.metrics(), 'ratelimit_service_config_load_success')).toBe(0);
+  });
+});
+
+/** Number of sample lines of one metric. */
+function seriesCount(text: string, name: string): number {
+  return text.split('\n').filter((line) => line.startsWith(name + '{') || line.startsWith(name + ' ')).length;
+}
+
+describe('PrometheusMetrics bounds (issue 8, finding 2)', () => {
+  const ONE: RuleHitCounts = { totalHits: 1, withinLimit: 1, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 };
+
+  it('labels every unknown domain with one fixed value, never the request text', async () => {
+    const m = new PrometheusMetrics();
+    for (let i = 0; i < 1000; i++) m.domainNotFound(`d${i}-${'x'.repeat(4096)}`);
+    const text = await m.registry.metrics();
+    console.log(`1000 unknown 4 KB domains: /metrics is ${text.length} bytes`);
+    expect(seriesCount(text, 'ratelimit_service_domain_not_found')).toBe(1);
+    expect(sample(text, 'ratelimit_service_domain_not_found', { domain: UNKNOWN_DOMAIN_LABEL })).toBe(1000);
+    expect(text).not.toContain('xxxx');
+  });
+
+  it('keeps at most maxSeries rule label sets and counts what it dropped', async () => {
+    const m = new PrometheusMetrics({ maxSeries: 100 });
+    for (let i = 0; i < 1000; i++) m.recordRule('d', `d.user_${i}`, ONE);
+    m.recordRule('d', 'd.user_5', ONE); // an existing series keeps counting
+    const text = await m.registry.metrics();
+    console.log(`1000 label sets, cap 100: ${seriesCount(text, 'ratelimit_service_rate_limit_total_hits')} series, /metrics ${text.length} bytes`);
+    expect(seriesCount(text, 'ratelimit_service_rate_limit_total_hits')).toBe(100);
+    expect(sample(text, 'ratelimit_service_rate_limit_total_hits', { domain: 'd', key1: 'user_5', key2: '' })).toBe(2);
+    expect(sample(text, 'floodgate_metrics_series_dropped_total')).toBe(900);
+  });
+
+  it('shortens a long label value to a bounded, distinct one', async () => {
+    const m = new PrometheusMetrics();
+    const long = 'v'.repeat(4096);
+    m.recordRule('d', `d.k_${long}a`, ONE);
+    m.recordRule('d', `d.k_${long}b`, ONE);
+    const text = await m.registry.metrics();
+    const lines = text.split('\n').filter((l) => l.startsWith('ratelimit_service_rate_limit_total_hits{'));
+    console.log(`two 4 KB label values: sample lines of ${lines.map((l) => l.length).join(', ')} bytes`);
+    expect(lines).toHaveLength(2);
+    for (const line of lines) expect(line.length).toBeLessThan(400);
+  });
+
+  it('counts memory counters evicted', async () => {
+    const m = new PrometheusMetrics();
+    m.memoryCountersEvicted(3);
+    m.memoryCountersEvicted(1);
+    expect(sample(await m.registry.metrics(), 'floodgate_memory_counters_evicted_total')).toBe(4);
   });
 });
