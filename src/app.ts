@@ -127,7 +127,7 @@ function serviceConfig(settings: Settings): ServiceConfig {
 /** The one place that wires concrete pieces together. */
 export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
-  const metrics = new PrometheusMetrics({ collectDefault: true });
+  const metrics = new PrometheusMetrics({ collectDefault: true, maxSeries: settings.metricsMaxSeries });
   let current: RuleSet | undefined;
   const watcher = new RulesWatcher({
     root: settings.runtimeRoot,

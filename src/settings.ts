@@ -89,6 +89,12 @@ export interface Settings {
   readonly shutdownGraceMs: number;
   /** WORKERS: server processes sharing the ports (Node cluster); 1 = this process serves. */
   readonly workers: number;
+
+  // Bounds on the state that request values can create (issue 8).
+  /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most. */
+  readonly memoryMaxCounters: number;
+  /** METRICS_MAX_SERIES: rule label sets (domain, key1, key2) the metrics keep at most. */
+  readonly metricsMaxSeries: number;
 }
 
 function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: string): RedisSettings {
@@ -230,5 +236,7 @@ export function loadSettings(env: Env = process.env): Settings {
     defaultDeadlineMs: int(env, 'DEFAULT_DEADLINE_MS', 1000, 1, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     workers: workers(env, backend.backendType),
+    memoryMaxCounters: int(env, 'MEMORY_MAX_COUNTERS', 100_000, 1, 100_000_000),
+    metricsMaxSeries: int(env, 'METRICS_MAX_SERIES', 5000, 1, 1_000_000),
   } satisfies Settings);
 }

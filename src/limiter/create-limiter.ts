@@ -31,7 +31,9 @@ function logConnectionErrors(client: RedisClient, name: string, logger: Logger):
  * mode (so a fallback answer is never cached), the local over-limit cache, the Redis limiter.
  */
 export function createLimiter(settings: Settings, deps: LimiterDeps): Limiter {
-  if (settings.backendType === 'memory' || settings.redis === undefined) return new MemoryLimiter();
+  const memoryLimiter = (): MemoryLimiter =>
+    new MemoryLimiter({ maxCounters: settings.memoryMaxCounters, onEvict: (count) => deps.metrics.memoryCountersEvicted(count) });
+  if (settings.backendType === 'memory' || settings.redis === undefined) return memoryLimiter();
   const client = createRedisClient(settings.redis);
   logConnectionErrors(client, 'redis', deps.logger);
   let perSecondClient: RedisClient | undefined;
@@ -48,7 +50,7 @@ export function createLimiter(settings: Settings, deps: LimiterDeps): Limiter {
   if (settings.localCacheSizeInBytes > 0) limiter = new OverLimitCache(limiter, { maxBytes: settings.localCacheSizeInBytes });
   return new FailureModeLimiter(limiter, {
     mode: settings.backendFailureMode,
-    ...(settings.backendFailureMode === 'local' ? { local: new MemoryLimiter() } : {}),
+    ...(settings.backendFailureMode === 'local' ? { local: memoryLimiter() } : {}),
     onFallback: (mode, err) => deps.logger.debug(`backend failed, answering with failure mode ${mode}`, { error: err.message }),
   });
 }
