@@ -11,6 +11,8 @@ export interface ServerProcess {
   readonly proc: ChildProcess;
   readonly grpcPort: number;
   readonly httpPort: number;
+  /** The directory of its rule files (writing into it triggers a reload). */
+  readonly rulesDir: string;
   readonly exited: Promise<number | null>;
   /** stderr so far. */
   output(): string;
@@ -65,7 +67,7 @@ export async function spawnServer(rules: Record<string, string>, env: Record<str
         reject(new Error(`server exited with ${code}: ${err}`));
       });
     });
-    return { proc, exited, ...ports, output: () => err, cleanup };
+    return { proc, exited, ...ports, rulesDir: join(root, 'config'), output: () => err, cleanup };
   } catch (e) {
     cleanup();
     throw e;
