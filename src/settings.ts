@@ -237,6 +237,6 @@ export function loadSettings(env: Env = process.env): Settings {
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     workers: workers(env, backend.backendType),
     memoryMaxCounters: int(env, 'MEMORY_MAX_COUNTERS', 100_000, 1, 100_000_000),
-    metricsMaxSeries: int(env, 'METRICS_MAX_SERIES', 5000, 1, 1_000_000),
+    metricsMaxSeries: int(env, 'METRICS_MAX_SERIES', 1000, 1, 1_000_000),
   } satisfies Settings);
 }

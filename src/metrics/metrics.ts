@@ -38,8 +38,11 @@ interface RuleChildren {
  */
 export const UNKNOWN_DOMAIN_LABEL = '(unknown)';
 
-/** Rule label sets kept by default (METRICS_MAX_SERIES); each is six counter series. */
-export const DEFAULT_MAX_SERIES = 5000;
+/**
+ * Rule label sets kept by default (METRICS_MAX_SERIES); each is six counter series. At most
+ * 6,000 sample lines of at most ~450 bytes: a scrape stays a few MB and some tens of ms.
+ */
+export const DEFAULT_MAX_SERIES = 1000;
 
 /** Splits `domain.key1_value1.key2...` into the reference's labels; deeper levels fold into key2. */
 export function ruleLabels(domain: string, metricKey: string): { domain: string; key1: string; key2: string } {

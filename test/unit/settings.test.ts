@@ -87,7 +87,7 @@ describe('loadSettings defaults (empty environment)', () => {
 
   it('bounds what requests can make the service keep: counters and metric series', () => {
     expect(s.memoryMaxCounters).toBe(100_000);
-    expect(s.metricsMaxSeries).toBe(5000);
+    expect(s.metricsMaxSeries).toBe(1000);
   });
 
   it('treats an empty value like an unset one', () => {

@@ -156,6 +156,17 @@ describe('PrometheusMetrics bounds (issue 8, finding 2)', () => {
     for (const line of lines) expect(line.length).toBeLessThan(400);
   });
 
+  it('keeps a scrape small and quick even when 10,000 requests each bring 4 KB detailed values', async () => {
+    const m = new PrometheusMetrics();
+    for (let i = 0; i < 10_000; i++) m.recordRule('d', `d.user_${i}-${'u'.repeat(4096)}.path_${'p'.repeat(4096)}`, ONE);
+    const start = performance.now();
+    const text = await m.registry.metrics();
+    const ms = performance.now() - start;
+    console.log(`10,000 label sets of 2 × 4 KB at the default cap: /metrics ${(text.length / 1e6).toFixed(2)} MB in ${ms.toFixed(0)} ms`);
+    expect(text.length).toBeLessThan(4_000_000);
+    expect(ms).toBeLessThan(500);
+  });
+
   it('counts memory counters evicted', async () => {
     const m = new PrometheusMetrics();
     m.memoryCountersEvicted(3);
