@@ -226,6 +226,8 @@ async function holdSockets(ctx: AttackContext, port: number, count: number, hold
 
 const slowHttp: Attack = {
   name: 'http: slow 1 MiB bodies',
+  // The connections the server closed (bounds-net: request timeout about 10 s, 413 for a body
+  // over the limit) are reported; the targets are memory, stall and the ordinary client.
   fixedElsewhere: 'bounds-net (HTTP request timeout, body limit, connection cap)',
   async run(ctx) {
     const conns = n(ctx, 20, 100);
@@ -251,7 +253,9 @@ const slowHttp: Attack = {
 
 const idleGrpc: Attack = {
   name: 'grpc: idle raw TCP connections',
-  fixedElsewhere: 'bounds-net (grpc.max_connection_idle_ms; closes within 90 s, so only the full run can see it)',
+  // Idle connections are closed after up to 90 s, longer than this attack holds them: the
+  // count still open is reported, the targets are memory, stall and the ordinary client.
+  fixedElsewhere: 'bounds-net (grpc.max_connection_idle_ms, max_concurrent_streams)',
   async run(ctx) {
     await holdSockets(ctx, ctx.server.grpcPort, 50, n(ctx, 3000, 20_000), () => {});
   },
