@@ -1,88 +1,73 @@
--- fixed_window: epoch-aligned fixed-window counters. One call checks n counters of one hash slot.
+-- fixed_window: epoch-aligned fixed windows, every charged hit counted, also over the limit (the
+-- reference's behaviour); over when the count after the hits exceeds the limit. The window is
+-- part of the stored value, not left to the key's expiry: a call at time T always counts in
+-- the window that contains T, also in the millisecond at which redis has not yet expired the
+-- previous window's key.
+-- Protocol: lib/read_call.lua (KEYS, ARGV), lib/run_call.lua (modes, Returns); this script
+-- counts every hit, so in stop mode each key that would go over is incremented and the others
+-- are held back, as envoyproxy/ratelimit does with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
 --
--- KEYS[i]     counter i (i = 1..n): an integer string that expires at the end of its window.
---             All keys of one call share a hash slot. The expiry is always set by this script.
--- ARGV[1]     mode: 0 = count every hit, also over the limit (envoyproxy/ratelimit's default);
---             1 = STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: if any key would go over its limit
---                 (count + hits > limit), no key of this call is incremented;
---             2 = as 1, except that the first key that would go over is still incremented
---                 (what envoyproxy/ratelimit does with that setting).
--- ARGV[3i-1]  hits_i: integer >= 0 added to KEYS[i]; 0 = peek (read only, never creates the key).
--- ARGV[3i]    limit_i: integer >= 0; KEYS[i] is over when its count exceeds limit_i.
--- ARGV[3i+1]  window_i: window length in whole seconds (>= 1); windows start at multiples of
---             it counted from the Unix epoch, and the key expires when its window ends.
--- ARGV[3n+2]  optional, tests only: "now" in epoch milliseconds. Without it the clock is
---             redis TIME, read once per call.
---
--- Returns     a flat array of 4n integers; counter i fills positions 4i-3 .. 4i:
---             count_i      the value of KEYS[i] after this call (0 when the key does not exist)
---             remaining_i  max(0, limit_i - count_i)
---             reset_ms_i   milliseconds from now until the window ends (the key's expiry), >= 1
---             over_i       1 when this call is over the limit of KEYS[i], else 0:
---                          count_i > limit_i when the hits were added, and
---                          count_i + hits_i > limit_i when they were not (peek, or held back)
--- Errors      "ERR fixed_window: ..." when ARGV does not fit KEYS or a number is invalid.
+-- KEYS[i]     counter i: the string "<s>:<c>:<p>": s = start of the latest window counted in
+--             (epoch ms), c = its count, p = the count of the window before. A call whose window
+--             is s counts in c, s − W (the clock stepped back one window) in p, a later window
+--             starts afresh, and a count more than one window behind s is not kept. A plain
+--             integer (a key of an older floodgate) is the count of the current window. The key
+--             expires when the window after s ends (as the reference's per-window keys live one
+--             window past their last write), so a clock that steps back across an edge still
+--             finds the count it left there.
+-- ARGV[...]   as lib/read_call.lua; burst_i is ignored.
+-- Returns     as lib/run_call.lua, per key: used = the window's count after this call;
+--             remaining = max(0, limit − used); reset_ms = until the window ends (>= 1);
+--             retry_after_ms = reset_ms when denied; denied = count + hits > limit;
+--             blocked_ms = reset_ms once the count reaches the limit, else 0.
 
--- @include lib/args.lua
+-- @include lib/int.lua
+-- @include lib/read_call.lua
+-- @include lib/run_call.lua
 
-local call, err = read_call('fixed_window', 3)
+local call, err = read_call('fixed_window')
 if err then return err end
-local n, mode, now, hits, limits = call.n, call.mode, call.now, call.hits, call.limits
-local ends = {}
-for i = 1, n do
-  local window_ms = call.windows[i]
-  ends[i] = now - (now % window_ms) + window_ms
-end
+local now = call.now
 
-local function add(i)
-  local key = KEYS[i]
-  local count = redis.call('INCRBY', key, int(hits[i]))
-  -- A new key gets its expiry here; an old one without expiry (written by someone else) is healed.
-  if count == hits[i] or redis.call('PTTL', key) < 0 then
-    redis.call('PEXPIREAT', key, int(ends[i]))
-  end
-  return count
-end
-
-local function peek(i)
-  return tonumber(redis.call('GET', KEYS[i])) or 0
-end
-
-local counts, added = {}, {}
-if mode == 0 then
-  for i = 1, n do
-    if hits[i] > 0 then
-      counts[i], added[i] = add(i), true
-    else
-      counts[i] = peek(i)
+local function step(i, _, charge)
+  local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
+  local start = now - (now % w)
+  local stored, c, p = nil, 0, 0
+  local value = redis.call('GET', key)
+  if value then
+    local vs, vc, vp = string.match(value, '^(%d+):(%d+):(%d+)$')
+    if vs ~= nil then
+      stored, c, p = tonumber(vs), tonumber(vc), tonumber(vp)
+    elseif string.match(value, '^%d+$') then
+      stored, c = start, tonumber(value)
     end
   end
-else
-  local first_over
-  for i = 1, n do
-    counts[i] = peek(i)
-    if first_over == nil and counts[i] + hits[i] > limits[i] then
-      first_over = i
+  -- Past its expiry the state is gone, whether or not redis has removed the key yet.
+  if stored ~= nil and stored + 2 * w <= now then stored, c, p = nil, 0, 0 end
+  local count = 0
+  if stored == start then
+    count = c
+  elseif stored == start + w then
+    count = p
+  end
+  local denied = count + h > limit
+  if charge and h > 0 then
+    count = count + h
+    if stored == start + w then
+      redis.call('SET', key, int(stored) .. ':' .. int(c) .. ':' .. int(count))
+      redis.call('PEXPIREAT', key, int(stored + 2 * w))
+    elseif stored == nil or stored <= start then
+      local before = 0
+      if stored == start then before = p elseif stored == start - w then before = c end
+      redis.call('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before))
+      redis.call('PEXPIREAT', key, int(start + 2 * w))
     end
   end
-  for i = 1, n do
-    if hits[i] > 0 and (first_over == nil or (mode == 2 and i == first_over)) then
-      counts[i], added[i] = add(i), true
-    end
-  end
+  local reset_ms = start + w - now
+  local retry_ms, blocked_ms = 0, 0
+  if denied then retry_ms = reset_ms end
+  if count >= limit then blocked_ms = reset_ms end
+  return count, math.max(0, limit - count), reset_ms, retry_ms, denied and 1 or 0, blocked_ms
 end
 
-local out = {}
-for i = 1, n do
-  local count, limit = counts[i], limits[i]
-  local over = count > limit
-  if not added[i] then
-    over = count + hits[i] > limit
-  end
-  local at = 4 * i - 3
-  out[at] = count
-  out[at + 1] = math.max(0, limit - count)
-  out[at + 2] = ends[i] - now
-  out[at + 3] = over and 1 or 0
-end
-return out
+return run_call(call, step, true)

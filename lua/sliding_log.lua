@@ -1,48 +1,40 @@
 -- sliding_log: exact; every admitted hit is an entry of a sorted set scored by its time, and it
--- counts while now − score < W. One call checks n keys of one hash slot. Only admitted hits are
--- logged, so a key holds at most `limit` entries: for small limits only. O(log n) per key.
+-- counts while now − score < W. Only admitted hits are logged, so a key holds at most `limit`
+-- entries, and hits above the limit are refused before anything is read or written:
+-- requests_per_unit is bounded when rules load. O(log n) per entry.
+-- Protocol: lib/read_call.lua (KEYS, ARGV), lib/run_call.lua (modes, Returns).
 --
--- KEYS[i]     log i (i = 1..n): a sorted set; member "<ms>-<seq>" (unique), score = epoch ms of
---             the hit. Entries that left the window are removed when the key is written; the
---             key expires W after its newest entry.
--- ARGV[1]     mode: 0 = check and charge key by key: an admitted key is charged, a denied one
---                 is not (only admitted hits count);
---             1 = all or nothing (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT): when any key of this
---                 call is denied, no key is charged, and every key reports its uncharged state;
---             2 = look only: every key is evaluated with its hits and none is charged (the first
---                 pass when one request's keys span several calls). Not fixed_window's mode 2.
--- ARGV[4i-2]  hits_i: integer >= 0 for KEYS[i]; 0 = peek (read only, never creates or changes the key).
--- ARGV[4i-1]  limit_i: integer >= 0, requests per window; 0 denies every hit (a peek is allowed)
---             and returns used 0, remaining 0, reset_ms = retry_after_ms = window without
---             touching the key.
--- ARGV[4i]    window_i: window length in whole seconds (>= 1).
--- ARGV[4i+1]  burst_i: integer >= 0 (not used by this algorithm; part of the uniform layout).
--- ARGV[4n+2]  optional, tests only: "now" in epoch milliseconds. Without it the clock is
---             redis TIME, read once per call.
---
--- Returns     a flat array of 5n integers; key i fills positions 5i-4 .. 5i:
---             used_i         entries in the window after this call
---             remaining_i    max(0, limit_i − used_i)
---             reset_ms_i     ms until the log is empty: newest score + W − now (0 when empty)
---             retry_after_ms_i  0 when allowed; when denied, ms (>= 1) until enough of the
---                            oldest entries leave the window for hits_i to fit;
---                            hits_i > limit_i never fits: max(1, reset_ms_i)
---             denied_i       1 when count + hits_i > limit_i (before charging), else 0
--- Errors      "ERR sliding_log: ..." when ARGV does not fit KEYS or a number is invalid.
+-- KEYS[i]     log i: a sorted set; member "<ms>-<seq>" (unique), score = epoch ms of the hit.
+--             Entries that left the window are removed when the key is written; the key
+--             expires W after its newest entry.
+-- ARGV[...]   as lib/read_call.lua.
+-- Returns     as lib/run_call.lua, per key: used = entries in the window; remaining =
+--             max(0, limit − used); reset_ms = until the log is empty (newest + W − now, 0 when
+--             empty); retry_after_ms = until enough of the oldest entries (pending hits count
+--             as entries at now) leave for hits to fit (hits > limit: max(1, reset_ms));
+--             blocked_ms = until one slot frees (0 while one is free).
 
--- @include lib/args.lua
--- @include lib/admitted.lua
+-- @include lib/int.lua
+-- @include lib/read_call.lua
+-- @include lib/run_call.lua
 
-local call, err = read_call('sliding_log', 4)
+local call, err = read_call('sliding_log')
 if err then return err end
-local now, hits, limits, windows = call.now, call.hits, call.limits, call.windows
+local now = call.now
 
-local function step(i, charge)
-  local key, h, limit, w = KEYS[i], hits[i], limits[i], windows[i]
+-- Score of the n-th oldest live entry (1-based), live = scores above `live`.
+local function nth_oldest(key, live, n)
+  local nth = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', n - 1, 1)
+  return tonumber(nth[2])
+end
+
+local function step(i, pending, charge)
+  local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
   local cutoff = now - w
   local live = '(' .. int(cutoff)
   local count = redis.call('ZCOUNT', key, live, '+inf')
-  local allowed = count + h <= limit
+  local wanted = pending + h
+  local allowed = wanted <= limit and count + wanted <= limit
   if allowed and charge and h > 0 then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cutoff))
     local seq = count
@@ -54,25 +46,34 @@ local function step(i, charge)
       end
     end
     count = count + h
-    redis.call('PEXPIRE', key, int(w))
   end
   local reset_ms = 0
   if count > 0 then
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    reset_ms = tonumber(newest[2]) + w - now
+    local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+    reset_ms = newest + w - now
+    if allowed and charge and h > 0 then redis.call('PEXPIREAT', key, int(newest + w)) end
   end
+  local blocked_ms = 0
+  if count >= limit then blocked_ms = nth_oldest(key, live, count - limit + 1) + w - now end
   if allowed then
-    return count, math.max(0, limit - count), reset_ms, 0, 0
+    return count, math.max(0, limit - count), reset_ms, 0, 0, blocked_ms
   end
   local retry_ms
-  if h > limit then
+  if wanted > limit then
     retry_ms = math.max(1, reset_ms)
   else
-    -- The (count + hits − limit)-th oldest live entry must leave the window.
-    local nth = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', count + h - limit - 1, 1)
-    retry_ms = tonumber(nth[2]) + w - now
+    -- The n-th oldest of the live entries and the pending ones (at now) must leave the window.
+    local n = count + wanted - limit
+    local not_later = redis.call('ZCOUNT', key, live, int(now))
+    if n <= not_later then
+      retry_ms = nth_oldest(key, live, n) + w - now
+    elseif n <= not_later + pending then
+      retry_ms = w
+    else
+      retry_ms = nth_oldest(key, live, n - pending) + w - now
+    end
   end
-  return count, math.max(0, limit - count), reset_ms, retry_ms, 1
+  return count, math.max(0, limit - count), reset_ms, retry_ms, 1, blocked_ms
 end
 
-return answer(call, step)
+return run_call(call, step, false)

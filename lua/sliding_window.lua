@@ -1,95 +1,90 @@
--- sliding_window: an epoch-aligned window whose estimate carries a decaying share of the
--- previous window: estimate = prev × (1 − elapsed / W) + curr. One call checks n keys of one
--- hash slot. Only admitted hits count.
+-- sliding_window: epoch-aligned windows whose estimate carries a decaying share of the
+-- previous window: estimate = prev × (1 − elapsed / W) + curr. Only admitted hits count.
+-- Protocol: lib/read_call.lua (KEYS, ARGV), lib/run_call.lua (modes, Returns).
 --
--- KEYS[i]     counter i (i = 1..n): a hash {s = start of the current window (epoch ms),
---             c = admitted hits in it, p = admitted hits in the window before}. Written only
---             with an expiry at the end of the next window, when its state no longer matters.
--- ARGV[1]     mode: 0 = check and charge key by key: an admitted key is charged, a denied one
---                 is not (only admitted hits count);
---             1 = all or nothing (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT): when any key of this
---                 call is denied, no key is charged, and every key reports its uncharged state;
---             2 = look only: every key is evaluated with its hits and none is charged (the first
---                 pass when one request's keys span several calls). Not fixed_window's mode 2.
--- ARGV[4i-2]  hits_i: integer >= 0 for KEYS[i]; 0 = peek (read only, never creates or changes the key).
--- ARGV[4i-1]  limit_i: integer >= 0, requests per window; 0 denies every hit (a peek is allowed)
---             and returns used 0, remaining 0, reset_ms = retry_after_ms = window without
---             touching the key.
--- ARGV[4i]    window_i: window length in whole seconds (>= 1).
--- ARGV[4i+1]  burst_i: integer >= 0 (not used by this algorithm; part of the uniform layout).
--- ARGV[4n+2]  optional, tests only: "now" in epoch milliseconds. Without it the clock is
---             redis TIME, read once per call.
---
--- Returns     a flat array of 5n integers; key i fills positions 5i-4 .. 5i:
---             used_i         ceil(estimate) after this call
---             remaining_i    max(0, floor(limit_i − estimate)) after this call
---             reset_ms_i     ms until the estimate decays to 0 without more hits: the end of
---                            the next window when the current one has hits, else the end of
---                            this window when the previous one had some, else 0
---             retry_after_ms_i  0 when allowed; when denied, ms (>= 1) until estimate + hits_i
---                            <= limit_i without more hits (in this window while prev decays,
---                            else in the next one); hits_i > limit_i never fits: max(1, reset)
---             denied_i       1 when estimate + hits_i > limit_i (evaluated before charging), else 0.
---                            Compared scaled by W in integers:
---                            prev × (W − elapsed) + (curr + hits) × W <= limit × W.
--- Errors      "ERR sliding_window: ..." when ARGV does not fit KEYS or a number is invalid.
+-- KEYS[i]     counter i: a hash {s = start of the latest window written (epoch ms), c = admitted
+--             hits in it, p = admitted hits in the window before}. A call whose window is s
+--             reads (c, p); s + W (next window) reads (0, c); s − W (the clock stepped back one
+--             window) reads (p, 0) and charges p; any other window reads (0, 0), and a charge
+--             more than one window behind s is not kept. The key expires when window s + W
+--             ends, when its state no longer matters.
+-- ARGV[...]   as lib/read_call.lua.
+-- Returns     as lib/run_call.lua, per key: used = ceil(estimate); remaining =
+--             max(0, limit − used); reset_ms = until every kept window with hits has decayed
+--             (window start + 2 W); retry_after_ms = until estimate + pending + hits <= limit
+--             without more hits, in this window while prev decays, else in the next one
+--             (hits > limit: max(1, reset_ms)); blocked_ms = that wait for a 1-hit request.
+--             Compared scaled by W in integers: prev × (W − elapsed) + (curr + hits) × W <= limit × W.
 
--- @include lib/args.lua
--- @include lib/admitted.lua
+-- @include lib/int.lua
+-- @include lib/read_call.lua
+-- @include lib/run_call.lua
 
-local call, err = read_call('sliding_window', 4)
+local call, err = read_call('sliding_window')
 if err then return err end
-local now, hits, limits, windows = call.now, call.hits, call.limits, call.windows
+local now = call.now
 
-local function step(i, charge)
-  local key, h, limit, w = KEYS[i], hits[i], limits[i], windows[i]
+-- First ms from now at which `hits` more fit on top of curr, prev without more hits.
+local function wait_for(limit, w, elapsed, curr, prev, hits)
+  if curr + hits <= limit and prev * (w - elapsed) + (curr + hits) * w <= limit * w then return 0 end
+  local room = limit - curr - hits
+  if room >= 0 and prev > 0 then
+    -- The first whole ms e of this window with prev × (W − e) <= room × W.
+    local e = w - math.floor((room * w) / prev)
+    if e < w then return e - elapsed end
+  end
+  -- In the next window curr becomes prev: first e with curr × (W − e) <= (limit − hits) × W.
+  local e = 0
+  if curr > 0 then e = math.max(0, w - math.floor(((limit - hits) * w) / curr)) end
+  return w + e - elapsed
+end
+
+local function step(i, pending, charge)
+  local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
   local start = now - (now % w)
   local elapsed = now - start
-  local curr, prev = 0, 0
   local s = redis.call('HMGET', key, 's', 'c', 'p')
-  local stored = tonumber(s[1])
+  local stored, c, p = tonumber(s[1]), tonumber(s[2]) or 0, tonumber(s[3]) or 0
+  -- Past its expiry the state is gone, whether or not redis has removed the key yet.
+  if stored ~= nil and stored + 2 * w <= now then stored, c, p = nil, 0, 0 end
+  local curr, prev = 0, 0
   if stored == start then
-    curr, prev = tonumber(s[2]) or 0, tonumber(s[3]) or 0
+    curr, prev = c, p
+  elseif stored == start + w then
+    curr = p
   elseif stored == start - w then
-    prev = tonumber(s[2]) or 0
+    prev = c
   end
-  local weighted = prev * (w - elapsed)
-  local allowed = weighted + (curr + h) * w <= limit * w
+  local allowed = h <= limit and wait_for(limit, w, elapsed, curr + pending, prev, h) == 0
   if allowed and charge and h > 0 then
     curr = curr + h
-    redis.call('HSET', key, 's', int(start), 'c', int(curr), 'p', int(prev))
-    -- The end of the next window, as a relative expiry: the same as PEXPIREAT on redis TIME,
-    -- and still a real TTL when a test pins "now" away from the server's clock.
-    redis.call('PEXPIRE', key, int(start + 2 * w - now))
+    if stored == start + w then
+      p = curr
+      redis.call('HSET', key, 'p', int(p))
+    elseif stored == nil or stored <= start then
+      stored, c, p = start, curr, prev
+      redis.call('HSET', key, 's', int(start), 'c', int(curr), 'p', int(prev))
+      redis.call('PEXPIREAT', key, int(start + 2 * w))
+    end
   end
-  local used = math.ceil((weighted + curr * w) / w)
+  local used = math.ceil((prev * (w - elapsed) + curr * w) / w)
+  -- Fully reset when the last kept window with hits has decayed, two windows after it starts.
   local reset_ms = 0
-  if curr > 0 then
-    reset_ms = start + 2 * w - now
-  elseif prev > 0 then
-    reset_ms = start + w - now
+  if stored ~= nil then
+    if c > 0 then reset_ms = math.max(reset_ms, stored + 2 * w - now) end
+    if p > 0 then reset_ms = math.max(reset_ms, stored + w - now) end
   end
+  local blocked_ms = wait_for(limit, w, elapsed, curr, prev, 1)
   if allowed then
-    return used, math.max(0, limit - used), reset_ms, 0, 0
+    return used, math.max(0, limit - used), reset_ms, 0, 0, blocked_ms
   end
   local retry_ms
   if h > limit then
     retry_ms = math.max(1, reset_ms)
   else
-    local room = limit - curr - h
-    if room >= 0 and prev > 0 then
-      -- The first whole ms e of this window with prev × (W − e) <= room × W.
-      local e = w - math.floor((room * w) / prev)
-      if e < w then retry_ms = e - elapsed end
-    end
-    if retry_ms == nil then
-      -- In the next window curr becomes prev: first e with curr × (W − e) <= (limit − hits) × W.
-      local e = 0
-      if curr > 0 then e = math.max(0, w - math.floor(((limit - h) * w) / curr)) end
-      retry_ms = w + e - elapsed
-    end
+    retry_ms = wait_for(limit, w, elapsed, curr + pending, prev, h)
   end
-  return used, math.max(0, limit - used), reset_ms, retry_ms, 1
+  return used, math.max(0, limit - used), reset_ms, retry_ms, 1, blocked_ms
 end
 
-return answer(call, step)
+return run_call(call, step, false)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: unit, integration (real redis-server processes) and end-to-end (real
-# gRPC against the real server). Used by `npm test` and by .ci/run.
+# The whole test suite: typecheck and lint first, then unit, integration (real redis-server
+# processes) and end-to-end (real gRPC against the real server). Used by `npm test` and by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,10 +19,26 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The statsd tests run the real prometheus/statsd_exporter: installed with go install when missing,
+# into $(go env GOPATH)/bin, where test/harness/statsd-exporter.ts looks for it. No Go, no tests.
+STATSD_EXPORTER_VERSION=v0.28.0
+if ! command -v go >/dev/null 2>&1; then
+  echo "The statsd tests need Go to install statsd_exporter (https://go.dev/dl/), then:" >&2
+  echo "  go install github.com/prometheus/statsd_exporter@$STATSD_EXPORTER_VERSION" >&2
+  exit 1
+fi
+if [ ! -x "$(go env GOPATH)/bin/statsd_exporter" ]; then
+  echo "installing statsd_exporter $STATSD_EXPORTER_VERSION with go install" >&2
+  go install "github.com/prometheus/statsd_exporter@$STATSD_EXPORTER_VERSION"
+fi
+
 [ -d node_modules ] || npm ci
 # The SIGTERM end-to-end tests run the built server as a real process.
 npm run --silent build
 npx tsc -p tsconfig.json --noEmit
+# The linter before any test: a layer importing from above it, an import cycle, a floating
+# promise, too many parameters or too complex a function fails here with the file and the rule.
+npm run --silent lint
 
 # Suites that measure latency under injected faults run alone after the rest: on a 2-core
 # machine, another suite's Redis cluster starting beside them would stall the very processes

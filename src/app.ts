@@ -1,21 +1,32 @@
-import * as grpc from '@grpc/grpc-js';
-import { checkAlgorithms } from './config/check-algorithms';
-import { loadRules } from './config/load-rules';
+import { readFileSync } from 'node:fs';
+import type { Registry } from 'prom-client';
+import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
+import { grpcServerCredentials } from './grpc/credentials';
 import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
 import { rlconfigRoute } from './http/debug-routes';
-import { HttpListener } from './http/http-listener';
+import { HttpListener, type Route } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
-import { healthcheckRoute, jsonRoute } from './http/service-routes';
+import { healthcheckRoute, jsonRouteFor } from './http/service-routes';
 import { createLimiter } from './limiter/create-limiter';
-import { IMPLEMENTED_ALGORITHMS, type Limiter } from './limiter/limiter';
+import type { Limiter } from './limiter/limiter';
 import { createLogger, type Logger } from './log';
-import { PrometheusMetrics } from './metrics/metrics';
+import { PrometheusMetrics, type ServiceMetrics } from './metrics/metrics';
+import { StatsdMetrics } from './metrics/statsd-metrics';
+import { createStatsdTransport } from './metrics/statsd-transport';
+import { TeeMetrics } from './metrics/tee-metrics';
+import { MappedPrometheusSink } from './metrics/mapped-prometheus-sink';
+import { StatsdMapping } from './metrics/statsd-mapping';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
-import { SettingsError } from './errors';
+import { BackendUnavailableError, SettingsError } from './errors';
+import { policyRoute } from './http/policy-route';
+import { PrometheusPolicyMetrics } from './metrics/policy-metrics';
+import { createPolicyStore } from './policy/create-policy-store';
+import { PolicyEngine } from './policy/policy-engine';
+import type { PolicyStore } from './policy/policy-store';
 
 /** A running floodgate instance. */
 export interface App {
@@ -26,6 +37,10 @@ export interface App {
   readonly metricsPort?: number;
   readonly health: HealthState;
   readonly metrics: PrometheusMetrics;
+  /** What the Prometheus endpoints serve (metrics.registry unless PROMETHEUS_MAPPER_YAML is set). */
+  readonly prometheusRegistry: Registry;
+  /** Undefined when statsd is off (USE_STATSD=false, DISABLE_STATS). */
+  readonly statsd?: StatsdMetrics;
   readonly limiter: Limiter;
   rules(): RuleSet | undefined;
   /** SIGTERM path: NOT_SERVING, let calls in flight finish (bounded), close everything. */
@@ -36,57 +51,20 @@ export interface AppOptions {
   readonly logger?: Logger;
   /** A limiter to use instead of the one the settings describe (tests). */
   readonly limiter?: Limiter;
+  /** A policy store to use instead of the one the settings describe (tests). */
+  readonly policyStore?: PolicyStore;
 }
 
-// How often TLS files are re-read: a rotated certificate is in use within this time.
-const TLS_REFRESH_MS = 1000;
-
-/** Resolves once `provider` has read its files, so the first connection already finds them. */
-function firstLoad(provider: grpc.experimental.CertificateProvider, kind: 'identity' | 'ca', what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new SettingsError(`cannot read ${what} within 5 s`)), 5000);
-    const done = (update: unknown): void => {
-      clearTimeout(timer);
-      if (update === null) reject(new SettingsError(`cannot read ${what}`));
-      else resolve();
-    };
-    if (kind === 'identity') provider.addIdentityCertificateListener(done);
-    else provider.addCaCertificateListener(done);
-  });
+/** The rule loader both the first load and every reload use; the whole load fails on any error. */
+function ruleLoader(settings: Settings): () => Promise<RuleSet> {
+  const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
+  return () => loadRuleDirectory(settings.rulesDir, options);
 }
 
-/**
- * Plaintext, TLS, or mTLS when a client CA is set. The files are watched, so a certificate that
- * cert-manager (or anyone) rotates is served without a restart.
- */
-async function grpcCredentials(settings: Settings): Promise<grpc.ServerCredentials> {
-  const tls = settings.grpcTls;
-  if (tls === undefined) return grpc.ServerCredentials.createInsecure();
-  const identity = new grpc.experimental.FileWatcherCertificateProvider({
-    certificateFile: tls.cert,
-    privateKeyFile: tls.key,
-    refreshIntervalMs: TLS_REFRESH_MS,
-  });
-  const clientCa = tls.clientCaCert
-    ? new grpc.experimental.FileWatcherCertificateProvider({ caCertificateFile: tls.clientCaCert, refreshIntervalMs: TLS_REFRESH_MS })
-    : null;
-  await Promise.all([
-    firstLoad(identity, 'identity', `GRPC_SERVER_TLS_CERT/GRPC_SERVER_TLS_KEY (${tls.cert}, ${tls.key})`),
-    clientCa && firstLoad(clientCa, 'ca', `GRPC_CLIENT_TLS_CACERT (${tls.clientCaCert})`),
-  ]);
-  // grpc-js names the first parameter caCertificateProvider but uses it as the identity provider.
-  return grpc.experimental.createCertificateProviderServerCredentials(identity, clientCa, clientCa !== null);
-}
-
-/** Reads and validates every rule file; the whole load fails on any error. */
-async function readRules(settings: Settings): Promise<RuleSet> {
-  const rules = await loadRules(settings.rulesDir, { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles });
-  return checkAlgorithms(rules, IMPLEMENTED_ALGORITHMS);
-}
-
-async function initialRules(settings: Settings, logger: Logger, metrics: PrometheusMetrics): Promise<RuleSet | undefined> {
+/** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */
+async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings, logger: Logger, metrics: ServiceMetrics): Promise<RuleSet | undefined> {
   try {
-    const rules = await readRules(settings);
+    const rules = await load();
     metrics.configLoad(true);
     return rules;
   } catch (err) {
@@ -99,10 +77,10 @@ async function initialRules(settings: Settings, logger: Logger, metrics: Prometh
 
 const BACKEND_STARTUP_WAIT_MS = 5000;
 
-/** Resolves true once the limiter's backend is connected, false after `maxMs`. */
-async function backendReady(limiter: Limiter, maxMs: number): Promise<boolean> {
+/** Resolves true once `isReady` says the backend is connected, false after `maxMs`. */
+async function backendReady(isReady: () => boolean, maxMs: number): Promise<boolean> {
   const until = Date.now() + maxMs;
-  while (!limiter.isHealthy()) {
+  while (!isReady()) {
     if (Date.now() >= until) return false;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
@@ -124,19 +102,60 @@ function serviceConfig(settings: Settings): ServiceConfig {
   };
 }
 
-/** The one place that wires concrete pieces together. */
-export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
-  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
-  const metrics = new PrometheusMetrics({ collectDefault: true, maxSeries: settings.metricsMaxSeries });
-  let current: RuleSet | undefined;
-  const watcher = new RulesWatcher({
+/**
+ * Everything startApp has started so far. Both a start that fails partway and stop() close it
+ * through closeRunning, so what was opened is closed whichever way the app ends.
+ */
+interface Running {
+  watcher?: RulesWatcher;
+  limiter?: Limiter;
+  policy?: PolicyEngine;
+  health?: HealthState;
+  grpcServer?: GrpcServer;
+  readonly listeners: HttpListener[];
+  /** statsd and the PROMETHEUS_MAPPER_YAML sink: each sends what it counted when closed. */
+  readonly stats: StatsdMetrics[];
+}
+
+/** NOT_SERVING first, then calls in flight finish (bounded by `graceMs`), then the rest closes. */
+async function closeRunning(running: Running, graceMs: number): Promise<void> {
+  running.health?.markShuttingDown();
+  running.watcher?.close();
+  await running.grpcServer?.shutdown(graceMs);
+  await Promise.all(running.listeners.map((listener) => listener.close()));
+  running.health?.close();
+  await running.limiter?.close();
+  await running.policy?.close();
+  // Last, so that the final flush carries everything counted until the end.
+  await Promise.all(running.stats.map((s) => s.close()));
+}
+
+interface Core {
+  readonly logger: Logger;
+  /** Every sink: Prometheus, and statsd when it is on. */
+  readonly metrics: ServiceMetrics;
+  readonly prometheus: PrometheusMetrics;
+  /** What the Prometheus routes serve: floodgate's own series, or those of PROMETHEUS_MAPPER_YAML. */
+  readonly prometheusRegistry: Registry;
+}
+
+/** The rule set in use, swapped whole by each successful reload. */
+interface RulesHolder {
+  current: RuleSet | undefined;
+}
+
+/** Starts watching the rule files, then loads them; the baseline comes first, so no change falls in between. */
+async function startRules(settings: Settings, { logger, metrics }: Core, running: Running): Promise<RulesHolder> {
+  const holder: RulesHolder = { current: undefined };
+  const load = ruleLoader(settings);
+  running.watcher = new RulesWatcher({
     root: settings.runtimeRoot,
     subdirectory: settings.runtimeSubdirectory,
     appDirectory: settings.runtimeAppDirectory,
     watchRoot: settings.runtimeWatchRoot,
-    load: () => readRules(settings),
+    load,
     onLoaded: (rules) => {
-      current = rules;
+      holder.current = rules;
       metrics.configLoad(true);
       logger.info('rules reloaded', { domains: rules.domainCount });
     },
@@ -145,63 +164,167 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
       logger.error(`error loading new configuration from runtime: ${err.message}`);
     },
   });
-  // The watcher takes its baseline before the first load, so no change can fall in between.
-  await watcher.start();
-  current = await initialRules(settings, logger, metrics).catch((err: unknown) => {
-    watcher.close();
-    throw err;
-  });
+  await running.watcher.start();
+  holder.current = await loadStartupRules(load, settings, logger, metrics);
+  return holder;
+}
+
+/**
+ * The Redis client never queues commands, so a call that arrived before the first connection
+ * is up would fail (and a burst of them would open the circuit breaker). The ports open only
+ * once the backend is connected, or after a bound, so that with Redis away the service still
+ * starts and the failure mode answers.
+ */
+async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics }: Core, running: Running): Promise<Limiter> {
   const limiter = options.limiter ?? createLimiter(settings, { logger, metrics });
-  // The Redis client never queues commands, so a call that arrived before the first connection
-  // is up would fail (and a burst of them would open the circuit breaker). Open the ports only
-  // once the backend is connected, or after a bound, so that with Redis away the service still
-  // starts and the failure mode answers.
-  if (!(await backendReady(limiter, BACKEND_STARTUP_WAIT_MS))) {
+  running.limiter = limiter;
+  const mustConnectWithinMs = settings.backendType === 'redis' ? settings.redisStartupMaxElapsedMs : 0;
+  if (mustConnectWithinMs > 0) {
+    // REDIS_STARTUP_MAX_ELAPSED_TIME: as the reference, no Redis within that time is a failed start.
+    if (!(await backendReady(() => limiter.isHealthy(), mustConnectWithinMs))) {
+      throw new BackendUnavailableError(`Redis not reachable within REDIS_STARTUP_MAX_ELAPSED_TIME (${mustConnectWithinMs} ms)`);
+    }
+    return limiter;
+  }
+  if (!(await backendReady(() => limiter.isHealthy(), BACKEND_STARTUP_WAIT_MS))) {
     logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
   }
+  return limiter;
+}
 
-  const rules = (): RuleSet | undefined => current;
-  const health = new HealthState({
+function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, running: Running): HealthState {
+  running.health = new HealthState({
     backendHealthy: () => limiter.isHealthy(),
-    rulesReady: () => !settings.healthyWithAtLeastOneConfigLoaded || current !== undefined,
+    rulesReady: () => !settings.healthyWithAtLeastOneConfigLoaded || holder.current !== undefined,
   });
-  const service = new RateLimitService({ rules, limiter, metrics, config: serviceConfig(settings) });
+  return running.health;
+}
 
-  const grpcServer = new GrpcServer({
+interface Served {
+  readonly service: RateLimitService;
+  readonly policy: PolicyEngine;
+  readonly health: HealthState;
+  readonly rules: () => RuleSet | undefined;
+}
+
+type Ports = Pick<App, 'grpcPort' | 'httpPort' | 'debugPort' | 'metricsPort'>;
+
+async function listenHttp(running: Running, routes: Record<string, Route>, settings: Settings, host: string, port: number): Promise<number> {
+  const listener = new HttpListener(routes, settings.httpLimits);
+  const bound = await listener.listen(host, port);
+  running.listeners.push(listener);
+  return bound;
+}
+
+/** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
+async function openPorts(settings: Settings, { logger, metrics, prometheusRegistry }: Core, { service, policy, health, rules }: Served, running: Running): Promise<Ports> {
+  running.grpcServer = new GrpcServer({
     service,
     health,
     metrics,
     logger,
     defaultDeadlineMs: settings.defaultDeadlineMs,
+    limits: settings.grpcLimits,
+    maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
+    maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
-  const grpcPort = await grpcServer.listen(grpcAddress, await grpcCredentials(settings));
-  const http = new HttpListener({ '/healthcheck': healthcheckRoute(health), '/json': jsonRoute(service, settings.defaultDeadlineMs) });
-  const httpPort = await http.listen(settings.host, settings.port);
-  const debug = new HttpListener({ '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(metrics.registry) });
-  const debugPort = await debug.listen(settings.debugHost, settings.debugPort);
-  let prometheus: HttpListener | undefined;
-  let metricsPort: number | undefined;
-  if (settings.usePrometheus) {
-    prometheus = new HttpListener({ [settings.prometheusPath]: metricsRoute(metrics.registry) });
-    metricsPort = await prometheus.listen(settings.prometheusHost, settings.prometheusPort);
-  }
+  const grpcPort = await running.grpcServer.listen(grpcAddress, await grpcServerCredentials(settings.grpcTls, settings.grpcLimits.maxConnectionIdleMs, logger));
+  const httpRoutes = { '/healthcheck': healthcheckRoute(health), '/json': jsonRouteFor(
+    { defaultDeadlineMs: settings.defaultDeadlineMs, maxBodyBytes: settings.httpLimits.maxBodyBytes, grpcRequiresClientCerts: settings.grpcTls?.clientCaCert !== undefined },
+    service,
+  ) };
+  const httpPort = await listenHttp(running, httpRoutes, settings, settings.host, settings.port);
+  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(prometheusRegistry), '/policy': policyRoute(rules, policy) };
+  const debugPort = await listenHttp(running, debugRoutes, settings, settings.debugHost, settings.debugPort);
+  if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
+  const metricsRoutes = { [settings.prometheusPath]: metricsRoute(prometheusRegistry) };
+  const metricsPort = await listenHttp(running, metricsRoutes, settings, settings.prometheusHost, settings.prometheusPort);
+  return { grpcPort, httpPort, debugPort, metricsPort };
+}
+
+function reportHealthChanges(health: HealthState, limiter: Limiter, { logger, metrics }: Core): void {
   health.on('change', (serving: boolean) => {
     metrics.setBackendHealthy(limiter.isHealthy());
     logger.warn(serving ? 'health: SERVING' : 'health: NOT_SERVING');
   });
+}
 
-  let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> =>
-    (stopping ??= (async () => {
-      health.markShuttingDown();
-      watcher.close();
-      await grpcServer.shutdown(settings.shutdownGraceMs);
-      await Promise.all([http.close(), debug.close(), prometheus?.close()]);
-      health.close();
-      await limiter.close();
-    })());
+/** USE_STATSD / USE_DOG_STATSD: counted in memory, sent every STATS_FLUSH_INTERVAL. */
+function startStatsd(settings: Settings, logger: Logger, running: Running): StatsdMetrics | undefined {
+  const s = settings.statsd;
+  if (s === undefined) return undefined;
+  const transport = createStatsdTransport({ host: s.host, port: s.port, protocol: s.protocol, onError: (message) => logger.warn(`stats not delivered: ${message}`) });
+  const statsd = new StatsdMetrics(s, transport);
+  running.stats.push(statsd);
+  logger.info(`stats: ${s.format} to ${s.host}:${s.port} (${s.protocol}) every ${s.flushIntervalMs} ms`);
+  return statsd;
+}
 
-  return { grpcPort, httpPort, debugPort, ...(metricsPort !== undefined ? { metricsPort } : {}), health, metrics, limiter, rules, stop };
+/** PROMETHEUS_MAPPER_YAML: the reference's stats, flushed through that statsd_exporter mapping into a registry. */
+function startMappedPrometheus(settings: Settings, running: Running): { metrics: StatsdMetrics; registry: Registry } | undefined {
+  const m = settings.prometheusMapper;
+  if (m === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(m.path, 'utf8');
+  } catch (err) {
+    throw new SettingsError(`invalid value for PROMETHEUS_MAPPER_YAML: '${m.path}' (${(err as Error).message})`);
+  }
+  const sink = new MappedPrometheusSink(new StatsdMapping(text));
+  const metrics = new StatsdMetrics({ format: 'statsd', flushIntervalMs: m.flushIntervalMs, extraTags: m.extraTags, mogrifiers: [] }, sink);
+  running.stats.push(metrics);
+  return { metrics, registry: sink.registry };
+}
+
+/** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
+export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
+  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
+  const prometheus = new PrometheusMetrics({
+    collectDefault: true,
+    maxSeries: settings.metricsMaxSeries,
+    responseTimeInMilliseconds: settings.prometheusResponseTimeAsMilliseconds,
+  });
+  const running: Running = { listeners: [], stats: [] };
+  const statsd = startStatsd(settings, logger, running);
+  let mapped;
+  try {
+    mapped = startMappedPrometheus(settings, running);
+  } catch (err) {
+    await closeRunning(running, 0);
+    throw err;
+  }
+  const sinks = [prometheus, ...(statsd ? [statsd] : []), ...(mapped ? [mapped.metrics] : [])];
+  const prometheusRegistry = mapped?.registry ?? prometheus.registry;
+  const core: Core = { logger, prometheus, prometheusRegistry, metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus };
+  try {
+    const holder = await startRules(settings, core, running);
+    const rules = (): RuleSet | undefined => holder.current;
+    const limiter = await startLimiter(settings, options, core, running);
+    const health = startHealth(settings, limiter, holder, running);
+    const policy = new PolicyEngine({
+      store: options.policyStore ?? createPolicyStore(settings, core.logger),
+      metrics: new PrometheusPolicyMetrics(core.prometheusRegistry),
+    });
+    running.policy = policy;
+    // Its own connection, opened only for rules with a policy (a reload that adds the first
+    // policy opens it with the first decision). A call before it is up would take the normal
+    // tier for nothing; not waited for when the limiter's backend is away too.
+    if ((holder.current?.policies.length ?? 0) > 0) {
+      policy.connect();
+      if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), BACKEND_STARTUP_WAIT_MS))) {
+        core.logger.warn('policy store not connected; policies answer normal until it is');
+      }
+    }
+    const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
+    const ports = await openPorts(settings, core, { service, policy, health, rules }, running);
+    reportHealthChanges(health, limiter, core);
+    let stopping: Promise<void> | undefined;
+    const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));
+    return { ...ports, health, metrics: prometheus, prometheusRegistry, ...(statsd ? { statsd } : {}), limiter, rules, stop };
+  } catch (err) {
+    await closeRunning(running, 0);
+    throw err;
+  }
 }

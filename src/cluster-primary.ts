@@ -45,7 +45,7 @@ export async function runClusterPrimary(settings: Settings, logger: Logger): Pro
           (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(String(err)),
         );
       },
-    });
+    }, settings.httpLimits);
     metricsPort = await prometheus.listen(settings.prometheusHost, settings.prometheusPort);
   }
   process.stderr.write(

@@ -3,6 +3,7 @@ import { FloodgateError, type ErrorCode } from './errors';
 
 const GRPC_BY_CODE: Readonly<Record<ErrorCode, GrpcStatus>> = {
   INVALID_REQUEST: GrpcStatus.INVALID_ARGUMENT,
+  TOO_LARGE: GrpcStatus.RESOURCE_EXHAUSTED,
   BACKEND_UNAVAILABLE: GrpcStatus.UNAVAILABLE,
   DEADLINE_EXCEEDED: GrpcStatus.DEADLINE_EXCEEDED,
   NOT_READY: GrpcStatus.UNAVAILABLE,
@@ -13,6 +14,7 @@ const GRPC_BY_CODE: Readonly<Record<ErrorCode, GrpcStatus>> = {
 
 const HTTP_BY_CODE: Readonly<Record<ErrorCode, number>> = {
   INVALID_REQUEST: 400,
+  TOO_LARGE: 413,
   BACKEND_UNAVAILABLE: 503,
   DEADLINE_EXCEEDED: 504,
   NOT_READY: 503,
@@ -41,6 +43,7 @@ export function errTypeOf(err: unknown): string {
     case 'DEADLINE_EXCEEDED':
       return 'redis_error';
     case 'INVALID_REQUEST':
+    case 'TOO_LARGE':
       return 'invalid_request';
     default:
       return 'service_error';

@@ -4,6 +4,7 @@
  */
 export type ErrorCode =
   | 'INVALID_REQUEST'
+  | 'TOO_LARGE'
   | 'BACKEND_UNAVAILABLE'
   | 'DEADLINE_EXCEEDED'
   | 'NOT_READY'
@@ -22,6 +23,11 @@ export abstract class FloodgateError extends Error {
 /** The request is malformed or too large; the caller must change it. */
 export class InvalidRequestError extends FloodgateError {
   readonly code = 'INVALID_REQUEST' as const;
+}
+
+/** The request is larger than the server accepts (a setting bounds it); nothing of it was decoded. */
+export class RequestTooLargeError extends FloodgateError {
+  readonly code = 'TOO_LARGE' as const;
 }
 
 /** The counter backend could not answer (down, circuit open, script error). */

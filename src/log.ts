@@ -1,4 +1,5 @@
-import type { LogLevel } from './settings';
+export type LogLevel = 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+export type LogFormat = 'text' | 'json';
 
 const ORDER: Readonly<Record<LogLevel, number>> = { DEBUG: 10, INFO: 20, WARN: 30, ERROR: 40 };
 
@@ -9,8 +10,17 @@ export interface Logger {
   error(msg: string, fields?: Record<string, unknown>): void;
 }
 
+/**
+ * A text-format value: bare when it holds nothing that could end it early, else JSON-quoted, so
+ * a quote or newline in a message (ioredis errors carry server text) cannot break or forge a line.
+ */
+function textValue(v: unknown): string {
+  const s = typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v));
+  return /^[^\s"\\=]+$/.test(s) ? s : JSON.stringify(s);
+}
+
 /** A small levelled logger writing text or JSON lines to stderr. */
-export function createLogger(level: LogLevel, format: 'text' | 'json', write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
+export function createLogger(level: LogLevel, format: LogFormat, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
   const min = ORDER[level];
   const emit = (lvl: LogLevel, msg: string, fields?: Record<string, unknown>): void => {
     if (ORDER[lvl] < min) return;
@@ -18,8 +28,8 @@ export function createLogger(level: LogLevel, format: 'text' | 'json', write: (l
     if (format === 'json') {
       write(JSON.stringify({ time, level: lvl.toLowerCase(), msg, ...fields }) + '\n');
     } else {
-      const extra = fields ? ' ' + Object.entries(fields).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ') : '';
-      write(`time="${time}" level=${lvl.toLowerCase()} msg="${msg}"${extra}\n`);
+      const extra = fields ? ' ' + Object.entries(fields).map(([k, v]) => `${k}=${textValue(v)}`).join(' ') : '';
+      write(`time="${time}" level=${lvl.toLowerCase()} msg=${JSON.stringify(msg)}${extra}\n`);
     }
   };
   return {

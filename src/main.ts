@@ -5,6 +5,7 @@ import { runClusterPrimary } from './cluster-primary';
 import { FloodgateError } from './errors';
 import { createLogger } from './log';
 import { loadSettings } from './settings';
+import { reportIneffectiveVariables } from './settings-reference';
 
 async function main(): Promise<void> {
   let settings;
@@ -15,6 +16,8 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger(settings.logLevel, settings.logFormat);
+  // Once per deployment, not once per worker.
+  if (cluster.isPrimary) reportIneffectiveVariables(process.env, logger);
   if (settings.workers > 1 && cluster.isPrimary) {
     await runClusterPrimary(settings, logger);
     return;
@@ -31,7 +34,7 @@ async function main(): Promise<void> {
   if (cluster.isWorker) {
     // Constructing one installs prom-client's IPC listener that answers the primary's requests.
     new AggregatorRegistry();
-    AggregatorRegistry.setRegistries([app.metrics.registry]);
+    AggregatorRegistry.setRegistries([app.prometheusRegistry]);
   }
   // Printed whatever LOG_LEVEL says: operators and scripts look for this line.
   process.stderr.write(

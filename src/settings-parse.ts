@@ -98,3 +98,21 @@ export function listenAddress(env: Env, name: string, fallback: string): { host:
   const host = (m[1] ?? '').replace(/^\[(.*)\]$/, '$1');
   return { host: host === '' ? '0.0.0.0' : host, port: p };
 }
+
+/** A comma-separated list, as envconfig reads a []string (empty items dropped). */
+export function list(env: Env, name: string): string[] {
+  const v = raw(env, name);
+  if (v === undefined) return [];
+  return v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+}
+
+/** `key:value,key2:value2`, as envconfig reads a map[string]string: each item is exactly one key and one value. */
+export function stringMap(env: Env, name: string): Array<[string, string]> {
+  const v = raw(env, name);
+  if (v === undefined) return [];
+  return v.split(',').map((item) => {
+    const parts = item.split(':');
+    if (parts.length !== 2) throw bad(name, v, `key:value pairs separated by commas (bad item '${item}')`);
+    return [parts[0] as string, parts[1] as string];
+  });
+}

@@ -1,41 +1,19 @@
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { SettingsError } from './errors';
-import { bool, duration, float, int, listenAddress, oneOf, port, str, type Env } from './settings-parse';
-
-export type BackendType = 'memory' | 'redis';
-export type RedisType = 'SINGLE' | 'SENTINEL' | 'CLUSTER';
-export type FailureMode = 'error' | 'allow' | 'deny' | 'local';
-export type LogLevel = 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
-
-/** One Redis deployment (the main one, or the per-second one). */
-export interface RedisSettings {
-  readonly type: RedisType;
-  /** SINGLE: host:port or a socket path; SENTINEL: master,host:port,...; CLUSTER: seed list. */
-  readonly url: string;
-  readonly socketType: 'tcp' | 'unix';
-  readonly username?: string;
-  readonly password?: string;
-  readonly tls: boolean;
-  readonly tlsClientCert?: string;
-  readonly tlsClientKey?: string;
-  readonly tlsCaCert?: string;
-  readonly tlsSkipHostnameVerification: boolean;
-  readonly poolSize: number;
-  /** Upper bound of any one Redis command, in ms (REDIS_TIMEOUT). */
-  readonly timeoutMs: number;
-  /** REDIS_PIPELINE_WINDOW in ms; 0 = send at once. */
-  readonly pipelineWindowMs: number;
-  readonly pipelineLimit: number;
-}
-
-/** Limits on one request's size; a request over them is INVALID_ARGUMENT. */
-export interface RequestLimits {
-  readonly maxDescriptors: number;
-  readonly maxEntries: number;
-  readonly maxKeyBytes: number;
-  readonly maxValueBytes: number;
-}
+import type { GrpcTls } from './grpc/credentials';
+import type { GrpcLimits } from './grpc/grpc-server';
+import type { HttpLimits } from './http/http-listener';
+import type { BackendType, LimiterSettings } from './limiter/create-limiter';
+import type { FailureMode } from './limiter/failure-mode-limiter';
+import type { RedisSettings, RedisType } from './limiter/redis/redis-client';
+import type { LogFormat, LogLevel } from './log';
+import { splitRedisUrl } from './redis-url-credentials';
+import type { Mogrifier } from './metrics/dogstatsd-mogrifier';
+import type { PrometheusMetricsOptions } from './metrics/metrics';
+import type { StatsdSettings } from './metrics/statsd-metrics';
+import type { RequestLimits } from './service/validate-request';
+import { bool, duration, float, int, list, listenAddress, oneOf, port, str, stringMap, type Env } from './settings-parse';
 
 export interface Settings {
   readonly host: string;
@@ -43,7 +21,7 @@ export interface Settings {
   readonly grpcHost: string;
   readonly grpcPort: number;
   readonly grpcUds?: string;
-  readonly grpcTls?: { readonly cert: string; readonly key: string; readonly clientCaCert?: string; readonly clientSan?: string };
+  readonly grpcTls?: GrpcTls;
   readonly debugHost: string;
   readonly debugPort: number;
   readonly usePrometheus: boolean;
@@ -51,7 +29,7 @@ export interface Settings {
   readonly prometheusPort: number;
   readonly prometheusPath: string;
   readonly logLevel: LogLevel;
-  readonly logFormat: 'text' | 'json';
+  readonly logFormat: LogFormat;
 
   readonly runtimeRoot: string;
   readonly runtimeSubdirectory: string;
@@ -90,19 +68,51 @@ export interface Settings {
   /** WORKERS: server processes sharing the ports (Node cluster); 1 = this process serves. */
   readonly workers: number;
 
+  readonly grpcLimits: GrpcLimits;
+  readonly httpLimits: HttpLimits;
   // Bounds on the state that request values can create (issue 8).
   /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most. */
-  readonly memoryMaxCounters: number;
+  readonly memoryMaxCounters: LimiterSettings['memoryMaxCounters'];
   /** METRICS_MAX_SERIES: rule label sets (domain, key1, key2) the metrics keep at most. */
-  readonly metricsMaxSeries: number;
+  readonly metricsMaxSeries: Required<PrometheusMetricsOptions>['maxSeries'];
+  // Reference settings added by issue 13 (see src/settings-reference.ts for the whole list).
+  /** USE_STATSD (on by default, as in the reference) or USE_DOG_STATSD; undefined when off. */
+  readonly statsd?: StatsdSettings;
+  /**
+   * PROMETHEUS_MAPPER_YAML: the Prometheus endpoint serves the stats mapped by this statsd_exporter
+   * mapping file, flushed every STATS_FLUSH_INTERVAL, as the reference's Prometheus sink does.
+   */
+  readonly prometheusMapper?: { readonly path: string; readonly flushIntervalMs: number; readonly extraTags: StatsdSettings['extraTags'] };
+  /** PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: the response-time histogram counts milliseconds. */
+  readonly prometheusResponseTimeAsMilliseconds: boolean;
+  /**
+   * REDIS_STARTUP_MAX_ELAPSED_TIME: when > 0, start-up waits this long for Redis and fails without
+   * it, as the reference does; 0 (the default) waits 5 s and then serves with BACKEND_FAILURE_MODE.
+   */
+  readonly redisStartupMaxElapsedMs: number;
+  /** GRPC_MAX_CONNECTION_AGE: a connection gets GOAWAY after this long (grpc-js adds ±10 % jitter). */
+  readonly grpcMaxConnectionAgeMs: number;
+  /** GRPC_MAX_CONNECTION_AGE_GRACE: then calls in flight get this long before it is closed. */
+  readonly grpcMaxConnectionAgeGraceMs: number;
+}
+
+/** `password` or `user:password` (REDIS_AUTH form), split at the first colon. */
+function credentials(auth: string): { username?: string; password: string } | undefined {
+  if (auth === '') return undefined;
+  const colon = auth.indexOf(':');
+  return colon >= 0 ? { username: auth.slice(0, colon), password: auth.slice(colon + 1) } : { password: auth };
 }
 
 function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: string): RedisSettings {
   const type = oneOf<RedisType>(env, `${prefix}_TYPE`, 'SINGLE', ['SINGLE', 'SENTINEL', 'CLUSTER']);
   // A path (`/run/redis.sock`, `./redis.sock`) is a unix socket; `host:port` and `redis://host:port` are tcp.
   const inferred = type === 'SINGLE' && /^\.{0,2}\//.test(url) ? 'unix' : 'tcp';
-  const auth = str(env, `${prefix}_AUTH`, '');
-  const colon = auth.indexOf(':');
+  const fromUrl = splitRedisUrl(url, `${prefix}_URL`, type === 'SINGLE');
+  const auth = credentials(str(env, `${prefix}_AUTH`, ''));
+  if (auth !== undefined && fromUrl.password !== undefined) {
+    throw new SettingsError(`invalid value for ${prefix}_URL: it carries a password and ${prefix}_AUTH is set too (use one of them)`);
+  }
+  const sentinelAuth = credentials(str(env, prefix === 'REDIS' ? 'REDIS_SENTINEL_AUTH' : 'REDIS_PERSECOND_SENTINEL_AUTH', ''));
   // The reference has one set of REDIS_TLS_* files for both connections; REDIS_PERSECOND_TLS_*
   // (ours) may override them for the per-second one.
   const tlsFile = (suffix: string) => str(env, `${prefix}_${suffix}`, '') || str(env, `REDIS_${suffix}`, '') || undefined;
@@ -114,16 +124,18 @@ function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: strin
   }
   return Object.freeze({
     type,
-    url,
+    url: fromUrl.url,
     socketType: oneOf(env, `${prefix}_SOCKET_TYPE`, inferred, ['tcp', 'unix']),
-    ...(auth === '' ? {} : colon >= 0 ? { username: auth.slice(0, colon), password: auth.slice(colon + 1) } : { password: auth }),
+    ...(auth ?? { ...(fromUrl.username ? { username: fromUrl.username } : {}), ...(fromUrl.password ? { password: fromUrl.password } : {}) }),
+    ...(sentinelAuth?.username ? { sentinelUsername: sentinelAuth.username } : {}),
+    ...(sentinelAuth ? { sentinelPassword: sentinelAuth.password } : {}),
     tls: bool(env, `${prefix}_TLS`, false),
     ...(tlsCaCert ? { tlsCaCert } : {}),
     ...(tlsClientCert ? { tlsClientCert } : {}),
     ...(tlsClientKey ? { tlsClientKey } : {}),
     tlsSkipHostnameVerification: bool(env, 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', false),
     poolSize: int(env, `${prefix}_POOL_SIZE`, 10, 1, 1024),
-    timeoutMs: duration(env, 'REDIS_TIMEOUT', 10_000),
+    timeoutMs: duration(env, `${prefix}_TIMEOUT`, 10_000),
     pipelineWindowMs: duration(env, `${prefix}_PIPELINE_WINDOW`, 0),
     pipelineLimit: int(env, `${prefix}_PIPELINE_LIMIT`, 0, 0, 1_000_000),
   });
@@ -144,15 +156,58 @@ function backendSettings(env: Env) {
 }
 
 function grpcTls(env: Env): Settings['grpcTls'] {
-  if (!bool(env, 'GRPC_SERVER_USE_TLS', false)) return undefined;
+  const clientCaCert = str(env, 'GRPC_CLIENT_TLS_CACERT', '') || undefined;
+  const clientSan = str(env, 'GRPC_CLIENT_TLS_SAN', '') || undefined;
+  if (!bool(env, 'GRPC_SERVER_USE_TLS', false)) {
+    // Serving plaintext while the operator asked for client certificates would be a silent hole.
+    const asked = clientCaCert ? 'GRPC_CLIENT_TLS_CACERT' : clientSan ? 'GRPC_CLIENT_TLS_SAN' : undefined;
+    if (asked) throw new SettingsError(`invalid settings: ${asked} is set but GRPC_SERVER_USE_TLS is not true, so gRPC would serve plaintext`);
+    return undefined;
+  }
   const cert = str(env, 'GRPC_SERVER_TLS_CERT', '');
   const key = str(env, 'GRPC_SERVER_TLS_KEY', '');
   if (!cert || !key) {
     throw new SettingsError(`invalid value for GRPC_SERVER_TLS_CERT/GRPC_SERVER_TLS_KEY: both are required when GRPC_SERVER_USE_TLS is true`);
   }
-  const clientCaCert = str(env, 'GRPC_CLIENT_TLS_CACERT', '') || undefined;
-  const clientSan = str(env, 'GRPC_CLIENT_TLS_SAN', '') || undefined;
+  if (clientSan && !clientCaCert) {
+    throw new SettingsError(`invalid settings: GRPC_CLIENT_TLS_SAN is set without GRPC_CLIENT_TLS_CACERT, so no client certificate could carry it`);
+  }
   return Object.freeze({ cert, key, ...(clientCaCert ? { clientCaCert } : {}), ...(clientSan ? { clientSan } : {}) });
+}
+
+// 64 KiB holds any request Envoy sends (a few descriptors of short values) many times over,
+// while a 4 MiB message of empty descriptors took 600 MB and 1.4 s to decode.
+const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
+
+function grpcLimits(env: Env): GrpcLimits {
+  const idleMs = duration(env, 'GRPC_MAX_CONNECTION_IDLE', 60_000);
+  if (idleMs < 1 || idleMs > 24 * 3_600_000) {
+    throw new SettingsError(`invalid value for GRPC_MAX_CONNECTION_IDLE: '${env.GRPC_MAX_CONNECTION_IDLE}' (expected a duration from 1ms to 24h)`);
+  }
+  return Object.freeze({
+    maxReceiveMessageBytes: int(env, 'GRPC_MAX_RECEIVE_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024),
+    maxConcurrentStreams: int(env, 'GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
+    maxConnectionIdleMs: Math.ceil(idleMs),
+  });
+}
+
+function httpLimits(env: Env): HttpLimits {
+  const positive = (name: string, fallbackMs: number): number => {
+    const ms = duration(env, name, fallbackMs);
+    if (ms < 1 || ms > 3_600_000) throw new SettingsError(`invalid value for ${name}: '${env[name]}' (expected a duration from 1ms to 1h)`);
+    return Math.ceil(ms);
+  };
+  const requestTimeoutMs = positive('HTTP_REQUEST_TIMEOUT', 10_000);
+  const headersTimeoutMs = positive('HTTP_HEADERS_TIMEOUT', 5_000);
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new SettingsError(`invalid value for HTTP_HEADERS_TIMEOUT: '${env.HTTP_HEADERS_TIMEOUT}' (must not exceed HTTP_REQUEST_TIMEOUT, ${requestTimeoutMs} ms)`);
+  }
+  return Object.freeze({
+    requestTimeoutMs,
+    headersTimeoutMs,
+    maxBodyBytes: int(env, 'HTTP_MAX_BODY_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024),
+    maxConnections: int(env, 'HTTP_MAX_CONNECTIONS', 1024, 1, 1_000_000),
+  });
 }
 
 function cacheKeyPrefix(env: Env): string {
@@ -176,6 +231,114 @@ function workers(env: Env, backendType: BackendType): number {
     throw new SettingsError(`invalid value for WORKERS: '${raw}' (more than one worker needs BACKEND_TYPE=redis; memory counters are per process)`);
   }
   return n;
+}
+
+// ---- Reference settings added by issue 13: stats sinks and the Prometheus mapper, gRPC connection
+// age, the Redis start-up wait, logrus level names, and the accepted variables checked by type. ----
+
+/** Longest Go duration we accept where Node timers are used (setTimeout's limit, ~24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function positiveDuration(env: Env, name: string, fallbackMs: number): number {
+  const ms = duration(env, name, fallbackMs);
+  if (ms <= 0 || ms > MAX_TIMER_MS) throw new SettingsError(`invalid value for ${name}: '${env[name]}' (expected a duration above 0 and at most 596h)`);
+  return ms;
+}
+
+/** gostats replaces `.`, `:` and `|` in tag values. */
+const tagValue = (v: string): string => v.replace(/[.:|]/g, '_');
+
+/** EXTRA_TAGS as gostats serializes them: empty names or values dropped, sorted by name. */
+function extraTags(env: Env): Array<[string, string]> {
+  return stringMap(env, 'EXTRA_TAGS')
+    .filter(([k, v]) => k !== '' && v !== '')
+    .map(([k, v]): [string, string] => [k, tagValue(v)])
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/** USE_DOG_STATSD_MOGRIFIERS=A,B with DOG_STATSD_MOGRIFIER_A_PATTERN, _NAME and _TAGS for each, as the reference reads them. */
+function dogStatsdMogrifiers(env: Env): Mogrifier[] {
+  return list(env, 'USE_DOG_STATSD_MOGRIFIERS').map((id) => {
+    const prefix = `DOG_STATSD_MOGRIFIER_${id}`;
+    const source = str(env, `${prefix}_PATTERN`, '');
+    if (source === '') throw new SettingsError(`invalid value for ${prefix}_PATTERN: '' (required for mogrifier ${id})`);
+    let pattern: RegExp;
+    try {
+      pattern = new RegExp(source);
+    } catch (err) {
+      throw new SettingsError(`invalid value for ${prefix}_PATTERN: '${source}' (${(err as Error).message})`);
+    }
+    const name = str(env, `${prefix}_NAME`, '');
+    if (name === '') throw new SettingsError(`invalid value for ${prefix}_NAME: '' (required for mogrifier ${id})`);
+    const tags = stringMap(env, `${prefix}_TAGS`);
+    for (const [k, v] of tags) {
+      if (k === '' || v === '') throw new SettingsError(`invalid value for ${prefix}_TAGS: '${env[`${prefix}_TAGS`]}' (a tag needs a name and a value)`);
+    }
+    return Object.freeze({ id, pattern, name, tags });
+  });
+}
+
+/**
+ * The reference's stats sink: DISABLE_STATS wins, then USE_DOG_STATSD, then USE_STATSD (true by
+ * default). Prometheus is independent of these here (the reference allows one sink at a time).
+ * STATSD_PROTOCOL is lyft/gostats' own variable, which the reference's statsd sink reads too.
+ */
+function statsdSettings(env: Env, flushIntervalMs: number, tags: Array<[string, string]>): StatsdSettings | undefined {
+  const disabled = bool(env, 'DISABLE_STATS', false);
+  const dog = bool(env, 'USE_DOG_STATSD', false);
+  const plain = bool(env, 'USE_STATSD', true);
+  const host = str(env, 'STATSD_HOST', 'localhost');
+  const statsdPort = port(env, 'STATSD_PORT', 8125);
+  const protocol = oneOf<'tcp' | 'udp'>(env, 'STATSD_PROTOCOL', 'tcp', ['tcp', 'udp']);
+  const mogrifiers = dogStatsdMogrifiers(env);
+  if (disabled || (!dog && !plain)) return undefined;
+  return Object.freeze({
+    format: dog ? ('dogstatsd' as const) : ('statsd' as const),
+    host,
+    port: statsdPort,
+    // The reference's DogStatsD client sends UDP datagrams.
+    protocol: dog ? ('udp' as const) : protocol,
+    flushIntervalMs,
+    extraTags: tags,
+    mogrifiers,
+  });
+}
+
+/**
+ * Reference variables accepted with no effect (see src/settings-reference.ts): still checked with
+ * the reference's types, so that a value the reference would refuse is refused here too.
+ */
+function checkAcceptedVariables(env: Env): void {
+  for (const name of ['REDIS_STARTUP_INITIAL_INTERVAL', 'REDIS_STARTUP_MAX_INTERVAL']) duration(env, name, 0);
+  for (const name of ['REDIS_CLUSTER_PIPELINE_PARALLELISM', 'REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM']) int(env, name, 1, 0, 1_000_000);
+  bool(env, 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false);
+  for (const name of ['REDIS_POOL_ON_EMPTY_BEHAVIOR', 'REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR']) oneOf(env, name, 'WAIT', ['WAIT', 'CREATE', 'ERROR']);
+}
+
+// logrus level names, as the reference parses LOG_LEVEL, onto floodgate's four levels.
+const LOGRUS_LEVELS: Readonly<Record<string, LogLevel>> = { trace: 'DEBUG', warning: 'WARN', fatal: 'ERROR', panic: 'ERROR' };
+
+function logLevel(env: Env): LogLevel {
+  const alias = LOGRUS_LEVELS[str(env, 'LOG_LEVEL', '').trim().toLowerCase()];
+  return alias ?? oneOf<LogLevel>(env, 'LOG_LEVEL', 'WARN', ['DEBUG', 'INFO', 'WARN', 'ERROR']);
+}
+
+function issue13Settings(env: Env) {
+  checkAcceptedVariables(env);
+  const flushIntervalMs = positiveDuration(env, 'STATS_FLUSH_INTERVAL', 10_000);
+  const tags = extraTags(env);
+  const statsd = statsdSettings(env, flushIntervalMs, tags);
+  const mapperYaml = str(env, 'PROMETHEUS_MAPPER_YAML', '');
+  return {
+    ...(statsd ? { statsd } : {}),
+    ...(mapperYaml ? { prometheusMapper: Object.freeze({ path: mapperYaml, flushIntervalMs, extraTags: tags }) } : {}),
+    // DISABLE_STATS: no stats at all, as in the reference (whose Prometheus endpoint is a stats sink too).
+    ...(bool(env, 'DISABLE_STATS', false) ? { usePrometheus: false } : {}),
+    prometheusResponseTimeAsMilliseconds: bool(env, 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS', false),
+    redisStartupMaxElapsedMs: duration(env, 'REDIS_STARTUP_MAX_ELAPSED_TIME', 0),
+    grpcMaxConnectionAgeMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
+    grpcMaxConnectionAgeGraceMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
+  };
 }
 
 /** Reads and validates every setting once; throws SettingsError naming the variable and value. */
@@ -202,8 +365,8 @@ export function loadSettings(env: Env = process.env): Settings {
     prometheusHost: prometheus.host,
     prometheusPort: prometheus.port,
     prometheusPath,
-    logLevel: oneOf<LogLevel>(env, 'LOG_LEVEL', 'WARN', ['DEBUG', 'INFO', 'WARN', 'ERROR']),
-    logFormat: oneOf(env, 'LOG_FORMAT', 'text', ['text', 'json']),
+    logLevel: logLevel(env),
+    logFormat: oneOf<LogFormat>(env, 'LOG_FORMAT', 'text', ['text', 'json']),
     runtimeRoot,
     runtimeSubdirectory,
     runtimeAppDirectory,
@@ -236,7 +399,10 @@ export function loadSettings(env: Env = process.env): Settings {
     defaultDeadlineMs: int(env, 'DEFAULT_DEADLINE_MS', 1000, 1, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     workers: workers(env, backend.backendType),
+    grpcLimits: grpcLimits(env),
+    httpLimits: httpLimits(env),
     memoryMaxCounters: int(env, 'MEMORY_MAX_COUNTERS', 100_000, 1, 100_000_000),
     metricsMaxSeries: int(env, 'METRICS_MAX_SERIES', 1000, 1, 1_000_000),
+    ...issue13Settings(env),
   } satisfies Settings);
 }

@@ -1,8 +1,9 @@
 import { ConfigError } from '../errors';
-import { UNIT_SECONDS } from '../units';
-import type { DescriptorEntry } from '../service/types';
+import { UNIT_SECONDS } from '../domain/units';
+import { keyValue, type DescriptorEntry } from '../domain/descriptor';
 import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './parse-rule-file';
 import type { RateLimitRule, RuleMatch, RuleSet } from './rule-types';
+import type { PolicyConfig } from '../domain/policy-config';
 import { WildcardPattern } from './wildcard-pattern';
 
 /** How a node is reached from its request entry. */
@@ -42,6 +43,7 @@ type Level = Map<string, KeyGroup>;
 
 interface DomainTree {
   readonly level: Level;
+  policy?: PolicyConfig;
   /** Composite keys (`key` or `key_value`) of the top level, to reject duplicates across merged files. */
   readonly compositeKeys: Set<string>;
 }
@@ -63,6 +65,11 @@ export function compileRules(configs: readonly DomainConfig[], options: { mergeD
       tree = { level: new Map(), compositeKeys: new Set() };
       domains.set(config.domain, tree);
     }
+    if (config.policy !== undefined) {
+      // Merged files of one domain may declare its policy once.
+      if (tree.policy !== undefined) throw new ConfigError(`${config.fileName}: duplicate policy for domain '${config.domain}'`);
+      tree.policy = config.policy;
+    }
     addTopLevel(tree, config, rules);
   }
   return ruleSet(domains, Object.freeze(rules));
@@ -70,7 +77,7 @@ export function compileRules(configs: readonly DomainConfig[], options: { mergeD
 
 function addTopLevel(tree: DomainTree, config: DomainConfig, rules: RateLimitRule[]): void {
   for (const descriptor of config.descriptors) {
-    const composite = compositeKey(descriptor);
+    const composite = keyValue(descriptor);
     if (tree.compositeKeys.has(composite)) {
       throw new ConfigError(
         `${config.fileName}: duplicate descriptor composite key '${config.domain}.${composite}'`,
@@ -86,12 +93,8 @@ interface PathFlags {
   readonly valueToMetric: boolean;
 }
 
-function compositeKey(d: DescriptorConfig): string {
-  return d.value === '' ? d.key : `${d.key}_${d.value}`;
-}
-
 function addNode(level: Level, d: DescriptorConfig, parentKey: string, path: PathFlags, rules: RateLimitRule[]): void {
-  const fullKey = parentKey + compositeKey(d);
+  const fullKey = parentKey + keyValue(d);
   const kind: NodeKind = d.value === '' ? 'any' : d.value.includes('*') ? 'wildcard' : 'exact';
   const shared = kind === 'wildcard' && d.shareThreshold;
   // value_to_metric only changes the key where the file's text differs from the request's value.
@@ -167,10 +170,13 @@ export function wildcardPattern(value: string): WildcardPattern {
 // ---- matching ----
 
 function ruleSet(domains: Map<string, DomainTree>, rules: readonly RateLimitRule[]): RuleSet {
+  const policies = Object.freeze([...domains.values()].flatMap((t) => (t.policy ? [t.policy] : [])));
   return Object.freeze({
     rules,
+    policies,
     domainCount: domains.size,
     hasDomain: (domain: string): boolean => domains.has(domain),
+    policy: (domain: string): PolicyConfig | undefined => domains.get(domain)?.policy,
     match: (domain: string, entries: readonly DescriptorEntry[]): RuleMatch | undefined => {
       const tree = domains.get(domain);
       if (tree === undefined || entries.length === 0) return undefined;
@@ -251,17 +257,13 @@ function dynamicMetricKey(domain: string, node: RuleNode, path: readonly RuleNod
   const anyShared = detailed && path.some((n) => n.shared);
   const parts = entries.map((entry, i) => {
     const n = path[i] as RuleNode;
-    if (n.shared) return `${entry.key}_${n.value}`;
+    if (n.shared) return keyValue({ key: entry.key, value: n.value });
     // The reference joins key and value with '_' even for an empty value here, unless
     // share_threshold is also in play; kept for identical metric names.
     if (detailed) return anyShared ? keyValue(entry) : `${entry.key}_${entry.value}`;
-    if (n.kind === 'exact') return `${n.key}_${n.value}`;
+    if (n.kind === 'exact') return keyValue(n);
     if (n.valueToMetric) return keyValue(entry);
-    return n.kind === 'wildcard' ? `${n.key}_${n.value}` : n.key;
+    return n.kind === 'wildcard' ? keyValue(n) : n.key;
   });
   return `${domain}.${parts.join('.')}`;
-}
-
-function keyValue(entry: DescriptorEntry): string {
-  return entry.value === '' ? entry.key : `${entry.key}_${entry.value}`;
 }

@@ -1,6 +1,5 @@
+import { UINT32_MAX } from '../domain/uint32';
 import { goText, yamlTag, type YMap, type YNode } from './yaml-tree';
-
-const UINT32_MAX = 0xffff_ffff;
 
 /**
  * Typed access to the fields of a validated YAML tree. Like yaml.v2 decoding into Go structs,

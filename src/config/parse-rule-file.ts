@@ -1,7 +1,11 @@
 import { ConfigError } from '../errors';
-import { parseUnit, type Unit } from '../units';
-import type { Algorithm } from './rule-types';
+import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
+import { keyValue } from '../domain/descriptor';
+import { parseUnit, type Unit } from '../domain/units';
+import { exactBoundsProblem } from './check-exact-bounds';
+import type { PolicyConfig } from '../domain/policy-config';
 import { DecodeYamlFields } from './decode-yaml-fields';
+import { buildPolicy, decodePolicy, type RawPolicy } from './parse-policy-block';
 import { validateYamlKeys } from './validate-yaml-keys';
 import { goText, yamlTree, YamlSyntaxError, type YMap, type YNode } from './yaml-tree';
 
@@ -37,6 +41,8 @@ export interface DomainConfig {
   readonly fileName: string;
   readonly domain: string;
   readonly descriptors: readonly DescriptorConfig[];
+  /** Ours: the domain's adaptive policy, when the file has a `policy` block. */
+  readonly policy?: PolicyConfig;
 }
 
 /**
@@ -44,14 +50,6 @@ export interface DomainConfig {
  * that parsing one, synchronously on the event loop, cannot stall it for long.
  */
 export const MAX_RULE_FILE_BYTES = 512 * 1024;
-
-const ALGORITHMS: ReadonlySet<string> = new Set<Algorithm>([
-  'fixed_window',
-  'sliding_window',
-  'token_bucket',
-  'gcra',
-  'sliding_log',
-]);
 
 /**
  * Parses and validates one rule file. Throws ConfigError `<fileName>: <message>` with the
@@ -76,7 +74,8 @@ export function parseRuleFile(fileName: string, text: string): DomainConfig {
 
   if (raw.domain === '') fail('config file cannot have empty domain');
   const descriptors = buildLevel(raw.descriptors, `${raw.domain}.`, fail);
-  return deepFreeze({ fileName, domain: raw.domain, descriptors });
+  const policy = raw.policy && buildPolicy(raw.domain, raw.policy, fail);
+  return deepFreeze({ fileName, domain: raw.domain, descriptors, ...(policy && { policy }) });
 }
 
 function readRoot(text: string, fail: (message: string) => never): YMap {
@@ -94,7 +93,7 @@ function readRoot(text: string, fail: (message: string) => never): YMap {
     decoder.map(tree, 'map[interface {}]interface {}');
     fail(`error loading config file: ${decoder.message() ?? ''}`);
   }
-  return tree as YMap;
+  return tree;
 }
 
 // ---- typed decoding: every wrong type is collected before any rule is checked ----
@@ -102,6 +101,7 @@ function readRoot(text: string, fail: (message: string) => never): YMap {
 interface RawRoot {
   readonly domain: string;
   readonly descriptors: readonly RawDescriptor[];
+  readonly policy?: RawPolicy;
 }
 
 interface RawDescriptor {
@@ -133,7 +133,8 @@ const DESCRIPTORS_TYPE = '[]config.YamlDescriptor';
 
 function decodeRoot(root: YMap, d: DecodeYamlFields): RawRoot {
   const f = d.fields(root);
-  return { domain: d.string(f.get('domain')), descriptors: decodeDescriptors(f.get('descriptors'), d) };
+  const policy = d.map(f.get('policy'), 'policy');
+  return { domain: d.string(f.get('domain')), descriptors: decodeDescriptors(f.get('descriptors'), d), ...(policy && { policy: decodePolicy(policy, d) }) };
 }
 
 function decodeDescriptors(node: YNode | undefined, d: DecodeYamlFields): RawDescriptor[] {
@@ -183,7 +184,7 @@ function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fa
   const seen = new Set<string>();
   return raws.map((raw) => {
     if (raw.key === '') fail('descriptor has empty key');
-    const compositeKey = raw.value === '' ? raw.key : `${raw.key}_${raw.value}`;
+    const compositeKey = keyValue(raw);
     const path = parentPath + compositeKey;
     if (seen.has(compositeKey)) fail(`duplicate descriptor composite key '${path}'`);
     seen.add(compositeKey);
@@ -193,6 +194,8 @@ function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fa
 
 function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string, fail: Fail): DescriptorConfig {
   const rateLimit = raw.rateLimit && buildRateLimit(raw.rateLimit, fail);
+  const outOfBounds = rateLimit && exactBoundsProblem(path, rateLimit);
+  if (outOfBounds !== undefined) fail(outOfBounds);
   if (raw.shareThreshold && !raw.value.includes('*')) {
     fail(
       `share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`,
@@ -244,8 +247,9 @@ function checkUnit(raw: RawRateLimit, fail: Fail): Unit | undefined {
 
 function checkAlgorithm(name: string, fail: Fail): Algorithm {
   if (name === '') return 'fixed_window';
-  if (!ALGORITHMS.has(name)) fail(`invalid rate limit algorithm '${name}'`);
-  return name as Algorithm;
+  const algorithm = parseAlgorithm(name);
+  if (algorithm === undefined) fail(`invalid rate limit algorithm '${name}'`);
+  return algorithm;
 }
 
 function checkPositive(field: string, value: number | undefined, fallback: number, fail: Fail): number {

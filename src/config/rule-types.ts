@@ -1,8 +1,7 @@
-import type { Unit } from '../units';
-import type { DescriptorEntry } from '../service/types';
-
-/** Counting algorithms (rule field `algorithm`, default `fixed_window`). */
-export type Algorithm = 'fixed_window' | 'sliding_window' | 'token_bucket' | 'gcra' | 'sliding_log';
+import type { Algorithm } from '../domain/algorithm';
+import type { DescriptorEntry } from '../domain/descriptor';
+import type { Unit } from '../domain/units';
+import type { PolicyConfig } from '../domain/policy-config';
 
 /** One `rate_limit` block of a rule file, validated and frozen. */
 export interface RateLimitRule {
@@ -47,6 +46,10 @@ export interface RuleSet {
   match(domain: string, entries: readonly DescriptorEntry[]): RuleMatch | undefined;
   /** All rules with a limit, in file order, for `/rlconfig`. */
   readonly rules: readonly RateLimitRule[];
+  /** The domain's adaptive policy; undefined when its files declare none. */
+  policy(domain: string): PolicyConfig | undefined;
+  /** Every policy, in load order, for `/rlconfig`. */
+  readonly policies: readonly PolicyConfig[];
   /** Number of domains loaded. */
   readonly domainCount: number;
 }

@@ -18,7 +18,7 @@ export interface RulesWatcherOptions {
    * false: watch the rule directory itself.
    */
   readonly watchRoot: boolean;
-  /** Loads the rules (normally loadRules on the rule directory). */
+  /** Loads the rules (normally loadRuleDirectory). */
   readonly load: () => Promise<RuleSet>;
   /** A reload succeeded; the caller swaps its rules. */
   readonly onLoaded: (rules: RuleSet) => void;

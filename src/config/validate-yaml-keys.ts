@@ -1,3 +1,4 @@
+import { policyKeyProblem } from './parse-policy-block';
 import { goText, type YMap, type YNode } from './yaml-tree';
 
 /**
@@ -35,15 +36,21 @@ const INT64_MAX = 2n ** 63n - 1n;
  * Returns the first problem's message, or undefined when the keys are fine.
  */
 export function validateYamlKeys(root: YMap): string | undefined {
-  return checkMap(root, false);
+  return checkMap(root, false, true);
 }
 
-function checkMap(map: YMap, inRateLimit: boolean): string | undefined {
+function checkMap(map: YMap, inRateLimit: boolean, isRoot = false): string | undefined {
   for (const { key, value } of map.entries) {
     if (key.kind !== 'scalar' || key.type !== 'str') {
       return `config error, key is not of type string: ${goText(key)}`;
     }
     const name = key.text;
+    // Our `policy` block belongs to the file's domain, so it is accepted at the top only.
+    if (isRoot && name === 'policy') {
+      const problem = policyKeyProblem(value);
+      if (problem !== undefined) return problem;
+      continue;
+    }
     if (!REFERENCE_KEYS.has(name) && !(inRateLimit && RATE_LIMIT_EXTENSION_KEYS.has(name))) {
       return `config error, unknown key '${name}'`;
     }

@@ -69,7 +69,7 @@ export function yamlTree(text: string): YNode | null {
   if (first !== undefined) throw new YamlSyntaxError(syntaxMessage(first, lineCounter));
   if (doc.contents === null) return null;
   const state: ConvertState = { lineCounter, budget: MAX_NODES, anchors: new Map(), aliases: 0, expanding: 0 };
-  return convert(doc.contents as YamlNode, state, 0);
+  return convert(doc.contents, state, 0);
 }
 
 /**

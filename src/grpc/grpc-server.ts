@@ -4,10 +4,21 @@ import type { HealthState } from '../health';
 import type { Logger } from '../log';
 import type { ServiceMetrics } from '../metrics/metrics';
 import type { RateLimitService } from '../service/rate-limit-service';
-import { requestFromWire, responseToWire } from './convert';
+import { requestFromWire, responseToWire } from '../rls/convert';
+import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
-import { loadProtos } from './protos';
-import type { WireRequest, WireResponse } from './wire-types';
+import { loadProtos, SERVER_PROTO_LOADER_OPTIONS } from './protos';
+import type { WireRequest, WireResponse } from '../rls/wire-types';
+
+/** Bounds on what one gRPC client can make the server hold (GRPC_MAX_*). */
+export interface GrpcLimits {
+  /** A larger request is refused with RESOURCE_EXHAUSTED before it is decoded. */
+  readonly maxReceiveMessageBytes: number;
+  /** Advertised in HTTP/2 SETTINGS: calls one connection may have open at once. */
+  readonly maxConcurrentStreams: number;
+  /** A connection without a call for this long is closed. */
+  readonly maxConnectionIdleMs: number;
+}
 
 export interface GrpcServerDeps {
   readonly service: RateLimitService;
@@ -16,19 +27,16 @@ export interface GrpcServerDeps {
   readonly logger: Logger;
   /** Budget for a call that arrives without a deadline. */
   readonly defaultDeadlineMs: number;
+  /** Message size, streams per connection and idle time: what one client can make the server hold. */
+  readonly limits: GrpcLimits;
+  /** GRPC_MAX_CONNECTION_AGE and _GRACE; grpc-js defaults (no limit) when absent. */
+  readonly maxConnectionAgeMs?: number;
+  readonly maxConnectionAgeGraceMs?: number;
   /** GRPC_CLIENT_TLS_SAN: with mTLS, the client certificate must carry this subject alternative name. */
   readonly requiredClientSan?: string;
 }
 
 const METHOD = 'ShouldRateLimit';
-
-/** True when the mTLS peer certificate lists `san` among its subject alternative names. */
-export function peerHasSan(call: grpc.ServerUnaryCall<unknown, unknown>, san: string): boolean {
-  const names = call.getAuthContext().sslPeerCertificate?.subjectaltname;
-  if (!names) return false;
-  // Node prints them as `DNS:a, IP Address:10.0.0.1, URI:spiffe://x`.
-  return names.split(', ').some((entry) => entry.slice(entry.indexOf(':') + 1) === san);
-}
 
 function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>, fallbackMs: number): number {
   const d = call.getDeadline();
@@ -42,13 +50,20 @@ export class GrpcServer {
   private readonly health: HealthService;
 
   constructor(private readonly deps: GrpcServerDeps) {
-    const protos = loadProtos();
+    const protos = loadProtos(SERVER_PROTO_LOADER_OPTIONS);
     this.server = new grpc.Server({
       // Envoy keeps long-lived HTTP/2 connections; answer its pings promptly.
       'grpc.keepalive_permit_without_calls': 1,
-      'grpc.max_receive_message_length': 4 * 1024 * 1024,
+      // Checked against the length prefix, before a byte of the message is decoded.
+      'grpc.max_receive_message_length': deps.limits.maxReceiveMessageBytes,
+      'grpc.max_concurrent_streams': deps.limits.maxConcurrentStreams,
+      // Also closes raw connections that never open a stream.
+      'grpc.max_connection_idle_ms': deps.limits.maxConnectionIdleMs,
       // channelz bookkeeping costs CPU on every call and nothing here reads it.
       'grpc.enable_channelz': 0,
+      // As the reference: connections are recycled so that load spreads over new pods.
+      ...(deps.maxConnectionAgeMs !== undefined ? { 'grpc.max_connection_age_ms': deps.maxConnectionAgeMs } : {}),
+      ...(deps.maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': deps.maxConnectionAgeGraceMs } : {}),
     });
     this.server.addService(protos.rlsService, { [METHOD]: this.shouldRateLimit });
     this.health = healthService(deps.health);
@@ -105,9 +120,15 @@ export class GrpcServer {
       fail(err);
       return;
     }
-    service.shouldRateLimit(request, deadlineOf(call, this.deps.defaultDeadlineMs)).then((response) => {
-      metrics.requestDone(METHOD, (performance.now() - started) / 1000);
-      if (!call.cancelled) callback(null, responseToWire(response));
-    }, fail);
+    // One chain ending in fail: an error while answering (not only while counting) reaches the
+    // caller as a status instead of becoming an unhandled rejection.
+    service
+      .shouldRateLimit(request, deadlineOf(call, this.deps.defaultDeadlineMs))
+      .then((response) => {
+        const wire = call.cancelled ? undefined : responseToWire(response);
+        metrics.requestDone(METHOD, (performance.now() - started) / 1000);
+        if (wire !== undefined) callback(null, wire);
+      })
+      .catch(fail);
   };
 }

@@ -27,6 +27,12 @@ export const PROTO_LOADER_OPTIONS: protoLoader.Options = {
   includeDirs: [protoDir],
 };
 
+/**
+ * The server decodes 64-bit integers as decimal strings: a uint64 above 2^53 stays exact, so an
+ * out-of-range hits_addend is refused with the number the caller sent.
+ */
+export const SERVER_PROTO_LOADER_OPTIONS: protoLoader.Options = { ...PROTO_LOADER_OPTIONS, longs: String };
+
 export interface LoadedProtos {
   readonly rlsService: grpc.ServiceDefinition;
   readonly healthService: grpc.ServiceDefinition;
@@ -51,11 +57,8 @@ function serviceClient(pkg: grpc.GrpcObject, fullName: string): grpc.ServiceClie
 }
 
 /** Loads the project's protos and fails loudly when a service or message is missing. */
-export function loadProtos(): LoadedProtos {
-  const definition = protoLoader.loadSync(
-    ['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'],
-    PROTO_LOADER_OPTIONS,
-  );
+export function loadProtos(options: protoLoader.Options = PROTO_LOADER_OPTIONS): LoadedProtos {
+  const definition = protoLoader.loadSync(['envoy/service/ratelimit/v3/rls.proto', 'grpc/health/v1/health.proto'], options);
   for (const name of REQUIRED_MESSAGES) {
     if (!definition[name]) {
       throw new Error(`floodgate: protobuf type ${name} did not load from ${protoDir}`);

@@ -1,7 +1,8 @@
 import type { RuleSet } from '../config/rule-types';
+import { describePolicy } from '../domain/policy-config';
 import type { Route } from './http-listener';
 
-/** One line per rule with a limit, in the reference's `/rlconfig` format. */
+/** One line per rule with a limit, in the reference's `/rlconfig` format; then one line per policy (ours). */
 export function formatRuleConfig(rules: RuleSet | undefined): string {
   if (rules === undefined) return '';
   let out = '';
@@ -9,6 +10,7 @@ export function formatRuleConfig(rules: RuleSet | undefined): string {
     if (r.unlimited) continue;
     out += `${r.fullKey}: unit=${r.unit ?? 'UNKNOWN'} requests_per_unit=${r.requestsPerUnit}, shadow_mode: ${r.shadowMode}, quota_mode: ${r.quotaMode}\n`;
   }
+  for (const p of rules.policies) out += describePolicy(p) + '\n';
   return out;
 }
 

@@ -1,22 +1,54 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { RequestTooLargeError } from '../errors';
+
+/** Bounds on what one HTTP client can make the server hold (HTTP_*); for every HTTP port. */
+export interface HttpLimits {
+  /** The whole request (headers and body) must arrive within this time, else 408 and close. */
+  readonly requestTimeoutMs: number;
+  /** The headers must arrive within this time. */
+  readonly headersTimeoutMs: number;
+  /** A larger body gets 413. */
+  readonly maxBodyBytes: number;
+  /** Connections held at once per port; more are closed at once. */
+  readonly maxConnections: number;
+}
 
 export type Route = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
-/** A small HTTP server with exact-path routes; unknown paths get 404. */
+// Node checks the request and header timeouts on this interval (30 s by default, which would
+// let a slow client stay three times longer than HTTP_REQUEST_TIMEOUT says).
+const TIMEOUT_CHECK_INTERVAL_MS = 500;
+
+/**
+ * A small HTTP server with exact-path routes; unknown paths get 404. `limits` bound what one
+ * client can hold: the time to send a request, the number of connections (and, in readBody,
+ * the body size).
+ */
 export class HttpListener {
   private readonly server: http.Server;
 
-  constructor(private readonly routes: Readonly<Record<string, Route>>) {
-    this.server = http.createServer((req, res) => {
-      const path = (req.url ?? '/').split('?', 1)[0] as string;
-      const route = this.routes[path];
-      if (route === undefined) {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
-        return;
-      }
-      route(req, res);
-    });
+  constructor(
+    private readonly routes: Readonly<Record<string, Route>>,
+    limits: HttpLimits,
+  ) {
+    this.server = http.createServer(
+      {
+        requestTimeout: limits.requestTimeoutMs,
+        headersTimeout: limits.headersTimeoutMs,
+        connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, limits.headersTimeoutMs),
+      },
+      (req, res) => {
+        const path = (req.url ?? '/').split('?', 1)[0] as string;
+        const route = this.routes[path];
+        if (route === undefined) {
+          res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+          return;
+        }
+        route(req, res);
+      },
+    );
+    this.server.maxConnections = limits.maxConnections;
     // Idle keep-alive connections must not hold a shutdown open.
     this.server.keepAliveTimeout = 5000;
   }
@@ -39,18 +71,26 @@ export class HttpListener {
   }
 }
 
-const MAX_BODY_BYTES = 1024 * 1024;
-
-/** Reads a request body up to 1 MiB; rejects with `too large` past that. */
-export function readBody(req: http.IncomingMessage): Promise<string> {
+/**
+ * Reads a request body of at most `maxBytes`; rejects with RequestTooLargeError past that, at
+ * once when Content-Length says so. The rest of a body that is too large is read and dropped
+ * (within HTTP_REQUEST_TIMEOUT) rather than the connection reset, so the client gets its 413.
+ */
+export function readBody(req: http.IncomingMessage, maxBytes: number): Promise<string> {
   return new Promise((resolve, reject) => {
+    const tooLarge = (): RequestTooLargeError => new RequestTooLargeError(`request body is larger than ${maxBytes} bytes (HTTP_MAX_BODY_BYTES)`);
+    const declared = Number(req.headers['content-length']);
     const chunks: Buffer[] = [];
     let size = 0;
+    let over = Number.isFinite(declared) && declared > maxBytes;
+    if (over) reject(tooLarge());
     req.on('data', (chunk: Buffer) => {
+      if (over) return;
       size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new Error('too large'));
-        req.destroy();
+      if (size > maxBytes) {
+        over = true;
+        chunks.length = 0;
+        reject(tooLarge());
         return;
       }
       chunks.push(chunk);

@@ -1,6 +1,7 @@
+import { UINT32_MAX } from '../domain/uint32';
 import { InvalidRequestError } from '../errors';
 import type { RateLimitResponse } from '../service/types';
-import type { WireDescriptor, WireRequest, WireUnit } from '../grpc/wire-types';
+import type { WireDescriptor, WireRequest, WireUnit } from '../rls/wire-types';
 
 // The /json endpoint speaks protobuf's JSON mapping: camelCase names (the original snake_case
 // names are accepted too, as protobuf parsers do), enums as names, Duration as "<n>s", and
@@ -34,8 +35,6 @@ function asString(v: unknown, what: string): string {
   if (typeof v !== 'string') throw new InvalidRequestError(`${what} must be a string`);
   return v;
 }
-
-const UINT32_MAX = 0xffffffff;
 
 function asUint(v: unknown, what: string, max = Number.MAX_SAFE_INTEGER): number {
   if (v === undefined || v === null) return 0;

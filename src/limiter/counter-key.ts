@@ -1,4 +1,5 @@
-import type { CounterId, LimitSpec } from './limiter';
+import type { LimitSpec } from '../domain/limit-spec';
+import type { CounterId } from './limiter';
 
 // Characters with a meaning in a key: `{` `}` delimit the Redis Cluster hash tag, `:` separates
 // parts, `=` separates an entry's key from its value, `%` introduces an escape. Percent-encoding
@@ -48,4 +49,17 @@ export function counterIdentity(counter: CounterId, spec: LimitSpec): string {
 /** The full Redis key of a counter. `prefix` is CACHE_KEY_PREFIX (validated to hold no braces). */
 export function counterKey(prefix: string, counter: CounterId, spec: LimitSpec): string {
   return prefix + 'rl:' + counterIdentity(counter, spec);
+}
+
+/** The suffixes of a client's policy keys (lua/policy.lua: KEYS[1..3]). */
+const POLICY_PARTS = [':policy:state', ':policy:routes', ':policy:prints'] as const;
+
+/**
+ * The three keys of one client's policy state: `rl:{<domain>:<clientKey>=<client>}:policy:<part>`.
+ * The hash tag is the client, so one script call reaches all of them; `policy` is no algorithm
+ * name, so they never meet a counter's key (whose tag may be the same).
+ */
+export function policyKeys(prefix: string, domain: string, clientKey: string, client: string): [string, string, string] {
+  const base = prefix + 'rl:{' + escapeKeyPart(domain) + ':' + escapeKeyPart(clientKey) + '=' + escapeKeyPart(client) + '}';
+  return [base + POLICY_PARTS[0], base + POLICY_PARTS[1], base + POLICY_PARTS[2]];
 }

@@ -1,12 +1,26 @@
 import type { Logger } from '../log';
-import type { ServiceMetrics } from '../metrics/metrics';
-import type { Settings } from '../settings';
-import { FailureModeLimiter } from './failure-mode-limiter';
+import type { RedisPool, ServiceMetrics } from '../metrics/metrics';
+import { FailureModeLimiter, type FailureMode } from './failure-mode-limiter';
 import type { Limiter } from './limiter';
-import { MemoryLimiter } from './memory-limiter';
+import { MemoryLimiter } from './memory/memory-limiter';
 import { OverLimitCache } from './over-limit-cache';
-import { createRedisClient, type RedisClient } from './redis/redis-client';
+import { Cluster } from 'ioredis';
+import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
 import { RedisLimiter } from './redis/redis-limiter';
+
+export type BackendType = 'memory' | 'redis';
+
+/** The settings that choose and tune the limiter stack. */
+export interface LimiterSettings {
+  readonly backendType: BackendType;
+  readonly redis?: RedisSettings;
+  readonly redisPerSecond?: RedisSettings;
+  readonly cacheKeyPrefix: string;
+  readonly backendFailureMode: FailureMode;
+  readonly localCacheSizeInBytes: number;
+  /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most. */
+  readonly memoryMaxCounters: number;
+}
 
 export interface LimiterDeps {
   readonly logger: Logger;
@@ -26,20 +40,47 @@ function logConnectionErrors(client: RedisClient, name: string, logger: Logger):
   });
 }
 
+/** Connections opened and closed, for the reference's redis_pool stats (a cluster: one per node). */
+function reportConnections(client: RedisClient, pool: RedisPool, metrics: ServiceMetrics): void {
+  if (client instanceof Cluster) {
+    client.on('+node', () => metrics.redisConnection(pool, 'open'));
+    client.on('-node', () => metrics.redisConnection(pool, 'close'));
+    return;
+  }
+  let open = false;
+  client.on('connect', () => {
+    open = true;
+    metrics.redisConnection(pool, 'open');
+  });
+  client.on('close', () => {
+    // Also emitted after a failed attempt, when nothing was open.
+    if (open) metrics.redisConnection(pool, 'close');
+    open = false;
+  });
+}
+
 /**
  * Builds the limiter stack the settings describe. For Redis, from the outside in: the failure
  * mode (so a fallback answer is never cached), the local over-limit cache, the Redis limiter.
  */
-export function createLimiter(settings: Settings, deps: LimiterDeps): Limiter {
+export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Limiter {
   const memoryLimiter = (): MemoryLimiter =>
     new MemoryLimiter({ maxCounters: settings.memoryMaxCounters, onEvict: (count) => deps.metrics.memoryCountersEvicted(count) });
   if (settings.backendType === 'memory' || settings.redis === undefined) return memoryLimiter();
   const client = createRedisClient(settings.redis);
   logConnectionErrors(client, 'redis', deps.logger);
+  reportConnections(client, 'redis_pool', deps.metrics);
   let perSecondClient: RedisClient | undefined;
   if (settings.redisPerSecond !== undefined) {
-    perSecondClient = createRedisClient(settings.redisPerSecond);
+    try {
+      perSecondClient = createRedisClient(settings.redisPerSecond);
+    } catch (err) {
+      // The main client is already connecting; the caller never gets a limiter to close it.
+      client.disconnect();
+      throw err;
+    }
     logConnectionErrors(perSecondClient, 'redis (per second)', deps.logger);
+    reportConnections(perSecondClient, 'redis_per_second_pool', deps.metrics);
   }
   let limiter: Limiter = new RedisLimiter({
     client,

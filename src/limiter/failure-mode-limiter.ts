@@ -1,7 +1,9 @@
 import { BackendUnavailableError, DeadlineExceededError } from '../errors';
-import type { FailureMode } from '../settings';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from './limiter';
-import type { MemoryLimiter } from './memory-limiter';
+import type { MemoryLimiter } from './memory/memory-limiter';
+
+/** BACKEND_FAILURE_MODE: how a call is answered while the backend cannot answer. */
+export type FailureMode = 'error' | 'allow' | 'deny' | 'local';
 
 export interface FailureModeOptions {
   readonly mode: FailureMode;

@@ -1,19 +1,10 @@
-import type { Algorithm } from '../config/rule-types';
-import type { DescriptorEntry } from '../service/types';
+import type { DescriptorEntry } from '../domain/descriptor';
+import type { LimitSpec } from '../domain/limit-spec';
 
 /** Who is counted: a domain and the descriptor entries that identify the counter. */
 export interface CounterId {
   readonly domain: string;
   readonly entries: readonly DescriptorEntry[];
-}
-
-/** How it is counted. The limit is not part of a counter's identity; algorithm and window are. */
-export interface LimitSpec {
-  readonly algorithm: Algorithm;
-  readonly limit: number;
-  readonly windowSeconds: number;
-  /** Capacity for token_bucket / gcra. */
-  readonly burst: number;
 }
 
 /** One counter to check: who, which rule, how much (hits 0 = peek without consuming). */
@@ -51,6 +42,11 @@ export interface CheckOptions {
    * of this call is incremented.
    */
   readonly stopIncrementWhenOverLimit: boolean;
+  /**
+   * Judge every check with its hits but charge none: another counter of this request is already
+   * known to be over (the over-limit cache in STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT mode).
+   */
+  readonly holdBack?: boolean;
 }
 
 /** The seam between the service and storage. Memory and Redis backends pass the same suite. */
@@ -64,6 +60,3 @@ export interface Limiter {
   isHealthy(): boolean;
   close(): Promise<void>;
 }
-
-/** Algorithms both backends implement today; a rule naming another one is refused at load. */
-export const IMPLEMENTED_ALGORITHMS: ReadonlySet<Algorithm> = new Set<Algorithm>(['fixed_window', 'sliding_window', 'token_bucket', 'gcra', 'sliding_log']);

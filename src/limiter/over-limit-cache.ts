@@ -1,23 +1,50 @@
+import { performance } from 'node:perf_hooks';
 import { counterIdentity } from './counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from './limiter';
 
-// Rough per-entry cost: the key string (UTF-16) plus the Map entry and the number.
-const ENTRY_OVERHEAD_BYTES = 64;
+// What one entry costs on the heap besides its key's characters: the Map slot, the entry object
+// with its three boxed doubles, and the key string's header. Measured with process.memoryUsage()
+// over 100,000 entries (test/unit/limiter/over-limit-cache.test.ts prints the figures).
+const ENTRY_OVERHEAD_BYTES = 272;
+
+/** One counter known to deny every request until `until`, with the counter's own answer. */
+interface Entry {
+  readonly key: string;
+  /** Monotonic ms until which the counter denies every request with hits >= 1. */
+  readonly until: number;
+  /** Monotonic ms at which the counter is fully reset / this request would be allowed. */
+  readonly resetAt: number;
+  readonly retryAt: number;
+  readonly used: number;
+  /** Neighbours in recency order (older / newer). */
+  older: Entry | undefined;
+  newer: Entry | undefined;
+}
 
 export interface OverLimitCacheOptions {
   /** LOCAL_CACHE_SIZE_IN_BYTES: the cache never holds more than this (estimated). */
   readonly maxBytes: number;
+  /** Monotonic clock in ms (default performance.now): a wall-clock step must not move entries. */
   readonly now?: () => number;
 }
 
 /**
- * LOCAL_CACHE_SIZE_IN_BYTES: a counter known to be over its limit until T is answered here
- * until T, without the backend. Over-limit traffic is then nearly free, which is exactly the
- * traffic that is largest during an abuse spike.
+ * LOCAL_CACHE_SIZE_IN_BYTES: a counter that denies every request until T is answered here until
+ * T, without the backend. Over-limit traffic is then nearly free, which is exactly the traffic
+ * that is largest during an abuse spike.
+ *
+ * The cache's answer is always the one the counter itself would give, so it keeps only denials
+ * whose `blockedForMs` says the counter stays closed to requests of every size (a Retry-After
+ * alone is about one request's hits: a smaller request may still fit), for exactly that long.
+ * An entry answers only the request it was made for: the same counter, limit, burst and hits
+ * (the Retry-After depends on the hits). Peeks always go to the backend. Entries are timed on a
+ * monotonic clock and evicted least recently used first, in O(1).
  */
 export class OverLimitCache implements Limiter {
-  /** identity → epoch ms until which the counter stays over. Insertion order = age. */
-  private readonly overUntil = new Map<string, number>();
+  private readonly entries = new Map<string, Entry>();
+  /** Least and most recently used ends of the recency list. */
+  private oldest: Entry | undefined;
+  private newest: Entry | undefined;
   private bytes = 0;
   private readonly now: () => number;
 
@@ -25,11 +52,11 @@ export class OverLimitCache implements Limiter {
     private readonly inner: Limiter,
     private readonly options: OverLimitCacheOptions,
   ) {
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? (() => performance.now());
   }
 
   get size(): number {
-    return this.overUntil.size;
+    return this.entries.size;
   }
 
   get estimatedBytes(): number {
@@ -38,34 +65,35 @@ export class OverLimitCache implements Limiter {
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     const now = this.now();
-    const results: (LimitResult | undefined)[] = new Array(checks.length);
-    const keys: string[] = new Array(checks.length);
+    const results = new Array<LimitResult | undefined>(checks.length);
+    const keys = new Array<string | undefined>(checks.length);
     let misses: LimitCheck[] | undefined;
     let missIndex: number[] | undefined;
     for (let i = 0; i < checks.length; i++) {
       const check = checks[i] as LimitCheck;
-      const key = counterIdentity(check.counter, check.spec);
-      keys[i] = key;
-      const until = this.overUntil.get(key);
-      if (until !== undefined && until > now) {
-        results[i] = { allowed: false, used: check.spec.limit + check.hits, remaining: 0, resetMs: until - now, retryAfterMs: until - now, fromLocalCache: true };
-        continue;
+      if (check.hits > 0) {
+        const key = entryKey(check);
+        keys[i] = key;
+        const entry = this.lookup(key, now);
+        if (entry !== undefined) {
+          results[i] = answer(entry, now);
+          continue;
+        }
       }
-      if (until !== undefined) this.forget(key);
       (misses ??= []).push(check);
       (missIndex ??= []).push(i);
     }
     if (misses === undefined || missIndex === undefined) return results as LimitResult[];
-    if (options.stopIncrementWhenOverLimit && misses.length < checks.length) {
-      // One counter is already over: the rest are only looked at, not charged.
-      misses = misses.map((c) => ({ ...c, hits: 0 }));
-    }
-    const fresh = await this.inner.check(misses, options);
+    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT with a counter already over: the request is
+    // denied, so the others are judged with their hits but charged nothing.
+    const holdBack = options.stopIncrementWhenOverLimit && misses.length < checks.length && options.holdBack !== true;
+    const fresh = await this.inner.check(misses, holdBack ? { ...options, holdBack: true } : options);
     for (let j = 0; j < fresh.length; j++) {
       const i = missIndex[j] as number;
       const result = fresh[j] as LimitResult;
       results[i] = result;
-      if (!result.allowed && result.retryAfterMs > 0) this.remember(keys[i] as string, now + result.retryAfterMs);
+      const key = keys[i];
+      if (key !== undefined && deniesEveryRequest(result)) this.remember(key, now, result);
     }
     return results as LimitResult[];
   }
@@ -75,25 +103,111 @@ export class OverLimitCache implements Limiter {
   }
 
   close(): Promise<void> {
-    this.overUntil.clear();
+    this.entries.clear();
+    this.oldest = this.newest = undefined;
     this.bytes = 0;
     return this.inner.close();
   }
 
-  private remember(key: string, until: number): void {
-    if (this.overUntil.has(key)) this.forget(key);
-    const cost = key.length * 2 + ENTRY_OVERHEAD_BYTES;
-    if (cost > this.options.maxBytes) return;
-    // Evict the oldest entries (the soonest to expire, as a rule) until the new one fits.
-    for (const old of this.overUntil.keys()) {
-      if (this.bytes + cost <= this.options.maxBytes) break;
-      this.forget(old);
+  /** The live entry of `key`, made the most recently used; an expired one is dropped. */
+  private lookup(key: string, now: number): Entry | undefined {
+    const entry = this.entries.get(key);
+    if (entry === undefined) return undefined;
+    if (entry.until <= now) {
+      this.forget(entry);
+      return undefined;
     }
-    this.overUntil.set(key, until);
+    if (entry !== this.newest) {
+      this.unlink(entry);
+      this.append(entry);
+    }
+    return entry;
+  }
+
+  /** `now` is taken before the backend was asked, so an entry never outlives the counter's state. */
+  private remember(key: string, now: number, result: LimitResult): void {
+    const old = this.entries.get(key);
+    if (old !== undefined) this.forget(old);
+    const cost = entryBytes(key);
+    if (cost > this.options.maxBytes) return;
+    while (this.oldest !== undefined && this.bytes + cost > this.options.maxBytes) this.forget(this.oldest);
+    const entry: Entry = {
+      key,
+      until: now + (result.blockedForMs as number),
+      resetAt: now + result.resetMs,
+      retryAt: now + result.retryAfterMs,
+      used: result.used,
+      older: undefined,
+      newer: undefined,
+    };
+    this.entries.set(key, entry);
+    this.append(entry);
     this.bytes += cost;
   }
 
-  private forget(key: string): void {
-    if (this.overUntil.delete(key)) this.bytes -= key.length * 2 + ENTRY_OVERHEAD_BYTES;
+  private forget(entry: Entry): void {
+    this.entries.delete(entry.key);
+    this.unlink(entry);
+    this.bytes -= entryBytes(entry.key);
   }
+
+  private append(entry: Entry): void {
+    entry.older = this.newest;
+    entry.newer = undefined;
+    if (this.newest !== undefined) this.newest.newer = entry;
+    else this.oldest = entry;
+    this.newest = entry;
+  }
+
+  private unlink(entry: Entry): void {
+    if (entry.older !== undefined) entry.older.newer = entry.newer;
+    else this.oldest = entry.newer;
+    if (entry.newer !== undefined) entry.newer.older = entry.older;
+    else this.newest = entry.older;
+    entry.older = entry.newer = undefined;
+  }
+}
+
+/**
+ * Everything that decides the answer: the counter (domain, entries, algorithm, window), the
+ * limit and burst (an override with another limit is another answer) and the hits (the
+ * Retry-After of a denial depends on them).
+ */
+function entryKey(check: LimitCheck): string {
+  const { spec } = check;
+  // Flattened into one sequential string: a key built by `+` is a tree of partial strings,
+  // which would cost the heap several times its length for as long as the entry lives.
+  return flat(counterIdentity(check.counter, spec) + '|' + spec.limit + '|' + spec.burst + '|' + check.hits);
+}
+
+/** Only such an answer may be kept: the counter denies every request, whatever its size, for a known time. */
+function deniesEveryRequest(result: LimitResult): boolean {
+  return !result.allowed && result.blockedForMs !== undefined && result.blockedForMs > 0;
+}
+
+/** A flat copy of `s` (Number() of a non-numeric string makes V8 flatten it first). */
+function flat(s: string): string {
+  void Number(s);
+  return s;
+}
+
+// Any character above U+00FF (the range starts at U+0100, so no control character is named).
+const TWO_BYTE = /[\u0100-\uffff]/;
+
+/** V8 stores a string with a character above U+00FF in two bytes per character. */
+function entryBytes(key: string): number {
+  return (TWO_BYTE.test(key) ? 2 * key.length : key.length) + ENTRY_OVERHEAD_BYTES;
+}
+
+/** The counter's answer `entry` holds, as of `now`: still denied, its times counting down. */
+function answer(entry: Entry, now: number): LimitResult {
+  return {
+    allowed: false,
+    used: entry.used,
+    remaining: 0,
+    resetMs: Math.max(0, Math.ceil(entry.resetAt - now)),
+    retryAfterMs: Math.max(0, Math.ceil(entry.retryAt - now)),
+    blockedForMs: Math.ceil(entry.until - now),
+    fromLocalCache: true,
+  };
 }

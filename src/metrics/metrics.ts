@@ -15,13 +15,19 @@ export interface RuleHitCounts {
 export interface ServiceMetrics {
   recordRule(domain: string, metricKey: string, counts: RuleHitCounts): void;
   domainNotFound(domain: string): void;
+  /** SHADOW_MODE turned an OVER_LIMIT answer into OK. */
+  globalShadowMode(): void;
   shouldRateLimitError(errType: string): void;
   configLoad(success: boolean): void;
   requestDone(method: string, seconds: number): void;
   setBackendHealthy(healthy: boolean): void;
+  /** A connection to Redis opened or closed (the reference's redis_pool / redis_per_second_pool stats). */
+  redisConnection(pool: RedisPool, event: 'open' | 'close'): void;
   /** The memory backend dropped `count` least recently used counters to stay within its bound. */
   memoryCountersEvicted(count: number): void;
 }
+
+export type RedisPool = 'redis_pool' | 'redis_per_second_pool';
 
 interface RuleChildren {
   total: Counter.Internal;
@@ -44,11 +50,31 @@ export const UNKNOWN_DOMAIN_LABEL = '(unknown)';
  */
 export const DEFAULT_MAX_SERIES = 1000;
 
-/** Splits `domain.key1_value1.key2...` into the reference's labels; deeper levels fold into key2. */
+// The reference's utils.SanitizeStatName, applied to every stat name before its statsd exporter
+// maps it: `:` and `|` become `_`, and so do the dots of anything shaped like an IPv4 address.
+const IPV4 = /\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}/g;
+export function sanitizeStatName(s: string): string {
+  return s.replace(/[:|]/g, '_').replace(IPV4, (ip) => ip.replace(/\./g, '_'));
+}
+
+/**
+ * Splits `domain.key1_value1.key2_value2...` into labels as the reference's default statsd
+ * exporter mapping does (`rate_limit.(domain).(key1).(key2)(\..*)?.<stat>`): key1 and key2 are
+ * the first two levels, deeper levels are dropped. Our one change: a domain that contains dots
+ * stays whole in `domain` instead of spilling into key1.
+ */
 export function ruleLabels(domain: string, metricKey: string): { domain: string; key1: string; key2: string } {
-  const rest = metricKey.startsWith(domain + '.') ? metricKey.slice(domain.length + 1) : metricKey;
-  const dot = rest.indexOf('.');
-  return dot < 0 ? { domain, key1: rest, key2: '' } : { domain, key1: rest.slice(0, dot), key2: rest.slice(dot + 1) };
+  const rest = sanitizeStatName(metricKey.startsWith(domain + '.') ? metricKey.slice(domain.length + 1) : metricKey);
+  const [key1 = '', key2 = ''] = rest.split('.', 2);
+  return { domain: sanitizeStatName(domain), key1, key2 };
+}
+
+export interface PrometheusMetricsOptions {
+  readonly collectDefault?: boolean;
+  /** METRICS_MAX_SERIES: rule label sets (domain, key1, key2) kept at most. */
+  readonly maxSeries?: number;
+  /** PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: the reference's legacy unit. */
+  readonly responseTimeInMilliseconds?: boolean;
 }
 
 /**
@@ -71,13 +97,17 @@ export class PrometheusMetrics implements ServiceMetrics {
   private readonly totalRequests: Counter<'grpc_method'>;
   private readonly responseTime: Histogram<'grpc_method'>;
   private readonly domainNotFoundCounter: Counter<'domain'>;
+  private readonly globalShadowModeCounter: Counter;
   private readonly backendHealthy: Gauge;
   private readonly seriesDropped: Counter;
   private readonly countersEvicted: Counter;
   private readonly maxSeries: number;
 
-  constructor(options: { collectDefault?: boolean; maxSeries?: number } = {}) {
+  private readonly responseTimeScale: number;
+
+  constructor(options: PrometheusMetricsOptions = {}) {
     this.maxSeries = options.maxSeries ?? DEFAULT_MAX_SERIES;
+    this.responseTimeScale = options.responseTimeInMilliseconds ? 1000 : 1;
     const labelNames = ['domain', 'key1', 'key2'] as const;
     const rule = (suffix: string, help: string) =>
       new Counter({ name: `ratelimit_service_rate_limit_${suffix}`, help, labelNames, registers: [this.registry] });
@@ -98,10 +128,12 @@ export class PrometheusMetrics implements ServiceMetrics {
       name: 'ratelimit_service_response_time_seconds',
       help: 'Time to answer a call',
       labelNames: ['grpc_method'],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1].map((b) => b * this.responseTimeScale),
       registers: reg,
     });
     this.domainNotFoundCounter = new Counter({ name: 'ratelimit_service_domain_not_found', help: 'Calls for a domain without rules', labelNames: ['domain'], registers: reg });
+    // The name the reference's statsd exporter gives its unmapped ratelimit.service.global_shadow_mode.
+    this.globalShadowModeCounter = new Counter({ name: 'ratelimit_service_global_shadow_mode', help: 'OVER_LIMIT answers sent as OK by SHADOW_MODE', registers: reg });
     this.backendHealthy = new Gauge({ name: 'floodgate_backend_healthy', help: '1 while the counter backend answers', registers: reg });
     this.backendHealthy.set(1);
     this.seriesDropped = new Counter({
@@ -131,8 +163,13 @@ export class PrometheusMetrics implements ServiceMetrics {
     if (counts.shadowMode) c.shadow.inc(counts.shadowMode);
   }
 
-  domainNotFound(_domain: string): void {
+  /** The domain is request text, so it is never a label value: one fixed series counts them all. */
+  domainNotFound(): void {
     this.domainNotFoundCounter.inc({ domain: UNKNOWN_DOMAIN_LABEL });
+  }
+
+  globalShadowMode(): void {
+    this.globalShadowModeCounter.inc();
   }
 
   shouldRateLimitError(errType: string): void {
@@ -145,11 +182,15 @@ export class PrometheusMetrics implements ServiceMetrics {
 
   requestDone(method: string, seconds: number): void {
     this.totalRequests.inc({ grpc_method: method });
-    this.responseTime.observe({ grpc_method: method }, seconds);
+    this.responseTime.observe({ grpc_method: method }, seconds * this.responseTimeScale);
   }
 
   setBackendHealthy(healthy: boolean): void {
     this.backendHealthy.set(healthy ? 1 : 0);
+  }
+
+  redisConnection(): void {
+    // floodgate_backend_healthy says what matters here; the pool stats go to statsd only.
   }
 
   memoryCountersEvicted(count: number): void {

@@ -1,42 +1,73 @@
-import type { DescriptorPlan } from './rate-limit-service';
-import type { DescriptorStatus, RateLimitRequest } from './types';
+import type { LimitOverride, RateLimitRequest, RequestDescriptor } from './types';
 
-function entryStrings(entries: RateLimitRequest['descriptors'][number]['entries']): string[] {
-  return entries.map((e) => e.key + '=' + e.value);
+type JsonMap = Record<string, unknown>;
+
+function isMap(v: unknown): v is JsonMap {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Own data property, so that a metadata key named `__proto__` stays plain data. */
+function setOwn(obj: JsonMap, key: string, value: unknown): void {
+  Object.defineProperty(obj, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
+/** A copy of every nested map (lists and scalars are never written to, so they are shared). */
+function copyMaps(v: unknown): unknown {
+  if (!isMap(v)) return v;
+  const out: JsonMap = {};
+  for (const [k, inner] of Object.entries(v)) setOwn(out, k, copyMaps(inner));
+  return out;
 }
 
 /**
- * The reference's RESPONSE_DYNAMIC_METADATA shape: domain, descriptors (entries as `k=v`),
- * hitsAddend when not 1, `metadata` merged from the evaluated quota-mode rules (the first rule
- * wins a clash), and `failed_descriptors` (the over-limit ones) as a JSON string.
+ * The reference's mergeMetadata: a new key is added; when both sides hold a map at a key they
+ * merge recursively; otherwise the value already there wins. `dest` is always our own fresh
+ * copy: the reference writes into the first rule's configured metadata here, which then grows
+ * across requests.
  */
-export function buildDynamicMetadata(
-  request: RateLimitRequest,
-  plans: readonly DescriptorPlan[],
-  statuses: readonly DescriptorStatus[],
-): Record<string, unknown> {
-  const out: Record<string, unknown> = {
-    domain: request.domain,
-    descriptors: request.descriptors.map((d) => ({ entries: entryStrings(d.entries) })),
-  };
-  if (request.hitsAddend !== 1) out.hitsAddend = request.hitsAddend;
-  let metadata: Record<string, unknown> | undefined;
-  const failed: unknown[] = [];
-  plans.forEach((plan, i) => {
-    const rule = plan.rule;
-    const status = statuses[i] as DescriptorStatus;
-    if (rule === undefined || plan.checkIndex < 0) return;
-    if (status.code === 'OVER_LIMIT') {
-      failed.push({
-        entries: entryStrings((request.descriptors[i] as RateLimitRequest['descriptors'][number]).entries),
-        ...(status.currentLimit ? { limit: { requests_per_unit: status.currentLimit.requestsPerUnit, unit: status.currentLimit.unit } } : {}),
-        limit_key: rule.fullKey,
-      });
+function mergeInto(dest: JsonMap, src: Readonly<JsonMap>): void {
+  for (const [k, v] of Object.entries(src)) {
+    if (!Object.prototype.hasOwnProperty.call(dest, k)) {
+      setOwn(dest, k, copyMaps(v));
+      continue;
     }
-    const nodeMetadata = plan.match?.metadata;
-    if (rule.quotaMode && nodeMetadata !== undefined) metadata = { ...nodeMetadata, ...metadata };
-  });
-  if (metadata !== undefined) out.metadata = metadata;
-  if (failed.length > 0) out.failed_descriptors = JSON.stringify(failed);
+    const existing = dest[k];
+    if (isMap(existing) && isMap(v)) mergeInto(existing, v);
+  }
+}
+
+/**
+ * The override as Go's generated `String()` prints it: protobuf text format on one line, fields
+ * in number order, a field at its default (requests_per_unit 0) left out. (Go may add a second
+ * space between fields depending on the binary; one space is the canonical form.)
+ */
+export function limitOverrideText(limit: LimitOverride): string {
+  const unit = 'unit:' + limit.unit;
+  return limit.requestsPerUnit === 0 ? unit : `requests_per_unit:${limit.requestsPerUnit} ${unit}`;
+}
+
+function descriptorStruct(d: RequestDescriptor): JsonMap {
+  const out: JsonMap = { entries: d.entries.map((e) => e.key + '=' + e.value) };
+  if (d.limit !== undefined) out.limit = limitOverrideText(d.limit);
+  if (d.hitsAddend !== undefined) out.hitsAddend = d.hitsAddend;
+  return out;
+}
+
+/**
+ * RESPONSE_DYNAMIC_METADATA as the reference's ratelimitToMetadata builds it: `domain`;
+ * `descriptors` (entries as `k=v`, the descriptor's `limit` override and `hitsAddend` when it
+ * carries them); `hitsAddend` when the request's is not 0; and `metadata`, the merge of the
+ * metadata of the rules whose descriptors passed, in descriptor order, absent when empty.
+ */
+export function buildDynamicMetadata(request: RateLimitRequest, passedRulesMetadata: readonly Readonly<JsonMap>[]): JsonMap {
+  const out: JsonMap = {
+    domain: request.domain,
+    descriptors: request.descriptors.map(descriptorStruct),
+  };
+  const hitsAddend = request.hitsAddendAsSent ?? request.hitsAddend;
+  if (hitsAddend !== 0) out.hitsAddend = hitsAddend;
+  const merged: JsonMap = {};
+  for (const metadata of passedRulesMetadata) mergeInto(merged, metadata);
+  if (Object.keys(merged).length > 0) out.metadata = merged;
   return out;
 }

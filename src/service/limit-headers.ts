@@ -7,23 +7,49 @@ export interface HeaderNames {
   readonly reset: string;
 }
 
+/** One response's statuses and what the headers need to know about them. */
+export interface HeaderInput {
+  /** In request order. */
+  readonly statuses: readonly DescriptorStatus[];
+  /** Per status: its rule is in quota mode (rule `quota_mode` or QUOTA_MODE). */
+  readonly quota: readonly boolean[];
+  readonly overall: Code;
+  /** Time until the whole request would be allowed; used only when `overall` is OVER_LIMIT. */
+  readonly retryAfterMs: number;
+}
+
+const MAX_UINT32 = 4294967295;
+
 /**
- * RateLimit-* headers from the most restrictive status: the one with a limit and the smallest
- * remaining, an over-limit status winning. On OVER_LIMIT, Retry-After says in whole seconds
- * (at least 1) when the request would be allowed.
+ * The status the headers describe, chosen as the reference's shouldRateLimitWorker does: in
+ * request order, a status with a limit and a smaller remaining than any before it; but every
+ * non-quota OVER_LIMIT status takes over as it is met, so the last one wins. Statuses without a
+ * limit (no rule, unlimited) never take part.
  */
-export function limitHeaders(names: HeaderNames, statuses: readonly DescriptorStatus[], overall: Code, retryAfterMs: number): HeaderPair[] {
+function chooseStatus(statuses: readonly DescriptorStatus[], quota: readonly boolean[]): DescriptorStatus | undefined {
   let chosen: DescriptorStatus | undefined;
-  for (const s of statuses) {
+  let minRemaining = MAX_UINT32;
+  for (let i = 0; i < statuses.length; i++) {
+    const s = statuses[i] as DescriptorStatus;
     if (s.currentLimit === undefined) continue;
-    if (
-      chosen === undefined ||
-      (s.code === 'OVER_LIMIT' && chosen.code !== 'OVER_LIMIT') ||
-      (s.code === chosen.code && s.limitRemaining < chosen.limitRemaining)
-    ) {
+    if (s.limitRemaining < minRemaining) {
       chosen = s;
+      minRemaining = s.limitRemaining;
+    }
+    if (s.code === 'OVER_LIMIT' && quota[i] !== true) {
+      chosen = s;
+      minRemaining = 0;
     }
   }
+  return chosen;
+}
+
+/**
+ * RateLimit-* headers (limit, remaining, seconds until reset, as plain integers) of the chosen
+ * status. Ours in addition: on OVER_LIMIT, Retry-After in whole seconds (at least 1).
+ */
+export function limitHeaders(names: HeaderNames, input: HeaderInput): HeaderPair[] {
+  const chosen = chooseStatus(input.statuses, input.quota);
   const headers: HeaderPair[] = [];
   if (chosen?.currentLimit !== undefined) {
     headers.push(
@@ -32,6 +58,6 @@ export function limitHeaders(names: HeaderNames, statuses: readonly DescriptorSt
       { key: names.reset, value: String(chosen.durationUntilResetSeconds) },
     );
   }
-  if (overall === 'OVER_LIMIT') headers.push({ key: 'Retry-After', value: String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
+  if (input.overall === 'OVER_LIMIT') headers.push({ key: 'Retry-After', value: String(Math.max(1, Math.ceil(input.retryAfterMs / 1000))) });
   return headers;
 }

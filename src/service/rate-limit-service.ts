@@ -1,14 +1,22 @@
 import { NotReadyError } from '../errors';
-import type { RateLimitRule, RuleMatch, RuleSet } from '../config/rule-types';
-import type { Limiter, LimitCheck, LimitResult } from '../limiter/limiter';
+import type { RuleSet } from '../config/rule-types';
+import type { Limiter, LimitResult } from '../limiter/limiter';
 import type { ServiceMetrics } from '../metrics/metrics';
-import type { RequestLimits } from '../settings';
-import { UNIT_SECONDS } from '../units';
+import { UINT32_MAX } from '../domain/uint32';
 import { hitCounts } from './hit-counts';
 import { buildDynamicMetadata } from './dynamic-metadata';
+import { planRequest, type DescriptorPlan } from './descriptor-plan';
 import { limitHeaders, type HeaderNames } from './limit-headers';
-import { validateRequest } from './validate-request';
-import type { Code, DescriptorStatus, RateLimitRequest, RateLimitResponse, RequestDescriptor } from './types';
+import { validateRequest, type RequestLimits } from './validate-request';
+import type { Code, DescriptorStatus, RateLimitRequest, RateLimitResponse } from './types';
+import type { PolicyDecision, PolicyEngine } from '../policy/policy-engine';
+import { penaltyBoxResults, scaleChecks, scaleLimit } from '../policy/scale-limits';
+import type { LimitCheck } from '../limiter/limiter';
+
+/** Response header that carries a policy's tier (when response headers are on). */
+export const TIER_HEADER = 'X-Floodgate-Tier';
+/** Dynamic metadata field that carries a policy's tier. */
+export const TIER_METADATA_KEY = 'floodgate.tier';
 
 /** Behaviour switches of the service, from settings. */
 export interface ServiceConfig {
@@ -28,54 +36,13 @@ export interface RateLimitServiceDeps {
   readonly limiter: Limiter;
   readonly metrics: ServiceMetrics;
   readonly config: ServiceConfig;
-}
-
-/** What one request descriptor resolved to before counting. */
-export interface DescriptorPlan {
-  readonly rule?: RateLimitRule;
-  readonly match?: RuleMatch;
-  readonly hits: number;
-  /** Index into the limiter's checks, or -1 when nothing is counted. */
-  checkIndex: number;
+  /** The policy layer; absent: no policy is ever applied. */
+  readonly policy?: PolicyEngine;
 }
 
 /** Statuses a descriptor gets without counting. */
 const STATUS_NO_LIMIT: DescriptorStatus = Object.freeze({ code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 0 });
-const STATUS_UNLIMITED: DescriptorStatus = Object.freeze({ code: 'OK', limitRemaining: 4294967295, durationUntilResetSeconds: 0 });
-
-/** `domain.key1_value1.key2` — the reference's runtime path, used for override stats. */
-function runtimePath(domain: string, descriptor: RequestDescriptor): string {
-  let path = domain;
-  for (const e of descriptor.entries) path += '.' + (e.value === '' ? e.key : e.key + '_' + e.value);
-  return path;
-}
-
-/**
- * The metric key of a limit override: the rule file's key of the rule it overrides, or one
- * fixed key per domain. Never the request's values (the reference's runtime path): those
- * would make one metric series per value.
- */
-function overrideMetricKey(domain: string, match: RuleMatch | undefined): string {
-  return match?.rule?.fullKey ?? `${domain}.limit_override`;
-}
-
-function overrideRule(domain: string, descriptor: RequestDescriptor): RateLimitRule | undefined {
-  const limit = descriptor.limit;
-  if (limit === undefined) return undefined;
-  return {
-    fullKey: runtimePath(domain, descriptor),
-    requestsPerUnit: limit.requestsPerUnit,
-    unit: limit.unit,
-    unlimited: false,
-    algorithm: 'fixed_window',
-    windowSeconds: UNIT_SECONDS[limit.unit],
-    burst: limit.requestsPerUnit,
-    // An override comes from Envoy's config: the rule file's shadow/quota switches do not apply.
-    shadowMode: false,
-    quotaMode: false,
-    replaces: [],
-  };
-}
+const STATUS_UNLIMITED: DescriptorStatus = Object.freeze({ code: 'OK', limitRemaining: UINT32_MAX, durationUntilResetSeconds: 0 });
 
 /**
  * ShouldRateLimit on domain types: match, replaces, hits, counting, shadow/quota, overall code,
@@ -85,69 +52,52 @@ export class RateLimitService {
   constructor(private readonly deps: RateLimitServiceDeps) {}
 
   async shouldRateLimit(request: RateLimitRequest, deadline: number): Promise<RateLimitResponse> {
-    const { config, limiter } = this.deps;
+    const config = this.deps.config;
     validateRequest(request, config.requestLimits);
     const rules = this.deps.rules();
     if (rules === undefined) throw new NotReadyError('no rate limit configuration loaded');
-    const plans = this.plan(rules, request);
-    const checks = this.checksOf(request, plans);
-    const results = checks.length === 0 ? [] : await limiter.check(checks, { deadline, stopIncrementWhenOverLimit: config.stopIncrementWhenOverLimit });
-    return this.respond(request, plans, results);
+    // The policy runs first, so the tier applied includes this request's own signals.
+    const decision = await this.policyDecision(rules, request, deadline);
+    const { domainKnown, plans, checks } = planRequest(rules, request);
+    if (!domainKnown) this.deps.metrics.domainNotFound(request.domain);
+    const results = await this.count(checks, decision, deadline);
+    const response = this.respond(request, plans, results, decision);
+    // A denial by the limits is a signal of the client's next decision (not the box's own).
+    if (decision !== undefined && decision.blockedMsLeft === 0 && response.overallCode === 'OVER_LIMIT') this.deps.policy?.noteDenial(decision);
+    return response;
   }
 
-  private plan(rules: RuleSet, request: RateLimitRequest): DescriptorPlan[] {
-    const domain = request.domain;
-    const domainKnown = rules.hasDomain(domain);
-    if (!domainKnown) this.deps.metrics.domainNotFound(domain);
-    let replaced: Set<string> | undefined;
-    const plans = request.descriptors.map((d): DescriptorPlan => {
-      const hits = d.hitsAddend ?? request.hitsAddend;
-      if (!domainKnown || d.entries.length === 0) return { hits, checkIndex: -1 };
-      const match = rules.match(domain, d.entries);
-      const rule = overrideRule(domain, d) ?? match?.rule;
-      if (rule !== undefined && rule.replaces.length > 0) {
-        replaced ??= new Set();
-        for (const name of rule.replaces) replaced.add(name);
-      }
-      return { rule, match, hits, checkIndex: -1 };
-    });
-    if (replaced !== undefined) this.dropReplaced(plans, replaced);
-    return plans;
+  /** The domain's policy decision for this request; undefined (no call) when it names no client. */
+  private async policyDecision(rules: RuleSet, request: RateLimitRequest, deadline: number): Promise<PolicyDecision | undefined> {
+    const engine = this.deps.policy;
+    if (engine === undefined) return undefined;
+    const policy = rules.policy(request.domain);
+    if (policy === undefined) return undefined;
+    const client = engine.clientOf(policy, request);
+    return client === undefined ? undefined : engine.decide(policy, client, request, deadline);
   }
 
-  /** A rule named in another matched rule's `replaces` is not evaluated at all. */
-  private dropReplaced(plans: DescriptorPlan[], replaced: ReadonlySet<string>): void {
-    for (let i = 0; i < plans.length; i++) {
-      const plan = plans[i] as DescriptorPlan;
-      const name = plan.rule?.name;
-      if (name !== undefined && name !== '' && replaced.has(name)) plans[i] = { hits: plan.hits, checkIndex: -1 };
-    }
+  /** The limiter's answers; in the penalty box every check is denied without a call. */
+  private async count(checks: readonly LimitCheck[], decision: PolicyDecision | undefined, deadline: number): Promise<readonly LimitResult[]> {
+    if (checks.length === 0) return [];
+    if (decision !== undefined && decision.blockedMsLeft > 0) return penaltyBoxResults(checks, decision.blockedMsLeft);
+    const effective = decision !== undefined && decision.limitPercent < 100 ? scaleChecks(checks, decision.limitPercent) : checks;
+    return this.deps.limiter.check(effective, { deadline, stopIncrementWhenOverLimit: this.deps.config.stopIncrementWhenOverLimit });
   }
 
-  private checksOf(request: RateLimitRequest, plans: DescriptorPlan[]): LimitCheck[] {
-    const checks: LimitCheck[] = [];
-    for (let i = 0; i < plans.length; i++) {
-      const plan = plans[i] as DescriptorPlan;
-      const rule = plan.rule;
-      if (rule === undefined || rule.unlimited) continue;
-      const entries = plan.match?.counterEntries ?? (request.descriptors[i] as RequestDescriptor).entries;
-      plan.checkIndex = checks.length;
-      checks.push({
-        counter: { domain: request.domain, entries },
-        spec: { algorithm: rule.algorithm, limit: rule.requestsPerUnit, windowSeconds: rule.windowSeconds, burst: rule.burst },
-        hits: plan.hits,
-      });
-    }
-    return checks;
-  }
-
-  private respond(request: RateLimitRequest, plans: readonly DescriptorPlan[], results: readonly LimitResult[]): RateLimitResponse {
+  private respond(request: RateLimitRequest, plans: readonly DescriptorPlan[], results: readonly LimitResult[], decision?: PolicyDecision): RateLimitResponse {
     const { config, metrics } = this.deps;
-    const statuses: DescriptorStatus[] = new Array(plans.length);
+    const statuses: DescriptorStatus[] = new Array<DescriptorStatus>(plans.length);
     let nonQuotaOver = false;
     let quotaCount = 0;
     let quotaOver = 0;
-    let retryAfterMs = 0;
+    // Retry-After: the request is allowed again once every non-quota rule over its limit is,
+    // and (when all quota rules are over) one of the quota rules is.
+    let retryNonQuotaMs = 0;
+    let retryQuotaMs = Number.POSITIVE_INFINITY;
+    const quotaFlags: boolean[] | undefined = config.headers ? new Array<boolean>(plans.length).fill(false) : undefined;
+    // Metadata of the rules whose descriptor passed, in descriptor order; only when it is asked for.
+    const passedMetadata: Readonly<Record<string, unknown>>[] | undefined = config.responseDynamicMetadata ? [] : undefined;
     for (let i = 0; i < plans.length; i++) {
       const plan = plans[i] as DescriptorPlan;
       const rule = plan.rule;
@@ -160,33 +110,58 @@ export class RateLimitService {
         continue;
       }
       const result = results[plan.checkIndex] as LimitResult;
-      const metricKey = plan.match?.rule === rule ? plan.match.metricKey : overrideMetricKey(request.domain, plan.match);
-      const counts = hitCounts(rule.requestsPerUnit, result.used, plan.hits, result.allowed, config.nearLimitRatio, result.fromLocalCache === true, rule.shadowMode);
-      metrics.recordRule(request.domain, metricKey, counts);
+      const limit = decision === undefined ? rule.requestsPerUnit : scaleLimit(rule.requestsPerUnit, decision.limitPercent);
+      const counts = hitCounts({
+        limit,
+        used: result.used,
+        hits: plan.hits,
+        allowed: result.allowed,
+        nearLimitRatio: config.nearLimitRatio,
+        fromLocalCache: result.fromLocalCache === true,
+        shadow: rule.shadowMode,
+      });
+      metrics.recordRule(request.domain, plan.metricKey, counts);
       const over = !result.allowed && !rule.shadowMode;
       const quota = rule.quotaMode || config.quotaMode;
+      if (quotaFlags !== undefined) quotaFlags[i] = quota;
       if (quota) {
         quotaCount++;
-        if (over) quotaOver++;
+        if (over) {
+          quotaOver++;
+          retryQuotaMs = Math.min(retryQuotaMs, result.retryAfterMs);
+        }
       } else if (over) {
         nonQuotaOver = true;
+        retryNonQuotaMs = Math.max(retryNonQuotaMs, result.retryAfterMs);
       }
-      if (over && result.retryAfterMs > retryAfterMs) retryAfterMs = result.retryAfterMs;
+      if (!over && plan.metadata !== undefined) passedMetadata?.push(plan.metadata);
       statuses[i] = {
         code: over ? 'OVER_LIMIT' : 'OK',
-        currentLimit: { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: rule.requestsPerUnit, unit: rule.unit ?? 'SECOND' },
+        currentLimit: { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: limit, unit: rule.unit ?? 'SECOND' },
         limitRemaining: result.remaining,
         durationUntilResetSeconds: Math.ceil(result.resetMs / 1000),
       };
     }
-    const limited: Code = nonQuotaOver || (quotaCount > 0 && quotaOver === quotaCount) ? 'OVER_LIMIT' : 'OK';
+    const allQuotaOver = quotaCount > 0 && quotaOver === quotaCount;
+    // The penalty box denies the whole request, also when no rule matched.
+    const boxMs = decision?.blockedMsLeft ?? 0;
+    const limited: Code = nonQuotaOver || allQuotaOver || boxMs > 0 ? 'OVER_LIMIT' : 'OK';
     const overallCode: Code = config.shadowMode ? 'OK' : limited;
+    if (config.shadowMode && limited === 'OVER_LIMIT') metrics.globalShadowMode();
+    const retryAfterMs = Math.max(retryNonQuotaMs, allQuotaOver ? retryQuotaMs : 0, boxMs);
+    const headers = config.headers && quotaFlags !== undefined ? limitHeaders(config.headers, { statuses, quota: quotaFlags, overall: overallCode, retryAfterMs }) : [];
+    if (config.headers && decision !== undefined) headers.push({ key: TIER_HEADER, value: decision.tier });
+    let dynamicMetadata: Record<string, unknown> | undefined;
+    if (passedMetadata !== undefined) {
+      dynamicMetadata = buildDynamicMetadata(request, passedMetadata);
+      if (decision !== undefined) dynamicMetadata[TIER_METADATA_KEY] = decision.tier;
+    }
     return {
       overallCode,
       statuses,
-      responseHeadersToAdd: config.headers ? limitHeaders(config.headers, statuses, overallCode, retryAfterMs) : [],
+      responseHeadersToAdd: headers,
       requestHeadersToAdd: [],
-      ...(config.responseDynamicMetadata ? { dynamicMetadata: buildDynamicMetadata(request, plans, statuses) } : {}),
+      ...(dynamicMetadata !== undefined ? { dynamicMetadata } : {}),
     };
   }
 }

@@ -1,11 +1,7 @@
-import type { Unit } from '../units';
+import type { DescriptorEntry } from '../domain/descriptor';
+import type { Unit } from '../domain/units';
 
-/** Domain types of one ShouldRateLimit call. Protobuf shapes never reach past src/grpc. */
-
-export interface DescriptorEntry {
-  readonly key: string;
-  readonly value: string;
-}
+/** Domain types of one ShouldRateLimit call. Protobuf shapes never reach past src/rls. */
 
 export interface LimitOverride {
   readonly requestsPerUnit: number;
@@ -25,6 +21,8 @@ export interface RateLimitRequest {
   readonly descriptors: readonly RequestDescriptor[];
   /** Already normalised: the wire's 0 ("not set") arrives here as 1. */
   readonly hitsAddend: number;
+  /** hits_addend as the caller sent it (0 = not set); only dynamic metadata reports it. Absent: hitsAddend. */
+  readonly hitsAddendAsSent?: number;
 }
 
 export type Code = 'OK' | 'OVER_LIMIT';

@@ -1,6 +1,13 @@
 import { InvalidRequestError } from '../errors';
-import type { RequestLimits } from '../settings';
 import type { RateLimitRequest } from './types';
+
+/** Limits on one request's size; a request over them is INVALID_ARGUMENT. */
+export interface RequestLimits {
+  readonly maxDescriptors: number;
+  readonly maxEntries: number;
+  readonly maxKeyBytes: number;
+  readonly maxValueBytes: number;
+}
 
 /**
  * Rejects requests that cannot be answered honestly or that are too large to count. The

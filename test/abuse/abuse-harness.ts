@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { freePort } from '../harness/free-port';
-import { spawnServer, type ServerProcess } from '../helpers/server-process';
+import { spawnServer, type ServerWithRules } from '../helpers/server-process';
 
 /** Targets of issue 8 for every attack. */
 export const TARGETS = { maxRssMb: 300, maxStallMs: 100 } as const;
@@ -52,7 +52,7 @@ export type Scale = 'short' | 'full';
 
 /** What an attack can reach. */
 export interface AttackContext {
-  readonly server: ServerProcess;
+  readonly server: ServerWithRules;
   readonly grpcAddress: string;
   readonly scale: Scale;
   /** Scrapes /metrics (also noting the event-loop lag it reports); returns the text. */

@@ -4,6 +4,8 @@
 //   node test/abuse/probe-client.js <host:port> <intervalMs> <deadlineMs>
 'use strict';
 const path = require('node:path');
+const { performance } = require('node:perf_hooks');
+const { setInterval, clearInterval } = require('node:timers');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 

@@ -1,9 +1,9 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { loadProtos } from '../../src/grpc/protos';
 import { createLogger } from '../../src/log';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
-import { oneDescriptor } from '../helpers/rls-client';
+import { within } from '../harness/wait';
+import { oneDescriptor, rlsStub } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 
 const RULES = `
@@ -21,8 +21,7 @@ describe('a call the client cancels', () => {
     redis = await startStandalone();
     t = await startTestApp({ 'c.yaml': RULES }, { REDIS_URL: redis.url }, { logger: createLogger('DEBUG', 'text', (line) => logLines.push(line)) });
     // Wait until the backend is connected.
-    const start = Date.now();
-    while (!t.app.limiter.isHealthy() && Date.now() - start < 5000) await new Promise((r) => setTimeout(r, 20));
+    await within(5000, () => t.app.limiter.isHealthy(), 'the backend connected');
   });
   afterAll(async () => {
     await t?.stop();
@@ -35,10 +34,9 @@ describe('a call the client cancels', () => {
     // its 300 ms budget then runs out on the server, which is the failure path a cancelled call
     // must not report.
     await redis.command('CLIENT', 'PAUSE', '700', 'ALL');
-    const protos = loadProtos();
-    const raw = new protos.rlsClient(`127.0.0.1:${t.app.grpcPort}`, grpc.credentials.createInsecure());
+    const raw = rlsStub(`127.0.0.1:${t.app.grpcPort}`, grpc.credentials.createInsecure());
     const outcome = await new Promise<grpc.ServiceError | null>((resolve) => {
-      const call = raw.ShouldRateLimit!(oneDescriptor('c', { k: 'v' }), { deadline: Date.now() + 300 }, (err: grpc.ServiceError | null) => resolve(err));
+      const call = raw.ShouldRateLimit(oneDescriptor('c', { k: 'v' }), { deadline: Date.now() + 300 }, (err) => resolve(err));
       setTimeout(() => call.cancel(), 50);
     });
     raw.close();

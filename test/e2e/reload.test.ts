@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { within } from '../harness/wait';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 
@@ -14,16 +15,6 @@ descriptors:
   - key: k
     rate_limit: { unit: hour, requests_per_unit: ${n} }
 `;
-
-/** Polls until `probe` returns true; fails after `withinMs`. Returns the time it took. */
-async function within(withinMs: number, probe: () => Promise<boolean>): Promise<number> {
-  const start = Date.now();
-  while (Date.now() - start < withinMs) {
-    if (await probe()) return Date.now() - start;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`condition not met within ${withinMs} ms`);
-}
 
 describe('rule reload while requests flow', () => {
   let t: TestApp;

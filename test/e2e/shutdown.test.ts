@@ -2,10 +2,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, test } from 'vitest';
-import { loadProtos } from '../../src/grpc/protos';
 import { projectRoot } from '../../src/paths';
 import { spawnServer, type ServerProcess } from '../helpers/server-process';
-import { oneDescriptor, rlsClient } from '../helpers/rls-client';
+import { healthStub, oneDescriptor, rlsClient } from '../helpers/rls-client';
 
 describe('SIGTERM', () => {
   // The example rules of `npm start`.
@@ -29,10 +28,9 @@ describe('SIGTERM', () => {
     expect(ok.overall_code).toBe('OK');
 
     // A Watch stream sees the flip to NOT_SERVING before the server closes it.
-    const protos = loadProtos();
-    const health = new protos.healthClient(`127.0.0.1:${server.grpcPort}`, grpc.credentials.createInsecure());
+    const health = healthStub(`127.0.0.1:${server.grpcPort}`, grpc.credentials.createInsecure());
     const seen: string[] = [];
-    const watch = health.Watch!({ service: 'ratelimit' });
+    const watch = health.Watch({ service: 'ratelimit' });
     const ended = new Promise<void>((resolve) => {
       watch.on('data', (m: { status: string }) => seen.push(m.status));
       watch.on('end', () => resolve());

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { loadProtos } from '../../src/grpc/protos';
-import type { WireResponse } from '../../src/grpc/wire-types';
+import type { WireResponse } from '../../src/rls/wire-types';
 import { oneDescriptor, rlsClient } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 

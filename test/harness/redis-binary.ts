@@ -28,6 +28,7 @@ function probe(bin: string): string {
     throw new Error(
       `${bin} is required by the integration tests but could not be run ` +
         `(${(err as Error).message.split('\n')[0]}). Install it with:\n  ${INSTALL_HINT}`,
+      { cause: err },
     );
   }
 }

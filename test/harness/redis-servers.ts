@@ -6,6 +6,8 @@ export { startCluster, ClusterNode, CLUSTER_SLOTS } from './redis-cluster';
 export type { ClusterOptions, RedisClusterHarness } from './redis-cluster';
 export { startSentinel } from './redis-sentinel';
 export type { SentinelHarness, SentinelOptions } from './redis-sentinel';
+export { startTlsSentinel } from './redis-sentinel-tls';
+export type { TlsSentinelHarness, TlsSentinelOptions } from './redis-sentinel-tls';
 export { keySlot, crc16 } from './key-slot';
 
 export interface StandaloneOptions {

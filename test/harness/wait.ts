@@ -44,3 +44,13 @@ export function sleep(ms: number): Promise<void> {
 export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/**
+ * Polls `condition` every 10 ms until it holds; resolves with the milliseconds that took, or
+ * fails after `timeoutMs` naming `what`. The one polling loop of the tests.
+ */
+export async function within(timeoutMs: number, condition: () => boolean | Promise<boolean>, what = 'the condition'): Promise<number> {
+  const started = Date.now();
+  await waitUntil(what, condition, { timeoutMs, intervalMs: 10 });
+  return Date.now() - started;
+}

@@ -1,18 +1,28 @@
-import type { Algorithm } from '../../src/config/rule-types';
-import type { LimitResult, LimitSpec } from '../../src/limiter/limiter';
+import type { Algorithm } from '../../src/domain/algorithm';
+import type { LimitSpec } from '../../src/domain/limit-spec';
+import type { LimitResult } from '../../src/limiter/limiter';
 
 /**
- * Scripted traces of the algorithms that count only admitted hits, written once and run
+ * Scripted traces of every algorithm, written once and run
  * against both backends: the memory implementation (unit tests, injected clock) and the Lua
  * scripts on real Redis (integration tests, pinned time). Every expected value was worked out
  * by hand from the semantics in the script headers; both backends must give exactly these.
  */
 
-/** One call: `at` ms after the trace's start, `hits`, and the exact expected result. */
+/**
+ * One call: `at` ms after the trace's start, `hits`, and the exact expected result (with
+ * blockedForMs where the row gives it; the differential test checks it everywhere).
+ */
 export interface TraceStep {
   readonly at: number;
   readonly hits: number;
   readonly expected: Omit<LimitResult, 'fromLocalCache'>;
+}
+
+/** The part of `result` that `expected` pins: blockedForMs only where the trace gives it. */
+export function comparable(result: LimitResult, expected: TraceStep['expected']): Omit<LimitResult, 'fromLocalCache'> {
+  const { allowed, used, remaining, resetMs, retryAfterMs, blockedForMs } = result;
+  return expected.blockedForMs === undefined ? { allowed, used, remaining, resetMs, retryAfterMs } : { allowed, used, remaining, resetMs, retryAfterMs, blockedForMs: blockedForMs ?? 0 };
 }
 
 export interface Trace {
@@ -24,30 +34,63 @@ export interface Trace {
 /** 2030-01-01T00:00:00Z: a whole day of the epoch, so every window starts at offset 0. */
 export const TRACE_START = Date.UTC(2030, 0, 1);
 
-type Row = readonly [at: number, hits: number, allowed: 0 | 1, used: number, remaining: number, resetMs: number, retryAfterMs: number];
+type Row =
+  | readonly [at: number, hits: number, allowed: 0 | 1, used: number, remaining: number, resetMs: number, retryAfterMs: number]
+  | readonly [at: number, hits: number, allowed: 0 | 1, used: number, remaining: number, resetMs: number, retryAfterMs: number, blockedForMs: number];
 
 function trace(name: string, spec: LimitSpec, rows: readonly Row[]): Trace {
   return {
     name,
     spec,
-    steps: rows.map(([at, hits, allowed, used, remaining, resetMs, retryAfterMs]) => ({
+    steps: rows.map(([at, hits, allowed, used, remaining, resetMs, retryAfterMs, blockedForMs]) => ({
       at,
       hits,
-      expected: { allowed: allowed === 1, used, remaining, resetMs, retryAfterMs },
+      expected: { allowed: allowed === 1, used, remaining, resetMs, retryAfterMs, ...(blockedForMs === undefined ? {} : { blockedForMs }) },
     })),
   };
 }
 
 const spec = (algorithm: Algorithm, limit: number, windowSeconds: number, burst = limit): LimitSpec => ({ algorithm, limit, windowSeconds, burst });
 
-/** limit 0: every hit denied with Retry-After one window, a peek allowed, no state. */
+/** limit 0: every hit denied with Retry-After one window, a peek allowed, no state; blocked one window. */
 function zeroLimit(algorithm: Algorithm): Trace {
   return trace(`${algorithm}: limit 0`, spec(algorithm, 0, 10), [
-    [0, 1, 0, 0, 0, 10_000, 10_000],
-    [0, 3, 0, 0, 0, 10_000, 10_000],
-    [5, 0, 1, 0, 0, 10_000, 0],
+    [0, 1, 0, 0, 0, 10_000, 10_000, 10_000],
+    [0, 3, 0, 0, 0, 10_000, 10_000, 10_000],
+    [5, 0, 1, 0, 0, 10_000, 0, 10_000],
   ]);
 }
+
+//                 at     hits ok used rem  reset  retry blocked
+const fixedWindow: Trace[] = [
+  trace('fixed_window: every hit counts, the window is exact to the millisecond, one window back is kept', spec('fixed_window', 3, 10), [
+    [0, 1, 1, 1, 2, 10_000, 0, 0],
+    [5_000, 2, 1, 3, 0, 5_000, 0, 5_000],
+    [5_000, 0, 1, 3, 0, 5_000, 0, 5_000],
+    // Over the limit, and counted (the reference's rule).
+    [9_999, 1, 0, 4, 0, 1, 1, 1],
+    // The first millisecond of the next window counts there.
+    [10_000, 1, 1, 1, 2, 10_000, 0, 0],
+    [10_000, 5, 0, 6, 0, 10_000, 10_000, 10_000],
+    // The clock steps back one window: that window's count is still there, and counts on.
+    [9_000, 0, 0, 4, 0, 1_000, 1_000, 1_000],
+    [9_000, 1, 0, 5, 0, 1_000, 1_000, 1_000],
+    // A peek of a counter over its limit is over.
+    [10_001, 0, 0, 6, 0, 9_999, 9_999, 9_999],
+    // Two windows on: a fresh count.
+    [25_000, 0, 1, 0, 3, 5_000, 0, 0],
+    [25_000, 2, 1, 2, 1, 5_000, 0, 0],
+    // More than one window back: nothing there, and nothing kept.
+    [5_000, 1, 1, 1, 2, 5_000, 0, 0],
+    [5_000, 0, 1, 0, 3, 5_000, 0, 0],
+    [29_999, 1, 1, 3, 0, 1, 0, 1],
+  ]),
+  trace('fixed_window: limit 0 counts every hit and is always blocked', spec('fixed_window', 0, 10), [
+    [0, 0, 1, 0, 0, 10_000, 0, 10_000],
+    [1_000, 1, 0, 1, 0, 9_000, 9_000, 9_000],
+    [1_000, 0, 0, 1, 0, 9_000, 9_000, 9_000],
+  ]),
+];
 
 //                 at     hits ok used rem  reset  retry
 const slidingWindow: Trace[] = [
@@ -139,8 +182,9 @@ const slidingLog: Trace[] = [
   zeroLimit('sliding_log'),
 ];
 
-/** The traces of every algorithm that counts only admitted hits, by algorithm. */
-export const ALGORITHM_TRACES: Readonly<Partial<Record<Algorithm, readonly Trace[]>>> = {
+/** The traces of every algorithm, by algorithm. */
+export const ALGORITHM_TRACES: Readonly<Record<Algorithm, readonly Trace[]>> = {
+  fixed_window: fixedWindow,
   sliding_window: slidingWindow,
   token_bucket: bucketTraces('token_bucket'),
   gcra: bucketTraces('gcra'),

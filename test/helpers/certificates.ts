@@ -22,3 +22,15 @@ export function makeCertificates(dir: string): void {
     run('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', '-extfile', ext);
   }
 }
+
+/**
+ * Writes `<name>.crt` and `<name>.key` in `dir`: a client certificate signed by the CA that
+ * makeCertificates wrote there, with `subjectAltName` exactly as given (openssl syntax, e.g.
+ * `email:spiffe://cluster/envoy` or `URI:spiffe://x,IP:10.0.0.1`).
+ */
+export function makeClientCertificate(dir: string, name: string, subjectAltName: string): void {
+  const run = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+  run('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
+  writeFileSync(join(dir, `${name}.ext`), `extendedKeyUsage=clientAuth\nsubjectAltName=${subjectAltName}\n`);
+  run('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', '-extfile', `${name}.ext`);
+}

@@ -1,4 +1,4 @@
-// The service contract of the core issue, as one suite that every backend must pass: the memory
+// floodgate's service contract, as one suite that every backend must pass: the memory
 // backend (test/e2e/contract-memory.test.ts) and Redis standalone and cluster
 // (test/integration/redis-backend-contract.test.ts). Real gRPC and HTTP against the real server.
 import { status as GrpcStatus } from '@grpc/grpc-js';

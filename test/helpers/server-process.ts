@@ -11,8 +11,7 @@ export interface ServerProcess {
   readonly proc: ChildProcess;
   readonly grpcPort: number;
   readonly httpPort: number;
-  /** The directory of its rule files (writing into it triggers a reload). */
-  readonly rulesDir: string;
+  readonly debugPort: number;
   readonly exited: Promise<number | null>;
   /** stderr so far. */
   output(): string;
@@ -20,14 +19,19 @@ export interface ServerProcess {
   cleanup(): void;
 }
 
+/** A server spawned with its own rules directory. */
+export interface ServerWithRules extends ServerProcess {
+  /** The directory of its rule files (writing into it triggers a reload). */
+  readonly rulesDir: string;
+}
+
 /** Spawns the built server with its own rules directory and `env` (plus loopback ports 0). */
-export async function spawnServer(rules: Record<string, string>, env: Record<string, string>): Promise<ServerProcess> {
+export async function spawnServer(rules: Record<string, string>, env: Record<string, string>): Promise<ServerWithRules> {
   const root = mkdtempSync(join(tmpdir(), 'floodgate-proc-'));
   mkdirSync(join(root, 'config'));
   for (const [name, text] of Object.entries(rules)) writeFileSync(join(root, 'config', name), text);
-  const proc = spawn(process.execPath, [join(projectRoot, 'dist/src/main.js')], {
-    env: {
-      PATH: process.env.PATH,
+  const server = await spawnWithEnv(
+    {
       RUNTIME_ROOT: root,
       RUNTIME_WATCH_ROOT: 'false',
       HOST: '127.0.0.1',
@@ -36,41 +40,68 @@ export async function spawnServer(rules: Record<string, string>, env: Record<str
       GRPC_PORT: '0',
       DEBUG_PORT: '0',
       USE_PROMETHEUS: 'false',
+      // A test that wants statsd turns it on; elsewhere nothing listens on localhost:8125.
+      USE_STATSD: 'false',
       LOG_LEVEL: 'ERROR',
       ...env,
     },
+    () => rmSync(root, { recursive: true, force: true }),
+  );
+  return { ...server, rulesDir: join(root, 'config') };
+}
+
+/** Parses a `KEY=value` environment file (as `docker run --env-file` reads one). */
+export function parseEnvFile(text: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const trimmed = line.trim();
+    if (trimmed === '' || trimmed.startsWith('#')) continue;
+    const eq = trimmed.indexOf('=');
+    if (eq <= 0) throw new Error(`not KEY=value: '${line}'`);
+    env[trimmed.slice(0, eq)] = trimmed.slice(eq + 1);
+  }
+  return env;
+}
+
+/** Spawns the built server with exactly `env` (and PATH), nothing added: an operator's environment file. */
+export function spawnServerWithEnv(env: Record<string, string>): Promise<ServerProcess> {
+  return spawnWithEnv(env, () => undefined);
+}
+
+async function spawnWithEnv(env: Record<string, string>, removeFiles: () => void): Promise<ServerProcess> {
+  const proc = spawn(process.execPath, [join(projectRoot, 'dist/src/main.js')], {
+    env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let err = '';
-  proc.stderr!.on('data', (chunk: Buffer) => {
+  proc.stderr.on('data', (chunk: Buffer) => {
     err = (err + chunk.toString()).slice(-20_000);
   });
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   const cleanup = (): void => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-    rmSync(root, { recursive: true, force: true });
+    removeFiles();
   };
   try {
-    const ports = await new Promise<{ grpcPort: number; httpPort: number }>((resolve, reject) => {
+    const ports = await new Promise<{ grpcPort: number; httpPort: number; debugPort: number }>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 15_000);
       const onData = (): void => {
-        const m = /serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+)/.exec(err);
+        const m = /serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+), debug on [\d.]+:(\d+)/.exec(err);
         if (m) {
           clearTimeout(timer);
-          proc.stderr!.off('data', onData);
-          resolve({ grpcPort: Number(m[1]), httpPort: Number(m[2]) });
+          proc.stderr.off('data', onData);
+          resolve({ grpcPort: Number(m[1]), httpPort: Number(m[2]), debugPort: Number(m[3]) });
         }
       };
-      proc.stderr!.on('data', onData);
+      proc.stderr.on('data', onData);
       proc.once('exit', (code) => {
         clearTimeout(timer);
         reject(new Error(`server exited with ${code}: ${err}`));
       });
     });
-    return { proc, exited, ...ports, rulesDir: join(root, 'config'), output: () => err, cleanup };
+    return { proc, exited, ...ports, output: () => err, cleanup };
   } catch (e) {
     cleanup();
     throw e;
   }
 }
-

@@ -34,6 +34,8 @@ export async function startTestApp(files: Record<string, string>, env: Record<st
     HOST: '127.0.0.1',
     DEBUG_PORT: '0',
     USE_PROMETHEUS: 'false',
+    // A test that wants statsd turns it on; elsewhere nothing listens on localhost:8125.
+    USE_STATSD: 'false',
     LOG_LEVEL: 'ERROR',
     ...env,
   });

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Algorithm } from '../../src/config/rule-types';
+import type { Algorithm } from '../../src/domain/algorithm';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 
-// A rule file naming each algorithm loads (checkAlgorithms no longer refuses it) and limits
+// A rule file naming each algorithm loads and limits
 // over real gRPC, on the memory backend and on Redis.
 const ALGORITHMS: readonly Algorithm[] = ['sliding_window', 'token_bucket', 'gcra', 'sliding_log'];
 const isBucket = (a: Algorithm): boolean => a === 'token_bucket' || a === 'gcra';

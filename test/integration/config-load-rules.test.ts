@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadRules } from '../../src/config/load-rules';
+import { loadRuleDirectory } from '../../src/config/load-rule-directory';
 import { ConfigError } from '../../src/errors';
 
 const OPTIONS = { mergeDomainConfig: false, ignoreDotFiles: false };
@@ -11,7 +11,7 @@ function rule(domain: string, key: string, limit: number): string {
   return `domain: ${domain}\ndescriptors:\n  - key: ${key}\n    rate_limit: {unit: second, requests_per_unit: ${limit}}\n`;
 }
 
-describe('loadRules', () => {
+describe('loadRuleDirectory', () => {
   let dir: string;
 
   beforeEach(async () => {
@@ -28,13 +28,13 @@ describe('loadRules', () => {
     await writeFile(join(dir, 'no-extension'), rule('c', 'k', 3));
     await mkdir(join(dir, 'sub'));
     await writeFile(join(dir, 'sub', 'x.yaml'), rule('sub', 'k', 4));
-    const rules = await loadRules(dir, OPTIONS);
+    const rules = await loadRuleDirectory(dir, OPTIONS);
     expect(rules.rules.map((r) => r.fullKey)).toEqual(['a.k', 'b.k', 'c.k']);
     expect(rules.hasDomain('sub')).toBe(false);
   });
 
   it('an empty directory gives an empty rule set', async () => {
-    const rules = await loadRules(dir, OPTIONS);
+    const rules = await loadRuleDirectory(dir, OPTIONS);
     expect(rules.domainCount).toBe(0);
   });
 
@@ -46,7 +46,7 @@ describe('loadRules', () => {
     await symlink('..data/ratelimit.yaml', join(dir, 'ratelimit.yaml'));
     // With or without ignoring dot files, the file is loaded once (dot entries are directories).
     for (const ignoreDotFiles of [false, true]) {
-      const rules = await loadRules(dir, { mergeDomainConfig: false, ignoreDotFiles });
+      const rules = await loadRuleDirectory(dir, { mergeDomainConfig: false, ignoreDotFiles });
       expect(rules.rules.map((r) => [r.fullKey, r.requestsPerUnit])).toEqual([['k8s.k', 7]]);
     }
   });
@@ -56,45 +56,45 @@ describe('loadRules', () => {
     await mkdir(real);
     await writeFile(join(real, 'r.yaml'), rule('linked', 'k', 1));
     await symlink(real, join(dir, 'config'));
-    expect((await loadRules(join(dir, 'config'), OPTIONS)).hasDomain('linked')).toBe(true);
+    expect((await loadRuleDirectory(join(dir, 'config'), OPTIONS)).hasDomain('linked')).toBe(true);
   });
 
   it('skips a dangling symlink (a file removed while a ConfigMap swaps)', async () => {
     await writeFile(join(dir, 'a.yaml'), rule('a', 'k', 1));
     await symlink('..data/gone.yaml', join(dir, 'gone.yaml'));
-    expect((await loadRules(dir, OPTIONS)).domainCount).toBe(1);
+    expect((await loadRuleDirectory(dir, OPTIONS)).domainCount).toBe(1);
   });
 
   it('ignores dot files only when asked', async () => {
     await writeFile(join(dir, 'a.yaml'), rule('a', 'k', 1));
     await writeFile(join(dir, '.hidden.yaml'), rule('hidden', 'k', 1));
-    expect((await loadRules(dir, { ...OPTIONS, ignoreDotFiles: true })).hasDomain('hidden')).toBe(false);
-    expect((await loadRules(dir, { ...OPTIONS, ignoreDotFiles: false })).hasDomain('hidden')).toBe(true);
+    expect((await loadRuleDirectory(dir, { ...OPTIONS, ignoreDotFiles: true })).hasDomain('hidden')).toBe(false);
+    expect((await loadRuleDirectory(dir, { ...OPTIONS, ignoreDotFiles: false })).hasDomain('hidden')).toBe(true);
   });
 
   it('rejects the whole load when one file is invalid, naming the file', async () => {
     await writeFile(join(dir, 'a.yaml'), rule('a', 'k', 1));
     await writeFile(join(dir, 'b.yaml'), 'domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n');
-    await expect(loadRules(dir, OPTIONS)).rejects.toThrow(new ConfigError("b.yaml: invalid rate limit unit 'fortnight'"));
+    await expect(loadRuleDirectory(dir, OPTIONS)).rejects.toThrow(new ConfigError("b.yaml: invalid rate limit unit 'fortnight'"));
   });
 
   it('rejects a duplicate domain unless merging, and merges when asked', async () => {
     await writeFile(join(dir, 'a.yaml'), rule('d', 'x', 1));
     await writeFile(join(dir, 'b.yaml'), rule('d', 'y', 2));
-    await expect(loadRules(dir, OPTIONS)).rejects.toThrow("b.yaml: duplicate domain 'd' in config file");
-    const merged = await loadRules(dir, { ...OPTIONS, mergeDomainConfig: true });
+    await expect(loadRuleDirectory(dir, OPTIONS)).rejects.toThrow("b.yaml: duplicate domain 'd' in config file");
+    const merged = await loadRuleDirectory(dir, { ...OPTIONS, mergeDomainConfig: true });
     expect(merged.rules.map((r) => r.fullKey)).toEqual(['d.x', 'd.y']);
   });
 
   it('rejects a missing directory with a ConfigError naming the path', async () => {
     const missing = join(dir, 'nope');
-    const error = await loadRules(missing, OPTIONS).catch((err: unknown) => err);
+    const error = await loadRuleDirectory(missing, OPTIONS).catch((err: unknown) => err);
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as Error).message).toBe(`${missing}: cannot read rule directory: no such directory`);
   });
 
   it('rejects a path that is a file, not a directory', async () => {
     await writeFile(join(dir, 'file'), 'x');
-    await expect(loadRules(join(dir, 'file'), OPTIONS)).rejects.toThrow(`${join(dir, 'file')}: cannot read rule directory: not a directory`);
+    await expect(loadRuleDirectory(join(dir, 'file'), OPTIONS)).rejects.toThrow(`${join(dir, 'file')}: cannot read rule directory: not a directory`);
   });
 });

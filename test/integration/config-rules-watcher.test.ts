@@ -2,29 +2,19 @@ import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadRules } from '../../src/config/load-rules';
+import { loadRuleDirectory } from '../../src/config/load-rule-directory';
 import type { RuleSet } from '../../src/config/rule-types';
 import { RulesWatcher, type RulesWatcherOptions } from '../../src/config/rules-watcher';
 import { ConfigError } from '../../src/errors';
+import { sleep, within } from '../harness/wait';
 
 /** The promise: a change takes effect within 2 s. */
 const DEADLINE_MS = 2000;
 const TEST_TIMEOUT_MS = 20_000;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function ruleText(limit: number, domain = 'd'): string {
   return `domain: ${domain}\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: ${limit}}\n`;
-}
-
-/** Polls `probe` until it is true; fails after `timeoutMs`. Returns the time it took. */
-async function within(timeoutMs: number, probe: () => boolean, what: string): Promise<number> {
-  const started = Date.now();
-  while (!probe()) {
-    if (Date.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await sleep(10);
-  }
-  return Date.now() - started;
 }
 
 /** A caller like the app: keeps the last good rules, records every report. */
@@ -70,7 +60,7 @@ describe('RulesWatcher', () => {
     const dir = join(options.root, options.subdirectory, options.appDirectory);
     watcher = new RulesWatcher({
       ...options,
-      load: () => loadRules(dir, { mergeDomainConfig: false, ignoreDotFiles: true }),
+      load: () => loadRuleDirectory(dir, { mergeDomainConfig: false, ignoreDotFiles: true }),
       onLoaded: (rules) => {
         recorder.loads += 1;
         recorder.current = rules;
@@ -274,7 +264,7 @@ describe('RulesWatcher', () => {
         subdirectory: '',
         appDirectory: 'config',
         watchRoot: false,
-        load: () => loadRules(dir, { mergeDomainConfig: false, ignoreDotFiles: false }),
+        load: () => loadRuleDirectory(dir, { mergeDomainConfig: false, ignoreDotFiles: false }),
         onLoaded: () => {
           calls += 1;
           if (calls === 1) throw new Error('consumer failed');

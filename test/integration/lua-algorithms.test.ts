@@ -1,15 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LimitResult, LimitSpec } from '../../src/limiter/limiter';
-import { IMPLEMENTED_ALGORITHMS } from '../../src/limiter/limiter';
+import type { LimitSpec } from '../../src/domain/limit-spec';
+import type { LimitResult } from '../../src/limiter/limiter';
 import type { AlgorithmState } from '../../src/limiter/memory/memory-algorithm';
 import { memoryAlgorithms } from '../../src/limiter/memory/memory-algorithms';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
 import { clusterTarget, standaloneTarget, type ScriptClient as Client, type ScriptTarget } from '../helpers/script-targets';
-import { ALGORITHM_TRACES, TRACE_START, randomSteps, seededRandom } from '../helpers/algorithm-traces';
+import { ALGORITHM_TRACES, TRACE_START, comparable, randomSteps, seededRandom } from '../helpers/algorithm-traces';
 
 // The scripts that count only admitted hits (uniform layout), as far as they are implemented.
-const ALGORITHMS = (['sliding_window', 'token_bucket', 'gcra', 'sliding_log'] as const).filter((a) => IMPLEMENTED_ALGORITHMS.has(a));
+const ALGORITHMS = ['sliding_window', 'token_bucket', 'gcra', 'sliding_log'] as const;
 type Name = (typeof ALGORITHMS)[number];
 
 const MODE_EACH = 0;
@@ -21,17 +21,30 @@ interface Call {
   spec: LimitSpec;
 }
 
-const sources = Object.fromEntries(ALGORITHMS.map((a) => [a, readLuaScript(a)]));
+const sources = Object.fromEntries([...ALGORITHMS, 'fixed_window'].map((a) => [a, readLuaScript(a)]));
 
-async function runScript(client: Client, sha: string, keys: readonly string[], mode: number, calls: readonly Call[], now?: number): Promise<LimitResult[]> {
+/** A loaded script and the client that calls it. */
+interface Loaded {
+  readonly client: Client;
+  readonly sha: string;
+}
+
+async function runScript({ client, sha }: Loaded, keys: readonly string[], mode: number, calls: readonly Call[], now?: number): Promise<LimitResult[]> {
   const argv: (string | number)[] = [mode];
   for (const c of calls) argv.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
   if (now !== undefined) argv.push(now);
   const reply = (await client.evalsha(sha, keys.length, ...keys, ...argv)) as unknown[];
-  expect(reply).toHaveLength(5 * keys.length);
+  expect(reply).toHaveLength(6 * keys.length);
   for (const v of reply) expect(Number.isInteger(v)).toBe(true);
   const r = reply as number[];
-  return keys.map((_, i) => ({ allowed: r[5 * i + 4] === 0, used: r[5 * i]!, remaining: r[5 * i + 1]!, resetMs: r[5 * i + 2]!, retryAfterMs: r[5 * i + 3]! }));
+  return keys.map((_, i) => ({
+    allowed: r[6 * i + 4] === 0,
+    used: r[6 * i]!,
+    remaining: r[6 * i + 1]!,
+    resetMs: r[6 * i + 2]!,
+    retryAfterMs: r[6 * i + 3]!,
+    blockedForMs: r[6 * i + 5]!,
+  }));
 }
 
 /** Keys of one call share one hash tag, so they live in one cluster slot. */
@@ -62,7 +75,7 @@ describe.each([
     await t?.stop();
   }, 30_000);
 
-  it.runIf(IMPLEMENTED_ALGORITHMS.has('token_bucket') && IMPLEMENTED_ALGORITHMS.has('gcra'))(
+  it(
     'token_bucket.lua and gcra.lua answer identically to the same random hits',
     async () => {
       const random = seededRandom(31);
@@ -75,8 +88,8 @@ describe.each([
         let now = TRACE_START + random(86_400_000);
         for (const st of randomSteps(round, 40, 1200, 4)) {
           now += st.at % 1200;
-          const [a] = await runScript(t.client, t.sha.token_bucket!, [tb], MODE_EACH, [{ hits: st.hits, spec: spec('token_bucket', limit, windowSeconds, burst) }], now);
-          const [b] = await runScript(t.client, t.sha.gcra!, [gc], MODE_EACH, [{ hits: st.hits, spec: spec('gcra', limit, windowSeconds, burst) }], now);
+          const [a] = await runScript({ client: t.client, sha: t.sha.token_bucket! }, [tb], MODE_EACH, [{ hits: st.hits, spec: spec('token_bucket', limit, windowSeconds, burst) }], now);
+          const [b] = await runScript({ client: t.client, sha: t.sha.gcra! }, [gc], MODE_EACH, [{ hits: st.hits, spec: spec('gcra', limit, windowSeconds, burst) }], now);
           expect(b).toEqual(a);
           if (!a!.allowed) denied++;
         }
@@ -85,27 +98,48 @@ describe.each([
     },
   );
 
+  // fixed_window shares the scripted traces; a denial is charged there (every hit counts).
+  it.each(ALGORITHM_TRACES.fixed_window.map((tr) => [tr.name, tr] as const))(
+    'fixed_window.lua trace "%s": the scripted results; the key expires when the window after the latest ends',
+    async (_n, trace) => {
+      const [key] = keysFor(1) as [string];
+      const w = trace.spec.windowSeconds * 1000;
+      let latest = 0;
+      for (const [i, step] of trace.steps.entries()) {
+        const now = TRACE_START + step.at;
+        const [result] = await runScript({ client: t.client, sha: t.sha.fixed_window! }, [key], MODE_EACH, [{ hits: step.hits, spec: trace.spec }], now);
+        expect(comparable(result!, step.expected), `step ${i} (at ${step.at}, hits ${step.hits})`).toEqual(step.expected);
+        if (step.hits > 0) {
+          latest = Math.max(latest, now - (now % w));
+          expect(Number(await t.client.call('PEXPIRETIME', key)), `step ${i}`).toBe(latest + 2 * w);
+        }
+      }
+    },
+  );
+
   describe.each(ALGORITHMS)('%s.lua', (algorithm) => {
     const call = (keys: readonly string[], mode: number, calls: readonly Call[], now?: number, client: Client = t.client) =>
-      runScript(client, t.sha[algorithm]!, keys, mode, calls, now);
+      runScript({ client, sha: t.sha[algorithm]! }, keys, mode, calls, now);
 
-    it.each(ALGORITHM_TRACES[algorithm]!.map((tr) => [tr.name, tr] as const))(
-      'trace "%s": the scripted results; a TTL on the key after every call; peeks and denials change nothing',
+    it.each(ALGORITHM_TRACES[algorithm].map((tr) => [tr.name, tr] as const))(
+      'trace "%s": the scripted results; the key expires when its state equals a fresh one; peeks and denials change nothing',
       async (_n, trace) => {
         const [key] = keysFor(1) as [string];
         for (const [i, step] of trace.steps.entries()) {
+          const now = TRACE_START + step.at;
           const before = await t.client.dump(key);
-          const ttlBefore = await t.client.pttl(key);
-          const [result] = await call([key], MODE_EACH, [{ hits: step.hits, spec: trace.spec }], TRACE_START + step.at);
-          expect(result, `step ${i} (at ${step.at}, hits ${step.hits})`).toEqual(step.expected);
-          const ttl = await t.client.pttl(key);
+          const expiryBefore = Number(await t.client.call('PEXPIRETIME', key));
+          const [result] = await call([key], MODE_EACH, [{ hits: step.hits, spec: trace.spec }], now);
+          expect(comparable(result!, step.expected), `step ${i} (at ${step.at}, hits ${step.hits})`).toEqual(step.expected);
+          const expiry = Number(await t.client.call('PEXPIRETIME', key));
           if (step.hits === 0 || !result!.allowed) {
-            // Nothing written: same value (or still no key), expiry not extended.
+            // Nothing written: same value (or still no key), expiry not moved.
             expect(await t.client.dump(key)).toEqual(before);
-            if (before !== null) expect(ttl).toBeLessThanOrEqual(ttlBefore);
+            expect(expiry).toBe(expiryBefore);
           } else {
-            expect(ttl, `step ${i}: key without TTL`).toBeGreaterThan(0);
-            expect(ttl).toBeLessThanOrEqual(maxTtl(algorithm, trace.spec));
+            // Expiry is absolute on the script's clock (pinned here), never later than the state needs.
+            expect(expiry, `step ${i}: key without expiry`).toBeGreaterThan(now);
+            expect(expiry).toBeLessThanOrEqual(now + maxTtl(algorithm, trace.spec));
           }
           if (before === null && (step.hits === 0 || !result!.allowed)) expect(await t.client.exists(key)).toBe(0);
         }
@@ -114,16 +148,16 @@ describe.each([
 
     it('gives the memory implementation’s results on random traces (pinned time)', async () => {
       const random = seededRandom(99);
-      const step = memoryAlgorithms[algorithm]!;
+      const step = memoryAlgorithms[algorithm];
       for (let round = 0; round < 12; round++) {
         const [key] = keysFor(1) as [string];
-        const s = spec(algorithm, random(8), [1, 7, 60][random(3)]!, 1 + random(8));
+        const s = spec(algorithm, random(8), [1, 7, 60][random(3)], 1 + random(8));
         let state: AlgorithmState | undefined;
         let now = TRACE_START + random(86_400_000);
         for (const st of randomSteps(round, 40, 900, 4)) {
           now += st.at % 900;
           if (state !== undefined && state.expiresAt <= now) state = undefined;
-          const expected = step.step(state, s, st.hits, now, true);
+          const expected = step.step({ state, spec: s, hits: st.hits, now, pending: 0, charge: true });
           if (expected.next !== undefined) state = expected.next;
           const [got] = await call([key], MODE_EACH, [{ hits: st.hits, spec: s }], now);
           expect(got, `${JSON.stringify(s)} at ${now} hits ${st.hits}`).toEqual(expected.result);
@@ -160,7 +194,7 @@ describe.each([
       // Token bucket and gcra: burst 50 refilled over a day, so no token comes back meanwhile.
       const s = spec(algorithm, 50, 86_400);
       const results = await Promise.all(
-        Array.from({ length: 200 }, (_, i) => call([key], MODE_EACH, [{ hits: 1, spec: s }], undefined, t.clients[i % t.clients.length]!)),
+        Array.from({ length: 200 }, (_, i) => call([key], MODE_EACH, [{ hits: 1, spec: s }], undefined, t.clients[i % t.clients.length])),
       );
       expect(results.filter(([r]) => r!.allowed)).toHaveLength(50);
       expect((await call([key], MODE_EACH, [{ hits: 0, spec: s }]))[0]).toMatchObject({ used: 50, remaining: 0 });
@@ -197,7 +231,7 @@ describe.each([
       const [a, b] = keysFor(2) as [string, string];
       const results = await Promise.all(
         Array.from({ length: 120 }, (_, i) =>
-          call([a, b], MODE_ALL_OR_NOTHING, [{ hits: 1, spec: spec(algorithm, 100, 86_400) }, { hits: 1, spec: spec(algorithm, 30, 86_400) }], undefined, t.clients[i % 4]!),
+          call([a, b], MODE_ALL_OR_NOTHING, [{ hits: 1, spec: spec(algorithm, 100, 86_400) }, { hits: 1, spec: spec(algorithm, 30, 86_400) }], undefined, t.clients[i % 4]),
         ),
       );
       expect(results.filter((r) => r.every((x) => x.allowed))).toHaveLength(30);
@@ -224,8 +258,8 @@ describe.each([
       await Promise.all(
         Array.from({ length: 300 }, (_, i) => {
           const keys = groups[random(groups.length)]!;
-          const calls = keys.map(() => ({ hits: random(4), spec: spec(algorithm, random(20), [1, 60, 3600][random(3)]!, 1 + random(20)) }));
-          return call(keys, random(3), calls, undefined, t.clients[i % 4]!);
+          const calls = keys.map(() => ({ hits: random(4), spec: spec(algorithm, random(20), [1, 60, 3600][random(3)], 1 + random(20)) }));
+          return call(keys, random(3), calls, undefined, t.clients[i % 4]);
         }),
       );
       const prefix = 'alg:{';

@@ -3,13 +3,14 @@ import Redis from 'ioredis';
 import { startCluster } from '../harness/redis-servers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
+import { fixedWindowCount } from '../helpers/fixed-window-value';
 import { clusterTarget, standaloneTarget, type ScriptClient as Client, type ScriptTarget } from '../helpers/script-targets';
 
 const SOURCE = readLuaScript('fixed_window');
 
 const MODE_COUNT_ALL = 0;
 const MODE_STOP = 1;
-const MODE_STOP_REFERENCE = 2;
+const MODE_LOOK = 2;
 
 interface Counter {
   hits: number;
@@ -21,30 +22,39 @@ interface Result {
   remaining: number;
   resetMs: number;
   over: boolean;
+  blockedMs: number;
 }
 
 const sources = { fixed_window: SOURCE };
 
+/** A loaded script and the client that calls it. */
+interface Loaded {
+  readonly client: Client;
+  readonly sha: string;
+}
+
 async function fixedWindow(
-  client: Client,
-  sha: string,
+  { client, sha }: Loaded,
   keys: readonly string[],
   mode: number,
   counters: readonly Counter[],
   pinnedNowMs?: number,
 ): Promise<Result[]> {
   const argv: (string | number)[] = [mode];
-  for (const c of counters) argv.push(c.hits, c.limit, c.windowSeconds);
+  // burst (the 4th integer of the protocol) is ignored by fixed_window.
+  for (const c of counters) argv.push(c.hits, c.limit, c.windowSeconds, 0);
   if (pinnedNowMs !== undefined) argv.push(pinnedNowMs);
   const reply = (await client.evalsha(sha, keys.length, ...keys, ...argv)) as unknown[];
-  expect(reply).toHaveLength(4 * keys.length);
+  expect(reply).toHaveLength(6 * keys.length);
   for (const v of reply) expect(Number.isInteger(v)).toBe(true);
   const values = reply as number[];
   return keys.map((_, i) => ({
-    count: values[4 * i]!,
-    remaining: values[4 * i + 1]!,
-    resetMs: values[4 * i + 2]!,
-    over: values[4 * i + 3] === 1,
+    count: values[6 * i]!,
+    remaining: values[6 * i + 1]!,
+    resetMs: values[6 * i + 2]!,
+    // retry_after_ms (6i+3) is reset_ms when over, checked in the shared traces.
+    over: values[6 * i + 4] === 1,
+    blockedMs: values[6 * i + 5]!,
   }));
 }
 
@@ -70,7 +80,7 @@ describe.each([
 ] as const)('fixed_window.lua on %s', (_name, makeTarget) => {
   let t: ScriptTarget;
   const call = (keys: readonly string[], mode: number, counters: readonly Counter[], now?: number) =>
-    fixedWindow(t.client, t.sha.fixed_window!, keys, mode, counters, now);
+    fixedWindow({ client: t.client, sha: t.sha.fixed_window! }, keys, mode, counters, now);
 
   beforeAll(async () => {
     t = await makeTarget();
@@ -88,7 +98,7 @@ describe.each([
     expect(seen.map((r) => r.over)).toEqual([false, false, false, true, true]);
     const [big] = await call([key], MODE_COUNT_ALL, [one(7, 3)]);
     expect(big).toMatchObject({ count: 12, remaining: 0, over: true });
-    expect(await t.client.get(key)).toBe('12');
+    expect(fixedWindowCount(await t.client.get(key))).toBe(12);
   });
 
   it('checks several counters of one slot in one call, each with its own limit and window', async () => {
@@ -103,27 +113,41 @@ describe.each([
     const windows = [1, 60, 3600];
     for (const [i, key] of keys.entries()) {
       const ttl = await t.client.pttl(key);
-      expect(ttl).toBeGreaterThan(0);
-      expect(ttl).toBeLessThanOrEqual(windows[i]! * 1000);
+      const w = windows[i]! * 1000;
+      expect(ttl).toBeGreaterThan(w);
+      expect(ttl).toBeLessThanOrEqual(2 * w);
       expect(results[i]!.resetMs).toBeGreaterThanOrEqual(1);
-      expect(results[i]!.resetMs).toBeLessThanOrEqual(windows[i]! * 1000);
-      // The TTL ends where the window ends (the difference is the time between two reads).
-      expect(ttl).toBeLessThanOrEqual(results[i]!.resetMs);
-      expect(results[i]!.resetMs - ttl).toBeLessThan(300);
+      expect(results[i]!.resetMs).toBeLessThanOrEqual(w);
+      // The TTL ends one window after this window ends (the difference is the time between two reads).
+      expect(ttl).toBeLessThanOrEqual(results[i]!.resetMs + w);
+      expect(results[i]!.resetMs + w - ttl).toBeLessThan(300);
     }
   });
 
-  it('sets the expiry on the first increment, at the exact window end for a pinned clock', async () => {
+  it('sets the expiry at the end of the window after the one counted in, for a pinned clock too', async () => {
+    // One window past the count's own (as the reference's per-window keys live one window past
+    // their last write): a clock that steps back across the edge still finds the count.
     const windowMs = 60_000;
     const nextWindow = (Math.floor(Date.now() / windowMs) + 1) * windowMs;
     const [key] = keysFor(1) as [string];
     const [first] = await call([key], MODE_COUNT_ALL, [one(1, 5, 60)], nextWindow + 12_345);
-    expect(first).toEqual({ count: 1, remaining: 4, resetMs: windowMs - 12_345, over: false });
-    expect(await t.client.call('PEXPIRETIME', key)).toBe(nextWindow + windowMs);
+    expect(first).toEqual({ count: 1, remaining: 4, resetMs: windowMs - 12_345, over: false, blockedMs: 0 });
+    expect(await t.client.call('PEXPIRETIME', key)).toBe(nextWindow + 2 * windowMs);
     // Later calls of the same window keep that expiry.
     const [second] = await call([key], MODE_COUNT_ALL, [one(1, 5, 60)], nextWindow + 50_000);
-    expect(second).toEqual({ count: 2, remaining: 3, resetMs: 10_000, over: false });
-    expect(await t.client.call('PEXPIRETIME', key)).toBe(nextWindow + windowMs);
+    expect(second).toEqual({ count: 2, remaining: 3, resetMs: 10_000, over: false, blockedMs: 0 });
+    expect(await t.client.call('PEXPIRETIME', key)).toBe(nextWindow + 2 * windowMs);
+  });
+
+  it('counts a call at exactly the window end in the next window, while the old key still exists', async () => {
+    // Redis expires a key only once now > its expiry; the window is in the value, not the TTL.
+    const windowMs = 1000;
+    const edge = (Math.floor(Date.now() / windowMs) + 100) * windowMs;
+    const [key] = keysFor(1) as [string];
+    expect((await call([key], MODE_COUNT_ALL, [one(1, 1, 1)], edge - 1))[0]).toMatchObject({ count: 1, over: false, blockedMs: 1 });
+    expect((await call([key], MODE_COUNT_ALL, [one(1, 1, 1)], edge - 1))[0]).toMatchObject({ count: 2, over: true });
+    expect(await t.client.exists(key)).toBe(1);
+    expect((await call([key], MODE_COUNT_ALL, [one(1, 1, 1)], edge))[0]).toEqual({ count: 1, remaining: 0, resetMs: 1000, over: false, blockedMs: 1000 });
   });
 
   it('aligns windows to the epoch', async () => {
@@ -140,8 +164,10 @@ describe.each([
     const [first] = await call([key], MODE_COUNT_ALL, [one(3, 5, 1)]);
     expect(first!.count).toBe(3);
     await new Promise((resolve) => setTimeout(resolve, first!.resetMs + 20));
-    expect(await t.client.exists(key)).toBe(0);
     expect((await call([key], MODE_COUNT_ALL, [one(1, 5, 1)]))[0]!.count).toBe(1);
+    // Gone once the window after that one has ended too.
+    await new Promise((resolve) => setTimeout(resolve, 2020));
+    expect(await t.client.exists(key)).toBe(0);
   });
 
   it('peeks without creating or changing a key', async () => {
@@ -154,7 +180,7 @@ describe.each([
     const ttl = await t.client.pttl(present);
     const [again] = await call([present], MODE_COUNT_ALL, [one(0, 4)]);
     expect(again).toMatchObject({ count: 5, remaining: 0, over: true });
-    expect(await t.client.get(present)).toBe('5');
+    expect(fixedWindowCount(await t.client.get(present))).toBe(5);
     expect(await t.client.pttl(present)).toBeLessThanOrEqual(ttl);
   });
 
@@ -162,96 +188,97 @@ describe.each([
     const [key] = keysFor(1) as [string];
     await t.client.set(key, '7');
     expect(await t.client.pttl(key)).toBe(-1);
+    // A plain integer (an older floodgate's key) is taken as the count of the current window.
     expect((await call([key], MODE_COUNT_ALL, [one(1, 10)]))[0]!.count).toBe(8);
     const ttl = await t.client.pttl(key);
     expect(ttl).toBeGreaterThan(0);
-    expect(ttl).toBeLessThanOrEqual(3_600_000);
+    expect(ttl).toBeLessThanOrEqual(2 * 3_600_000);
   });
 
-  it('stop mode: increments none of the keys when one would go over, all of them otherwise', async () => {
+  it('stop mode: increments each key that would go over and holds back the others (the reference), all of them otherwise', async () => {
     const [a, b] = keysFor(2) as [string, string];
     await call([b], MODE_COUNT_ALL, [one(2, 10)]);
     const blocked = await call([a, b], MODE_STOP, [one(1, 10), one(1, 2)]);
     expect(blocked.map((r) => [r.count, r.remaining, r.over])).toEqual([
       [0, 10, false],
-      [2, 0, true],
+      [3, 0, true],
     ]);
     expect(await t.client.exists(a)).toBe(0);
-    expect(await t.client.get(b)).toBe('2');
+    expect(fixedWindowCount(await t.client.get(b))).toBe(3);
 
-    const passed = await call([a, b], MODE_STOP, [one(1, 10), one(0, 2)]);
+    const passed = await call([a, b], MODE_STOP, [one(1, 10), one(0, 5)]);
     expect(passed.map((r) => [r.count, r.over])).toEqual([
       [1, false],
-      [2, false],
+      [3, false],
     ]);
-    expect(await t.client.get(a)).toBe('1');
+    expect(fixedWindowCount(await t.client.get(a))).toBe(1);
     expect(await t.client.pttl(a)).toBeGreaterThan(0);
 
     // A peeked key that is already over holds back the others too: the request is denied anyway.
-    await call([b], MODE_COUNT_ALL, [one(1, 10)]);
     const peekOver = await call([a, b], MODE_STOP, [one(1, 10), one(0, 2)]);
     expect(peekOver.map((r) => [r.count, r.over])).toEqual([
       [1, false],
       [3, true],
     ]);
-    expect(await t.client.get(a)).toBe('1');
+    expect(fixedWindowCount(await t.client.get(a))).toBe(1);
   });
 
-  it('stop mode marks every key that would go over, counting the held-back hits', async () => {
+  it('stop mode: the issue\'s example, counts 8/10 and 3/10 and 5 hits on both end at 13 and 3', async () => {
     const [a, b, c] = keysFor(3) as [string, string, string];
-    const results = await call([a, b, c], MODE_STOP, [one(3, 2), one(1, 5), one(6, 5)]);
+    await call([a, b], MODE_COUNT_ALL, [one(8, 10), one(3, 10)]);
+    const results = await call([a, b, c], MODE_STOP, [one(5, 10), one(5, 10), one(6, 5)]);
     expect(results.map((r) => [r.count, r.remaining, r.over])).toEqual([
-      [0, 2, true],
-      [0, 5, false],
-      [0, 5, true],
+      [13, 0, true],
+      [3, 7, false],
+      [6, 0, true],
     ]);
-    expect(await t.client.exists(a, b, c)).toBe(0);
+    expect((await t.client.mget(a, b, c)).map(fixedWindowCount)).toEqual([13, 3, 6]);
   });
 
-  it('reference stop mode: only the first key that goes over is incremented', async () => {
-    const [a, b, c] = keysFor(3) as [string, string, string];
-    const results = await call([a, b, c], MODE_STOP_REFERENCE, [one(1, 10), one(3, 2), one(9, 5)]);
-    expect(results.map((r) => [r.count, r.over])).toEqual([
-      [0, false],
-      [3, true],
+  it('look mode judges every key and charges none', async () => {
+    const [a, b] = keysFor(2) as [string, string];
+    await call([b], MODE_COUNT_ALL, [one(2, 10)]);
+    const looked = await call([a, b], MODE_LOOK, [one(3, 2), one(1, 2)]);
+    expect(looked.map((r) => [r.count, r.over])).toEqual([
       [0, true],
+      [2, true],
     ]);
     expect(await t.client.exists(a)).toBe(0);
-    expect(await t.client.get(b)).toBe('3');
-    expect(await t.client.pttl(b)).toBeGreaterThan(0);
-    expect(await t.client.exists(c)).toBe(0);
+    expect(fixedWindowCount(await t.client.get(b))).toBe(2);
   });
 
   it('is atomic: 200 concurrent EVALSHA calls with limit 50 see counts 1..200 exactly once', async () => {
     const [key] = keysFor(1) as [string];
     const calls = Array.from({ length: 200 }, (_, i) =>
-      fixedWindow(t.clients[i % t.clients.length]!, t.sha.fixed_window!, [key], MODE_COUNT_ALL, [one(1, 50)]),
+      fixedWindow({ client: t.clients[i % t.clients.length]!, sha: t.sha.fixed_window! }, [key], MODE_COUNT_ALL, [one(1, 50)]),
     );
     const results = (await Promise.all(calls)).map((r) => r[0]!);
     expect(results.map((r) => r.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
     expect(results.filter((r) => !r.over)).toHaveLength(50);
     expect(results.filter((r) => !r.over).every((r) => r.count <= 50)).toBe(true);
-    expect(await t.client.get(key)).toBe('200');
+    expect(fixedWindowCount(await t.client.get(key))).toBe(200);
   });
 
-  it('is atomic in stop mode: under concurrency exactly `limit` hits get through', async () => {
+  it('is atomic in stop mode: under concurrency exactly `limit` requests get through', async () => {
     const keys = keysFor(2);
     const calls = Array.from({ length: 120 }, (_, i) =>
-      fixedWindow(t.clients[i % t.clients.length]!, t.sha.fixed_window!, keys, MODE_STOP, [one(1, 100), one(1, 30)]),
+      fixedWindow({ client: t.clients[i % t.clients.length]!, sha: t.sha.fixed_window! }, keys, MODE_STOP, [one(1, 100), one(1, 30)]),
     );
     const results = await Promise.all(calls);
     expect(results.filter((r) => !r[0]!.over && !r[1]!.over)).toHaveLength(30);
-    expect(await t.client.mget(...keys)).toEqual(['30', '30']);
+    // The 90 others went over on the tight key, which counts them (the reference's rule).
+    expect((await t.client.mget(...keys)).map(fixedWindowCount)).toEqual([30, 120]);
   });
 
   it('rejects malformed arguments with a clear error', async () => {
     const [key] = keysFor(1) as [string];
-    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 0, 1, 10)).rejects.toThrow(/1 keys need 4 or 5 ARGV, got 3/);
-    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 0, 'x', 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
-    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 0, 1.5, 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
-    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 0, 1, 10, 0)).rejects.toThrow(/window >= 1/);
-    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 3, 1, 10, 60)).rejects.toThrow(/mode \(ARGV\[1\]\)/);
-    await expect(t.client.evalsha(t.sha.fixed_window!, 1, key, 0, 1, 10, 60, 'soon')).rejects.toThrow(/pinned now/);
+    const sha = t.sha.fixed_window!;
+    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60)).rejects.toThrow(/fixed_window: 1 keys need 5 or 6 ARGV, got 4/);
+    await expect(t.client.evalsha(sha, 1, key, 0, 'x', 10, 60, 0)).rejects.toThrow(/key 1 needs integer hits/);
+    await expect(t.client.evalsha(sha, 1, key, 0, 1.5, 10, 60, 0)).rejects.toThrow(/key 1 needs integer hits/);
+    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 0, 0)).rejects.toThrow(/window >= 1/);
+    await expect(t.client.evalsha(sha, 1, key, 3, 1, 10, 60, 0)).rejects.toThrow(/mode \(ARGV\[1\]\)/);
+    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, 0, 'soon')).rejects.toThrow(/pinned now/);
     expect(await t.client.exists(key)).toBe(0);
   });
 
@@ -261,15 +288,15 @@ describe.each([
     const random = (n: number): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
     const calls = Array.from({ length: 400 }, (_, i) => {
       const group = keys[random(keys.length)]!;
-      const counters = group.map(() => one(random(4), 1 + random(20), [1, 60, 3600][random(3)]!));
-      return fixedWindow(t.clients[i % t.clients.length]!, t.sha.fixed_window!, group, random(3), counters);
+      const counters = group.map(() => one(random(4), 1 + random(20), [1, 60, 3600][random(3)]));
+      return fixedWindow({ client: t.clients[i % t.clients.length]!, sha: t.sha.fixed_window! }, group, random(3), counters);
     });
     await Promise.all(calls);
     const all = await t.allKeys();
     expect(all.length).toBeGreaterThan(0);
     const ttls = await Promise.all(all.map((k) => t.client.pttl(k)));
     // -2: a 1 s key that expired since KEYS ran, which is fine; -1 would be a key without TTL.
-    const bad = all.filter((_, i) => ttls[i] === -1 || ttls[i]! > 3_600_000);
+    const bad = all.filter((_, i) => ttls[i] === -1 || ttls[i]! > 2 * 3_600_000);
     expect(ttls.filter((ttl) => ttl > 0).length).toBeGreaterThan(all.length / 2);
     expect(bad).toEqual([]);
   });
@@ -283,7 +310,7 @@ describe('fixed_window.lua key routing', () => {
     const client = new Redis({ host: node.host, port: node.port, maxRetriesPerRequest: 1 });
     try {
       await expect(
-        client.eval(SOURCE, 2, 'fw:{x}:a', 'fw:{y}:a', 0, 1, 1, 60, 1, 1, 60),
+        client.eval(SOURCE, 2, 'fw:{x}:a', 'fw:{y}:a', 0, 1, 1, 60, 0, 1, 1, 60, 0),
       ).rejects.toThrow(/CROSSSLOT/);
     } finally {
       client.disconnect();

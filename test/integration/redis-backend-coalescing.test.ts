@@ -3,8 +3,11 @@
 import Redis, { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { LimitCheck } from '../../src/limiter/limiter';
+import { DEFAULT_MAX_KEYS_PER_CALL } from '../../src/limiter/redis/call-coalescer';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
+import { CountingBreaker } from './redis-backend-helpers';
+import { within } from '../harness/wait';
 
 const spec = { algorithm: 'fixed_window' as const, limit: 50, windowSeconds: 3600, burst: 50 };
 const check = (value: string, hits = 1): LimitCheck => ({ counter: { domain: 'co', entries: [{ key: 'k', value }] }, spec, hits });
@@ -40,8 +43,7 @@ describe.each([
     limited = new RedisLimiter({ client: connect(), keyPrefix: `co_lim_${name}_`, coalescing: { maxKeys: 10 } });
     // REDIS_PIPELINE_WINDOW: calls collected for 40 ms.
     windowed = new RedisLimiter({ client: connect(), keyPrefix: `co_win_${name}_`, coalescing: { windowMs: 40 } });
-    const start = Date.now();
-    while (![limiter, limited, windowed].every((l) => l.isHealthy()) && Date.now() - start < 5000) await new Promise((r) => setTimeout(r, 20));
+    await within(5000, () => [limiter, limited, windowed].every((l) => l.isHealthy()), 'every limiter connected');
   });
   afterAll(async () => {
     await Promise.all([limiter?.close(), limited?.close(), windowed?.close()]);
@@ -81,6 +83,43 @@ describe.each([
     expect(results.map((r) => r[0]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
     // Three bursts 5 ms apart fall into one 40 ms window (a NOSCRIPT retry may add one).
     expect(calls).toBeLessThanOrEqual(2);
+  });
+
+  test('700 concurrent requests x 64 descriptors: all answered, merged calls split at the default cap, breaker closed', async () => {
+    const breakers: CountingBreaker[] = [];
+    const wide = new RedisLimiter({
+      client: connect(),
+      keyPrefix: `co_wide_${name}_`,
+      newBreaker: () => {
+        const b = new CountingBreaker();
+        breakers.push(b);
+        return b;
+      },
+    });
+    try {
+      for (let i = 0; i < 250 && !wide.isHealthy(); i++) await new Promise((r) => setTimeout(r, 20));
+      const many = { algorithm: 'fixed_window' as const, limit: 1000, windowSeconds: 3600, burst: 1000 };
+      const request = Array.from({ length: 64 }, (_, d): LimitCheck => ({ counter: { domain: 'co', entries: [{ key: 'd', value: `d${d}` }] }, spec: many, hits: 1 }));
+      const options = { deadline: Date.now() + 20_000, stopIncrementWhenOverLimit: false };
+      const calls0 = await evalCalls(nodes());
+      const started = performance.now();
+      const outcomes = await Promise.allSettled(Array.from({ length: 700 }, () => wide.check(request, options)));
+      const ms = performance.now() - started;
+      const calls = (await evalCalls(nodes())) - calls0;
+      const failed = outcomes.filter((o) => o.status === 'rejected');
+      expect(failed.length, failed.length > 0 ? String((failed[0] as PromiseRejectedResult).reason) : '').toBe(0);
+      const results = outcomes.map((o) => (o as PromiseFulfilledResult<Awaited<ReturnType<RedisLimiter['check']>>>).value);
+      for (let d = 0; d < 64; d++) {
+        expect(results.map((r) => r[d]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 700 }, (_, i) => i + 1));
+      }
+      expect(breakers.reduce((n, b) => n + b.failures, 0)).toBe(0);
+      expect(wide.isHealthy()).toBe(true);
+      // 44,800 keys: at most DEFAULT_MAX_KEYS_PER_CALL per merged call.
+      expect(calls).toBeGreaterThanOrEqual(Math.ceil((700 * 64) / DEFAULT_MAX_KEYS_PER_CALL));
+      console.info(`coalescing (${name}): 700 requests x 64 descriptors answered in ${ms.toFixed(0)} ms with ${calls} script calls`);
+    } finally {
+      await wide.close();
+    }
   });
 
   test('requests of several counters and hits are answered as separate calls would be', async () => {

@@ -3,7 +3,7 @@
 // NOT_SERVING/500 within about a second, and come back on their own once Redis is back.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
-import { sleep } from '../harness/wait';
+import { sleep, within } from '../harness/wait';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { StallMonitor, oneRule, tally, timedCall, uniquePrefix, type CallOutcome } from './redis-backend-helpers';
@@ -35,13 +35,11 @@ async function health(t: TestApp): Promise<{ grpc: string; http: number }> {
 
 /** Polls every app's health until all match `want`; returns the time it took (bounded). */
 async function waitForHealth(want: { grpc: string; http: number }, timeoutMs: number): Promise<number> {
-  const started = Date.now();
-  for (let i = 0; Date.now() - started < timeoutMs && i < 1000; i++) {
-    const all = await Promise.all([...apps.values()].map(health));
-    if (all.every((h) => h.grpc === want.grpc && h.http === want.http)) return Date.now() - started;
-    await sleep(25);
-  }
-  throw new Error(`health did not become ${JSON.stringify(want)} within ${timeoutMs} ms`);
+  return within(
+    timeoutMs,
+    async () => (await Promise.all([...apps.values()].map(health))).every((h) => h.grpc === want.grpc && h.http === want.http),
+    `health to become ${JSON.stringify(want)}`,
+  );
 }
 
 describe('Redis stopped entirely', () => {

@@ -75,14 +75,15 @@ describe.each(deployments)('exact counting under concurrency ($name)', (d) => {
     }
   });
 
-  test('after the load every key under the prefix has a TTL no longer than the window', async () => {
+  test('after the load every key under the prefix has a TTL no longer than two windows', async () => {
     const all = new Map<string, number>();
     for (const node of d.masters()) for (const [k, v] of await pttls(node, prefix)) all.set(k, v);
     // One key per counter: u1, u3 and the 30 mixed ones.
     expect(all.size).toBe(32);
     for (const [key, ttl] of all) {
       expect(ttl, key).toBeGreaterThan(0);
-      expect(ttl, key).toBeLessThanOrEqual(3_600_000);
+      // A fixed window is kept until the window after it ends (a clock stepping back still finds it).
+      expect(ttl, key).toBeLessThanOrEqual(2 * 3_600_000);
     }
   });
 });

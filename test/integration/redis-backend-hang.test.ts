@@ -5,20 +5,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { keySlot } from '../harness/key-slot';
+import { within } from '../harness/wait';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { oneRule, tally, timedCall } from './redis-backend-helpers';
 
 const RULES = { 'h.yaml': oneRule('h', 'k', 1_000_000) };
-
-async function until(what: string, probe: () => boolean | Promise<boolean>, ms: number): Promise<number> {
-  const start = Date.now();
-  while (Date.now() - start < ms) {
-    if (await probe()) return Date.now() - start;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`${what} not within ${ms} ms`);
-}
 
 describe('a hanging standalone Redis', () => {
   let redis: RedisProcess;
@@ -41,17 +33,13 @@ describe('a hanging standalone Redis', () => {
     // Every call is answered with an error within its deadline, never left hanging.
     expect(outcomes.every((o) => o.code === 'DEADLINE_EXCEEDED' || o.code === 'UNAVAILABLE')).toBe(true);
     expect(Math.max(...outcomes.map((o) => o.ms))).toBeLessThan(150);
-    await until('NOT_SERVING', async () => (await t.client.healthCheck('ratelimit')) === 'NOT_SERVING', 2000);
+    await within(2000, async () => (await t.client.healthCheck('ratelimit')) === 'NOT_SERVING', 'NOT_SERVING');
     expect((await fetch(`${t.httpUrl}/healthcheck`)).status).toBe(500);
 
     process.kill(redis.pid!, 'SIGCONT');
     // The breaker lets a probe through after its open time; its success closes the circuit.
-    await until(
-      'calls succeed again',
-      async () => (await timedCall(t.client, oneDescriptor('h', { k: 'a' }), 200)).code === 'OK',
-      3000,
-    );
-    await until('SERVING', async () => (await t.client.healthCheck('ratelimit')) === 'SERVING', 2000);
+    await within(3000, async () => (await timedCall(t.client, oneDescriptor('h', { k: 'a' }), 200)).code === 'OK', 'calls succeed again');
+    await within(2000, async () => (await t.client.healthCheck('ratelimit')) === 'SERVING', 'SERVING');
   });
 });
 

@@ -1,16 +1,18 @@
 // Done when: with LOCAL_CACHE_SIZE_IN_BYTES, a key once over its limit is answered without Redis
 // (its counter stops moving; with Redis gone it still answers OVER_LIMIT, counted by
 // ratelimit_service_rate_limit_over_limit_with_local_cache), and the cache stays within its bytes.
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { createRedisClient } from '../../src/limiter/redis/redis-client';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { OverLimitCache } from '../../src/limiter/over-limit-cache';
 import type { LimitCheck } from '../../src/limiter/limiter';
+import type { LimitSpec } from '../../src/domain/limit-spec';
 import { loadSettings } from '../../src/settings';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
-import { awayFromWindowEdge, metricValue, oneRule, scanKeys, timedCall } from './redis-backend-helpers';
+import { awayFromWindowEdge, metricValue, oneRule, scanKeys, timedCall, uniquePrefix } from './redis-backend-helpers';
+import { fixedWindowCount } from '../helpers/fixed-window-value';
 
 let redis: RedisProcess;
 beforeAll(async () => {
@@ -33,6 +35,8 @@ describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
     return metricValue(await t.app.metrics.registry.metrics(), 'ratelimit_service_rate_limit_over_limit_with_local_cache', { domain: 'lc', key1: 'k' });
   }
 
+  // Needs the algorithm branch (exact-algo): the cache keeps only answers with blockedForMs,
+  // which the Redis backend fills from there on.
   test('an over-limit key is answered from the cache: Redis untouched, even when Redis is gone', async () => {
     await awayFromWindowEdge(3600, 30_000);
     const hot = oneDescriptor('lc', { k: 'hot' });
@@ -41,7 +45,7 @@ describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
     const first = await t.client.shouldRateLimit(hot);
     expect(first.overall_code).toBe('OVER_LIMIT');
     const [key] = await scanKeys(redis, 'lc_');
-    expect(await redis.command('GET', key!)).toBe('3');
+    expect(fixedWindowCount(await redis.command('GET', key!))).toBe(3);
     expect(await overLocal()).toBe(0);
 
     // From now on the cache answers: the counter in Redis does not move.
@@ -51,7 +55,7 @@ describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
       expect(res.statuses[0]!.limit_remaining).toBe(0);
       expect(Number(res.statuses[0]!.duration_until_reset!.seconds)).toBeGreaterThan(0);
     }
-    expect(await redis.command('GET', key!)).toBe('3');
+    expect(fixedWindowCount(await redis.command('GET', key!))).toBe(3);
     expect(await overLocal()).toBe(5);
 
     // Redis gone: the hot key still answers OVER_LIMIT from the cache, fast; a key that is not
@@ -71,6 +75,8 @@ describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
 });
 
 describe('OverLimitCache memory bound (real RedisLimiter underneath)', () => {
+  // Needs the algorithm branch (exact-algo), as above: limit 0 denies every request for the
+  // rest of the window, which only blockedForMs tells the cache.
   test('thousands of over-limit keys keep estimatedBytes within maxBytes, newest kept', async () => {
     await awayFromWindowEdge(3600, 30_000);
     const client = createRedisClient(loadSettings({ REDIS_URL: redis.url }).redis!);
@@ -103,5 +109,123 @@ describe('OverLimitCache memory bound (real RedisLimiter underneath)', () => {
     } finally {
       await cache.close();
     }
+  });
+});
+
+// The cache's answer must always be the counter's own: these run the real RedisLimiter (real
+// scripts, Redis TIME) under the cache and compare with what Redis holds.
+describe('OverLimitCache answers as the counter would (real RedisLimiter underneath)', () => {
+  const COUNT = { stopIncrementWhenOverLimit: false };
+  const STOP = { stopIncrementWhenOverLimit: true };
+  let client: ReturnType<typeof createRedisClient>;
+  let cache: OverLimitCache;
+  let prefix: string;
+  beforeAll(async () => {
+    client = createRedisClient(loadSettings({ REDIS_URL: redis.url }).redis!);
+    client.on('error', () => undefined);
+    if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+  });
+  beforeEach(() => {
+    prefix = uniquePrefix('exact');
+    cache = new OverLimitCache(new RedisLimiter({ client, keyPrefix: prefix }), { maxBytes: 1_000_000 });
+  });
+  afterAll(async () => {
+    await client?.quit();
+  });
+
+  const spec = (algorithm: LimitSpec['algorithm'], limit: number, windowSeconds = 60, burst = limit): LimitSpec => ({ algorithm, limit, windowSeconds, burst });
+  const at = (value: string, s: LimitSpec, hits = 1): LimitCheck => ({ counter: { domain: 'exact', entries: [{ key: 'k', value }] }, spec: s, hits });
+  const run = (checks: LimitCheck[], mode = COUNT) => cache.check(checks, { deadline: Date.now() + 2000, ...mode });
+
+  test('token_bucket 10/min with 5 used: a denied 11-hit request does not lock out a 1-hit request', async () => {
+    const bucket = spec('token_bucket', 10);
+    expect((await run([at('tb', bucket, 5)]))[0]!.allowed).toBe(true);
+    const big = (await run([at('tb', bucket, 11)]))[0]!;
+    expect(big.allowed).toBe(false);
+    const small = (await run([at('tb', bucket, 1)]))[0]!;
+    expect(small).toMatchObject({ allowed: true, remaining: 4 });
+    expect(small.fromLocalCache).toBeUndefined();
+  });
+
+  // The four algorithms that charge only admitted hits: the denied 50 hits are not charged, so
+  // the counter stays empty and must not be cached as over.
+  test.each(['sliding_window', 'token_bucket', 'gcra', 'sliding_log'] as const)(
+    '%s: a held-back STOP-mode request of 50 hits does not lock an empty 10/h counter',
+    async (algorithm) => {
+      await awayFromWindowEdge(3600, 10_000);
+      const s = spec(algorithm, 10, 3600);
+      const [big] = await run([at('stop', s, 50)], STOP);
+      expect(big!.allowed).toBe(false);
+      const [small] = await run([at('stop', s, 1)], STOP);
+      expect(small!.allowed).toBe(true);
+      expect(small!.fromLocalCache).toBeUndefined();
+    },
+  );
+
+  // fixed_window follows the reference's STOP rule: a key that would go over is incremented (and
+  // is then legitimately over), the others are held back. The held-back key must not be cached.
+  test('fixed_window: counts 8/10 and 3/10, 5 hits on both in STOP mode: 13 and 3; only the first is cached', async () => {
+    await awayFromWindowEdge(3600, 10_000);
+    const ten = spec('fixed_window', 10, 3600);
+    await run([at('first', ten, 8), at('second', ten, 3)]);
+    const [first, second] = await run([at('first', ten, 5), at('second', ten, 5)], STOP);
+    expect(first).toMatchObject({ allowed: false, used: 13, remaining: 0 });
+    expect(first!.blockedForMs).toBeGreaterThan(0);
+    expect(second).toMatchObject({ allowed: true, used: 3, remaining: 7, blockedForMs: 0 });
+    // The same request again: the first key from the cache, the second held back and still 3.
+    const [firstAgain, secondAgain] = await run([at('first', ten, 5), at('second', ten, 5)], STOP);
+    expect(firstAgain!.fromLocalCache).toBe(true);
+    expect(secondAgain).toMatchObject({ allowed: true, used: 3 });
+    expect(secondAgain!.fromLocalCache).toBeUndefined();
+    // The held-back key is neither cached nor locked: Redis admits and charges it.
+    const [alone] = await run([at('second', ten, 5)], STOP);
+    expect(alone).toMatchObject({ allowed: true, used: 8, remaining: 2 });
+    expect(alone!.fromLocalCache).toBeUndefined();
+  });
+
+  // Needs the algorithm branch (exact-algo), which fills blockedForMs in the Redis backend:
+  // without it nothing is ever cached, and the first expectation of `fromLocalCache` fails.
+  test('a cached counter: peeks and another limit are asked of Redis; the same request is answered locally', async () => {
+    await awayFromWindowEdge(3600, 10_000);
+    const two = spec('fixed_window', 2, 3600);
+    for (let i = 0; i < 3; i++) await run([at('hot', two)]);
+    const [cached] = await run([at('hot', two)]);
+    expect(cached).toMatchObject({ allowed: false, remaining: 0, fromLocalCache: true });
+    const [key] = await scanKeys(redis, prefix);
+    expect(fixedWindowCount(await redis.command('GET', key!))).toBe(3);
+    // A peek goes to Redis: the count it reports is Redis' own.
+    const [peek] = await run([at('hot', two, 0)]);
+    expect(peek!.fromLocalCache).toBeUndefined();
+    expect(peek!.used).toBe(3);
+    // The same counter under a limit override of 100 is answered by Redis, and admitted.
+    const [raised] = await run([at('hot', spec('fixed_window', 100, 3600))]);
+    expect(raised).toMatchObject({ allowed: true, used: 4 });
+    expect(raised!.fromLocalCache).toBeUndefined();
+  });
+
+  // Needs the algorithm branch (exact-algo) for the same reason. The held-back keys report their
+  // count as it stands, as the reference does (it sends them INCRBY 0 and reports the result),
+  // and are judged with their hits.
+  test('STOP mode with one key cached over: the others report their own count, are judged with their hits and are not charged', async () => {
+    await awayFromWindowEdge(3600, 10_000);
+    const zero = spec('fixed_window', 0, 3600);
+    const ten = spec('fixed_window', 10, 3600);
+    await run([at('over', zero)], STOP);
+    expect((await run([at('over', zero)], STOP))[0]!.fromLocalCache).toBe(true);
+    expect((await run([at('other', ten, 5)]))[0]!.used).toBe(5);
+    const [over, other] = await run([at('over', zero), at('other', ten, 3)], STOP);
+    expect(over!.fromLocalCache).toBe(true);
+    expect(other).toMatchObject({ allowed: true, used: 5, remaining: 5, blockedForMs: 0 });
+    // 6 hits would not fit: denied, still not charged, and not cached.
+    const [, tooMany] = await run([at('over', zero), at('other', ten, 6)], STOP);
+    expect(tooMany).toMatchObject({ allowed: false, used: 5, remaining: 5, blockedForMs: 0 });
+    // Charged nothing: Redis still holds 5.
+    const [peek] = await run([at('other', ten, 0)]);
+    expect(peek!.used).toBe(5);
+    expect(fixedWindowCount(await redis.command('GET', (await scanKeys(redis, prefix)).find((k) => k.includes('other'))!))).toBe(5);
+    // Not locked: 5 more hits are admitted by Redis.
+    const [afterwards] = await run([at('other', ten, 5)]);
+    expect(afterwards).toMatchObject({ allowed: true, used: 10 });
+    expect(afterwards!.fromLocalCache).toBeUndefined();
   });
 });

@@ -7,6 +7,7 @@ import { sleep } from '../harness/wait';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { awayFromWindowEdge, oneRule, scanKeys, timedCall, type CallOutcome } from './redis-backend-helpers';
+import { fixedWindowCount } from '../helpers/fixed-window-value';
 
 let sentinel: SentinelHarness;
 let t: TestApp;
@@ -39,7 +40,7 @@ describe('REDIS_TYPE=SENTINEL', () => {
     // The counter lives on the master (and was replicated), with its TTL.
     const [key] = await scanKeys(sentinel.master(), 'sent_');
     expect(key).toMatch(/^sent_rl:\{sent:user=alice\}:fixed_window:3600$/);
-    expect(await sentinel.master().command('GET', key!)).toBe('6');
+    expect(fixedWindowCount(await sentinel.master().command('GET', key!))).toBe(6);
     expect(Number(await sentinel.master().command('PTTL', key!))).toBeGreaterThan(0);
   });
 
@@ -50,7 +51,7 @@ describe('REDIS_TYPE=SENTINEL', () => {
     // Replication is asynchronous: wait (bounded) until the replica has the hit.
     for (let i = 0; i < 100; i++) {
       const keys = await scanKeys(sentinel.replica(), 'sent_rl:{sent:user=bob}');
-      if (keys.length === 1 && (await sentinel.replica().command('GET', keys[0]!)) === '1') break;
+      if (keys.length === 1 && fixedWindowCount(await sentinel.replica().command('GET', keys[0]!)) === 1) break;
       await sleep(20);
     }
     const killedAt = Date.now();

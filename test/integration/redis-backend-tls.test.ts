@@ -10,6 +10,7 @@ import { makeCertificates } from '../helpers/certificates';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { oneRule, timedCall } from './redis-backend-helpers';
+import { fixedWindowCount } from '../helpers/fixed-window-value';
 
 const RULES = { 'tls.yaml': oneRule('tls', 'k', 3) };
 
@@ -59,7 +60,7 @@ describe('Redis over mutual TLS, with an ACL user (REDIS_TLS*, REDIS_AUTH user:p
     expect(remaining).toEqual([2, 1, 0, 0]);
     expect((await timedCall(t.client, oneDescriptor('tls', { k: 'a' }), 2000)).code).toBe('OVER_LIMIT');
     // The counter really is in Redis.
-    expect(Number(await redis.command('GET', 'tls_rl:{tls:k=a}:fixed_window:3600'))).toBe(5);
+    expect(fixedWindowCount(await redis.command('GET', 'tls_rl:{tls:k=a}:fixed_window:3600'))).toBe(5);
   });
 
   test('with the default user password only (REDIS_AUTH password)', async () => {

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { freePort } from '../harness/free-port';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { within } from '../harness/wait';
 import { oneDescriptor, rlsClient, type RlsTestClient } from '../helpers/rls-client';
 import { spawnServer, type ServerProcess } from '../helpers/server-process';
 import { oneRule, tally, timedCall } from './redis-backend-helpers';
@@ -51,8 +52,7 @@ describe('WORKERS=2 on the redis backend', () => {
 
   test('two worker processes answer, exactly as one would, and the primary sums their metrics', async () => {
     // Both workers come up (the first one's line started the test; give the second a moment).
-    const start = Date.now();
-    while (childPids(server.proc.pid!).length < 2 && Date.now() - start < 10_000) await new Promise((r) => setTimeout(r, 50));
+    await within(10_000, () => childPids(server.proc.pid!).length >= 2, 'two worker processes');
     const workers = childPids(server.proc.pid!);
     expect(workers).toHaveLength(2);
     const ticksBefore = workers.map(cpuTicks);

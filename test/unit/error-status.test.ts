@@ -7,12 +7,14 @@ import {
   DeadlineExceededError,
   InvalidRequestError,
   NotReadyError,
+  RequestTooLargeError,
   SettingsError,
 } from '../../src/errors';
 
 describe('error → status mapping', () => {
   it.each<[string, unknown, GrpcStatus, number, string]>([
     ['InvalidRequestError', new InvalidRequestError('bad'), GrpcStatus.INVALID_ARGUMENT, 400, 'invalid_request'],
+    ['RequestTooLargeError', new RequestTooLargeError('big'), GrpcStatus.RESOURCE_EXHAUSTED, 413, 'invalid_request'],
     ['BackendUnavailableError', new BackendUnavailableError('down'), GrpcStatus.UNAVAILABLE, 503, 'redis_error'],
     ['DeadlineExceededError', new DeadlineExceededError('slow'), GrpcStatus.DEADLINE_EXCEEDED, 504, 'redis_error'],
     ['NotReadyError', new NotReadyError('no rules'), GrpcStatus.UNAVAILABLE, 503, 'service_error'],

@@ -477,3 +477,255 @@ describe('the result is frozen', () => {
     expect(s.redis?.url).toBe('r:6379');
   });
 });
+
+describe('bounds against abusive clients (issue 8)', () => {
+  it('have defaults that hold a slow or hostile client to little memory and time', () => {
+    const s = loadSettings({});
+    expect(s.grpcLimits).toEqual({ maxReceiveMessageBytes: 65536, maxConcurrentStreams: 1000, maxConnectionIdleMs: 60_000 });
+    // The issue's bound: idle gRPC connections closed within 90 s.
+    expect(s.grpcLimits.maxConnectionIdleMs).toBeLessThanOrEqual(90_000);
+    expect(s.httpLimits).toEqual({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, maxBodyBytes: 65536, maxConnections: 1024 });
+  });
+
+  it('are read from the environment', () => {
+    const s = loadSettings({
+      GRPC_MAX_RECEIVE_MESSAGE_BYTES: '262144',
+      GRPC_MAX_CONCURRENT_STREAMS: '50',
+      GRPC_MAX_CONNECTION_IDLE: '90s',
+      HTTP_REQUEST_TIMEOUT: '2s',
+      HTTP_HEADERS_TIMEOUT: '500ms',
+      HTTP_MAX_BODY_BYTES: '4096',
+      HTTP_MAX_CONNECTIONS: '10',
+    });
+    expect(s.grpcLimits).toEqual({ maxReceiveMessageBytes: 262144, maxConcurrentStreams: 50, maxConnectionIdleMs: 90_000 });
+    expect(s.httpLimits).toEqual({ requestTimeoutMs: 2000, headersTimeoutMs: 500, maxBodyBytes: 4096, maxConnections: 10 });
+    expect(Object.isFrozen(s.grpcLimits)).toBe(true);
+    expect(Object.isFrozen(s.httpLimits)).toBe(true);
+  });
+
+  it.each<[Env, string]>([
+    [{ GRPC_MAX_RECEIVE_MESSAGE_BYTES: '100' }, `invalid value for GRPC_MAX_RECEIVE_MESSAGE_BYTES: '100' (expected an integer from 1024 to 16777216)`],
+    [{ GRPC_MAX_CONCURRENT_STREAMS: '0' }, `invalid value for GRPC_MAX_CONCURRENT_STREAMS: '0' (expected an integer from 1 to 1000000)`],
+    [{ GRPC_MAX_CONNECTION_IDLE: '0' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: '0' (expected a duration from 1ms to 24h)`],
+    [{ GRPC_MAX_CONNECTION_IDLE: 'soon' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: 'soon' (expected a duration such as 500ms, 10s or 1m)`],
+    [{ HTTP_REQUEST_TIMEOUT: '0' }, `invalid value for HTTP_REQUEST_TIMEOUT: '0' (expected a duration from 1ms to 1h)`],
+    [{ HTTP_HEADERS_TIMEOUT: '20s' }, `invalid value for HTTP_HEADERS_TIMEOUT: '20s' (must not exceed HTTP_REQUEST_TIMEOUT, 10000 ms)`],
+    [{ HTTP_MAX_BODY_BYTES: '1k' }, `invalid value for HTTP_MAX_BODY_BYTES: '1k' (expected an integer from 1024 to 16777216)`],
+    [{ HTTP_MAX_CONNECTIONS: '-5' }, `invalid value for HTTP_MAX_CONNECTIONS: '-5' (expected an integer from 1 to 1000000)`],
+  ])('a bad value stops start-up: %j', (env, message) => {
+    expect(settingsErrorOf(env).message).toBe(message);
+  });
+});
+
+describe('contradictory gRPC TLS settings stop start-up (issue 8)', () => {
+  it.each<[Env, string]>([
+    [{ GRPC_CLIENT_TLS_CACERT: '/ca.pem' }, 'GRPC_CLIENT_TLS_CACERT is set but GRPC_SERVER_USE_TLS is not true'],
+    [{ GRPC_CLIENT_TLS_SAN: 'envoy' }, 'GRPC_CLIENT_TLS_SAN is set but GRPC_SERVER_USE_TLS is not true'],
+    [{ GRPC_SERVER_USE_TLS: 'false', GRPC_CLIENT_TLS_CACERT: '/ca.pem', GRPC_CLIENT_TLS_SAN: 'envoy' }, 'GRPC_CLIENT_TLS_CACERT is set but GRPC_SERVER_USE_TLS is not true'],
+    [
+      { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: '/c.pem', GRPC_SERVER_TLS_KEY: '/k.pem', GRPC_CLIENT_TLS_SAN: 'envoy' },
+      'GRPC_CLIENT_TLS_SAN is set without GRPC_CLIENT_TLS_CACERT',
+    ],
+  ])('%j', (env, message) => {
+    expect(settingsErrorOf(env).message).toContain(message);
+  });
+});
+
+describe('user info in REDIS_URL (issue 8)', () => {
+  it('is taken out of the address and used as the credentials', () => {
+    const redis = loadSettings({ REDIS_URL: 'redis://:pw@127.0.0.1:6379' }).redis;
+    expect(redis?.url).toBe('redis://127.0.0.1:6379');
+    expect(redis?.password).toBe('pw');
+    expect(redis?.username).toBeUndefined();
+  });
+
+  it('carries a user and a percent-encoded password', () => {
+    const redis = loadSettings({ REDIS_URL: 'redis://alice:p%40ss:w@cache:6380' }).redis;
+    expect(redis).toMatchObject({ url: 'redis://cache:6380', username: 'alice', password: 'p@ss:w' });
+  });
+
+  it('leaves a malformed address without its secret, so later messages cannot echo it', () => {
+    const redis = loadSettings({ REDIS_URL: 'redis://u:hunter2@host:1@nohost' }).redis;
+    expect(redis?.url).toBe('redis://nohost');
+    expect(JSON.stringify({ ...redis, password: undefined })).not.toContain('hunter2');
+  });
+
+  it('leaves a socket path with an @ alone', () => {
+    expect(loadSettings({ REDIS_URL: '/run/redis@6379.sock' }).redis).toMatchObject({ url: '/run/redis@6379.sock', socketType: 'unix' });
+    expect(loadSettings({ REDIS_URL: '/run/redis@6379.sock' }).redis).not.toHaveProperty('password');
+  });
+
+  it('works for the per-second Redis too', () => {
+    const s = loadSettings({ REDIS_URL: 'r:1', REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: 'bob:x@ps:2' });
+    expect(s.redisPerSecond).toMatchObject({ url: 'ps:2', username: 'bob', password: 'x' });
+  });
+
+  it.each<Env>([
+    { REDIS_URL: 'redis://:hunter2@127.0.0.1:6379', REDIS_AUTH: 'other' },
+    { REDIS_URL: 'mymaster,:hunter2@127.0.0.1:26379', REDIS_TYPE: 'SENTINEL' },
+    { REDIS_URL: 'a:1,u:hunter2@b:2', REDIS_TYPE: 'CLUSTER' },
+    { REDIS_URL: 'redis://u:%E0%A4%Ahunter2@host:1' },
+  ])('is refused without echoing the password: %j', (env) => {
+    const err = settingsErrorOf(env);
+    expect(err.message).toMatch(/REDIS_URL/);
+    expect(err.message).not.toContain('hunter2');
+  });
+});
+
+describe('REDIS_SENTINEL_AUTH (the reference name; issue 8)', () => {
+  it('is the sentinels\' own password, apart from REDIS_AUTH', () => {
+    const redis = loadSettings({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'm,s:26379', REDIS_AUTH: 'master-pw', REDIS_SENTINEL_AUTH: 'sentinel-pw' }).redis;
+    expect(redis).toMatchObject({ password: 'master-pw', sentinelPassword: 'sentinel-pw' });
+    expect(redis).not.toHaveProperty('sentinelUsername');
+  });
+
+  it('takes user:password', () => {
+    const redis = loadSettings({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'm,s:26379', REDIS_SENTINEL_AUTH: 'watcher:pw' }).redis;
+    expect(redis).toMatchObject({ sentinelUsername: 'watcher', sentinelPassword: 'pw' });
+  });
+
+  it('has a per-second twin, REDIS_PERSECOND_SENTINEL_AUTH', () => {
+    const s = loadSettings({
+      REDIS_URL: 'r:1',
+      REDIS_SENTINEL_AUTH: 'main',
+      REDIS_PERSECOND: 'true',
+      REDIS_PERSECOND_TYPE: 'SENTINEL',
+      REDIS_PERSECOND_URL: 'm,s:26379',
+      REDIS_PERSECOND_SENTINEL_AUTH: 'ps',
+    });
+    expect(s.redis?.sentinelPassword).toBe('main');
+    expect(s.redisPerSecond?.sentinelPassword).toBe('ps');
+  });
+
+  it('is absent when unset', () => {
+    expect(loadSettings({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'm,s:26379', REDIS_AUTH: 'pw' }).redis).not.toHaveProperty('sentinelPassword');
+  });
+});
+
+describe('stats sinks (USE_STATSD, USE_DOG_STATSD, DISABLE_STATS) as the reference reads them', () => {
+  it('sends statsd by default, to localhost:8125 over TCP every 10 s, as the reference (gostats) does', () => {
+    expect(loadSettings({}).statsd).toEqual({
+      format: 'statsd',
+      host: 'localhost',
+      port: 8125,
+      protocol: 'tcp',
+      flushIntervalMs: 10_000,
+      extraTags: [],
+      mogrifiers: [],
+    });
+  });
+
+  it('reads STATSD_HOST, STATSD_PORT, STATSD_PROTOCOL, STATS_FLUSH_INTERVAL and EXTRA_TAGS', () => {
+    const s = loadSettings({ STATSD_HOST: '10.1.2.3', STATSD_PORT: '9125', STATSD_PROTOCOL: 'udp', STATS_FLUSH_INTERVAL: '1500ms', EXTRA_TAGS: 'b:2,a:x.y' }).statsd;
+    expect(s).toMatchObject({ host: '10.1.2.3', port: 9125, protocol: 'udp', flushIntervalMs: 1500, extraTags: [['a', 'x_y'], ['b', '2']] });
+  });
+
+  it('is off with USE_STATSD=false or DISABLE_STATS=true (DISABLE_STATS wins over USE_DOG_STATSD too)', () => {
+    expect(loadSettings({ USE_STATSD: 'false' }).statsd).toBeUndefined();
+    expect(loadSettings({ DISABLE_STATS: 'true' }).statsd).toBeUndefined();
+    expect(loadSettings({ DISABLE_STATS: 'true', USE_DOG_STATSD: 'true' }).statsd).toBeUndefined();
+  });
+
+  it('DISABLE_STATS turns the Prometheus endpoint off too (the reference then has no stats at all)', () => {
+    expect(loadSettings({ DISABLE_STATS: 'true', USE_PROMETHEUS: 'true' }).usePrometheus).toBe(false);
+    expect(loadSettings({ USE_STATSD: 'false' }).usePrometheus).toBe(true);
+  });
+
+  it('USE_DOG_STATSD sends DogStatsD over UDP, whatever USE_STATSD says', () => {
+    expect(loadSettings({ USE_DOG_STATSD: 'true', USE_STATSD: 'false' }).statsd).toMatchObject({ format: 'dogstatsd', protocol: 'udp' });
+    expect(loadSettings({ USE_DOG_STATSD: 'true' }).statsd).toMatchObject({ format: 'dogstatsd' });
+  });
+
+  it('reads the mogrifiers named in USE_DOG_STATSD_MOGRIFIERS', () => {
+    const s = loadSettings({
+      USE_DOG_STATSD: 'true',
+      USE_DOG_STATSD_MOGRIFIERS: 'DOMAIN',
+      DOG_STATSD_MOGRIFIER_DOMAIN_PATTERN: '^some\\.original\\.metric\\.(.*)$',
+      DOG_STATSD_MOGRIFIER_DOMAIN_NAME: 'some.original.metric',
+      DOG_STATSD_MOGRIFIER_DOMAIN_TAGS: 'domain:$1',
+    }).statsd;
+    expect(s?.mogrifiers).toHaveLength(1);
+    expect(s?.mogrifiers[0]).toMatchObject({ id: 'DOMAIN', name: 'some.original.metric', tags: [['domain', '$1']] });
+    expect(s?.mogrifiers[0]?.pattern.source).toBe('^some\\.original\\.metric\\.(.*)$');
+  });
+
+  it.each([
+    [{ STATSD_PORT: '70000' }, 'STATSD_PORT'],
+    [{ STATSD_PROTOCOL: 'sctp' }, 'STATSD_PROTOCOL'],
+    [{ STATS_FLUSH_INTERVAL: '0' }, 'STATS_FLUSH_INTERVAL'],
+    [{ STATS_FLUSH_INTERVAL: 'soon' }, 'STATS_FLUSH_INTERVAL'],
+    [{ USE_STATSD: 'yes' }, 'USE_STATSD'],
+    [{ DISABLE_STATS: 'nope' }, 'DISABLE_STATS'],
+    [{ EXTRA_TAGS: 'env=prod' }, 'EXTRA_TAGS'],
+    [{ EXTRA_TAGS: 'a:b:c' }, 'EXTRA_TAGS'],
+    [{ USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X' }, 'DOG_STATSD_MOGRIFIER_X_PATTERN'],
+    [{ USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X', DOG_STATSD_MOGRIFIER_X_PATTERN: '(' }, 'DOG_STATSD_MOGRIFIER_X_PATTERN'],
+    [{ USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X', DOG_STATSD_MOGRIFIER_X_PATTERN: 'a' }, 'DOG_STATSD_MOGRIFIER_X_NAME'],
+    [
+      { USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X', DOG_STATSD_MOGRIFIER_X_PATTERN: 'a', DOG_STATSD_MOGRIFIER_X_NAME: 'b', DOG_STATSD_MOGRIFIER_X_TAGS: 'k:' },
+      'DOG_STATSD_MOGRIFIER_X_TAGS',
+    ],
+  ])('refuses %j naming %s', (env, name) => {
+    expect(settingsErrorOf(env).message).toContain(`invalid value for ${name}`);
+  });
+});
+
+describe('GRPC_MAX_CONNECTION_AGE, GRPC_MAX_CONNECTION_AGE_GRACE, PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS, REDIS_PERSECOND_TIMEOUT', () => {
+  it('default to the reference: 24h and 1h, seconds', () => {
+    const s = loadSettings({});
+    expect(s.grpcMaxConnectionAgeMs).toBe(24 * 3_600_000);
+    expect(s.grpcMaxConnectionAgeGraceMs).toBe(3_600_000);
+    expect(s.prometheusResponseTimeAsMilliseconds).toBe(false);
+  });
+
+  it('are read as Go durations and a boolean', () => {
+    const s = loadSettings({ GRPC_MAX_CONNECTION_AGE: '5m', GRPC_MAX_CONNECTION_AGE_GRACE: '30s', PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: 'true' });
+    expect(s.grpcMaxConnectionAgeMs).toBe(300_000);
+    expect(s.grpcMaxConnectionAgeGraceMs).toBe(30_000);
+    expect(s.prometheusResponseTimeAsMilliseconds).toBe(true);
+  });
+
+  it('refuse an age of 0 or beyond what a timer can wait', () => {
+    expect(settingsErrorOf({ GRPC_MAX_CONNECTION_AGE: '0' }).message).toContain('invalid value for GRPC_MAX_CONNECTION_AGE');
+    expect(settingsErrorOf({ GRPC_MAX_CONNECTION_AGE_GRACE: '1000h' }).message).toContain('invalid value for GRPC_MAX_CONNECTION_AGE_GRACE');
+  });
+
+  it('gives the per-second Redis its own timeout, REDIS_PERSECOND_TIMEOUT (10s by default), as the reference does', () => {
+    const base = { REDIS_URL: 'r:6379', REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: 'p:6379', REDIS_TIMEOUT: '2s' };
+    expect(loadSettings(base).redis?.timeoutMs).toBe(2000);
+    expect(loadSettings(base).redisPerSecond?.timeoutMs).toBe(10_000);
+    expect(loadSettings({ ...base, REDIS_PERSECOND_TIMEOUT: '250ms' }).redisPerSecond?.timeoutMs).toBe(250);
+  });
+});
+
+describe('PROMETHEUS_MAPPER_YAML and REDIS_STARTUP_MAX_ELAPSED_TIME', () => {
+  it('take the mapping file with the stats flush interval and EXTRA_TAGS', () => {
+    expect(loadSettings({}).prometheusMapper).toBeUndefined();
+    expect(loadSettings({ PROMETHEUS_MAPPER_YAML: '/etc/m.yaml', STATS_FLUSH_INTERVAL: '2s', EXTRA_TAGS: 'a:b' }).prometheusMapper).toEqual({
+      path: '/etc/m.yaml',
+      flushIntervalMs: 2000,
+      extraTags: [['a', 'b']],
+    });
+  });
+
+  it('wait for Redis at start-up only when REDIS_STARTUP_MAX_ELAPSED_TIME is above 0', () => {
+    expect(loadSettings({}).redisStartupMaxElapsedMs).toBe(0);
+    expect(loadSettings({ REDIS_STARTUP_MAX_ELAPSED_TIME: '2m' }).redisStartupMaxElapsedMs).toBe(120_000);
+    expect(settingsErrorOf({ REDIS_STARTUP_MAX_ELAPSED_TIME: 'long' }).message).toContain('invalid value for REDIS_STARTUP_MAX_ELAPSED_TIME');
+  });
+});
+
+describe('LOG_LEVEL takes every level name the reference (logrus) takes', () => {
+  it.each([
+    ['trace', 'DEBUG'],
+    ['debug', 'DEBUG'],
+    ['info', 'INFO'],
+    ['warning', 'WARN'],
+    ['Warn', 'WARN'],
+    ['error', 'ERROR'],
+    ['fatal', 'ERROR'],
+    ['panic', 'ERROR'],
+  ])('%s is %s', (value, level) => {
+    expect(loadSettings({ LOG_LEVEL: value }).logLevel).toBe(level);
+  });
+});

@@ -1,4 +1,4 @@
-import type { Algorithm } from '../../config/rule-types';
+import type { Algorithm } from '../../domain/algorithm';
 import { fixedWindow } from './fixed-window';
 import { gcra } from './gcra';
 import type { MemoryAlgorithm } from './memory-algorithm';
@@ -7,13 +7,13 @@ import { slidingWindow } from './sliding-window';
 import { tokenBucket } from './token-bucket';
 
 /**
- * The in-memory step of every implemented algorithm, by rule name. An algorithm joins
- * IMPLEMENTED_ALGORITHMS only with an entry here and a script in redis/algorithm-scripts.ts.
+ * The in-memory step of every algorithm, by rule name. The table is total: a new Algorithm
+ * does not compile until it has an entry here and a script in redis/algorithm-scripts.ts.
  */
-export const memoryAlgorithms: Readonly<Partial<Record<Algorithm, MemoryAlgorithm>>> = {
-  fixed_window: fixedWindow as MemoryAlgorithm,
-  sliding_window: slidingWindow as MemoryAlgorithm,
-  token_bucket: tokenBucket as MemoryAlgorithm,
-  gcra: gcra as MemoryAlgorithm,
-  sliding_log: slidingLog as MemoryAlgorithm,
+export const memoryAlgorithms: Readonly<Record<Algorithm, MemoryAlgorithm>> = {
+  fixed_window: fixedWindow,
+  sliding_window: slidingWindow,
+  token_bucket: tokenBucket,
+  gcra,
+  sliding_log: slidingLog,
 };

@@ -1,7 +1,7 @@
 import { zeroLimitResult, type AlgorithmState, type MemoryAlgorithm } from './memory-algorithm';
 
 export interface SlidingWindowState extends AlgorithmState {
-  /** Epoch ms at which the window of `curr` starts (a multiple of the window length). */
+  /** Start (epoch ms) of the latest window written, its admitted hits, and the window before's. */
   readonly start: number;
   readonly curr: number;
   readonly prev: number;
@@ -9,43 +9,68 @@ export interface SlidingWindowState extends AlgorithmState {
 
 /**
  * lua/sliding_window.lua in memory. Epoch-aligned windows; the estimate is
- * prev × (1 − elapsed/W) + curr, and a check is allowed iff estimate + hits ≤ limit. The
- * comparison is done scaled by W in integers (prev × (W − elapsed) + (curr + hits) × W ≤ L × W),
- * exactly as the script does, so both backends agree to the millisecond.
+ * prev × (1 − elapsed/W) + curr, and a check is allowed iff estimate + hits ≤ limit, compared
+ * scaled by W in integers exactly as the script does. The state keeps two windows, so a clock
+ * that steps back one window still finds its count there.
  */
 export const slidingWindow: MemoryAlgorithm<SlidingWindowState> = {
-  step(state, spec, hits, now, charge) {
+  countsEveryHit: false,
+  step({ state, spec, hits, now, pending, charge }) {
     const limit = spec.limit;
     const w = spec.windowSeconds * 1000;
     if (limit === 0) return { result: zeroLimitResult(w, hits) };
     const start = now - (now % w);
     const elapsed = now - start;
-    let curr = 0;
-    let prev = 0;
-    if (state !== undefined && state.start === start) {
-      curr = state.curr;
-      prev = state.prev;
-    } else if (state !== undefined && state.start === start - w) {
-      prev = state.curr;
-    }
-    const weighted = prev * (w - elapsed);
-    const allowed = weighted + (curr + hits) * w <= limit * w;
+    let { curr, prev } = countsAt(state, start, w);
+    const allowed = hits <= limit && waitFor(limit, w, elapsed, curr + pending, prev, hits) === 0;
     let next: SlidingWindowState | undefined;
     if (allowed && charge && hits > 0) {
       curr += hits;
-      next = { start, curr, prev, expiresAt: start + 2 * w };
+      next = charged(state, start, w, { curr, prev });
     }
-    const used = Math.ceil((weighted + curr * w) / w);
-    const resetMs = curr > 0 ? start + 2 * w - now : prev > 0 ? start + w - now : 0;
+    const used = Math.ceil((prev * (w - elapsed) + curr * w) / w);
+    const resetMs = untilReset(next ?? state, now, w);
     let retryAfterMs = 0;
-    if (!allowed) retryAfterMs = hits > limit ? Math.max(1, resetMs) : retryAfter(limit, w, elapsed, curr, prev, hits);
-    const result = { allowed, used, remaining: Math.max(0, limit - used), resetMs, retryAfterMs };
+    if (!allowed) retryAfterMs = hits > limit ? Math.max(1, resetMs) : waitFor(limit, w, elapsed, curr + pending, prev, hits);
+    const result = { allowed, used, remaining: Math.max(0, limit - used), resetMs, retryAfterMs, blockedForMs: waitFor(limit, w, elapsed, curr, prev, 1) };
     return next === undefined ? { result } : { result, next };
   },
 };
 
-/** Milliseconds until prev's decaying weight (this window) or curr's (the next) lets `hits` in. */
-function retryAfter(limit: number, w: number, elapsed: number, curr: number, prev: number, hits: number): number {
+interface Counts {
+  readonly curr: number;
+  readonly prev: number;
+}
+
+/** The admitted hits of the window at `start` and of the one before it, as far as the state knows them. */
+function countsAt(state: SlidingWindowState | undefined, start: number, w: number): Counts {
+  if (state?.start === start) return { curr: state.curr, prev: state.prev };
+  // The clock stepped back one window: the state's older window is this one.
+  if (state?.start === start + w) return { curr: state.prev, prev: 0 };
+  if (state?.start === start - w) return { curr: 0, prev: state.curr };
+  return { curr: 0, prev: 0 };
+}
+
+/** The state after charging the window at `start`; undefined when it is not kept. */
+function charged(state: SlidingWindowState | undefined, start: number, w: number, { curr, prev }: Counts): SlidingWindowState | undefined {
+  if (state !== undefined && state.start === start + w) return { ...state, prev: curr };
+  // More than one window behind the state: not kept (the script does the same).
+  if (state !== undefined && state.start > start) return undefined;
+  return { start, curr, prev, expiresAt: start + 2 * w };
+}
+
+/** Fully reset when the last kept window with hits has decayed, two windows after it starts. */
+function untilReset(kept: SlidingWindowState | undefined, now: number, w: number): number {
+  if (kept === undefined) return 0;
+  let resetMs = 0;
+  if (kept.curr > 0) resetMs = Math.max(resetMs, kept.start + 2 * w - now);
+  if (kept.prev > 0) resetMs = Math.max(resetMs, kept.start + w - now);
+  return resetMs;
+}
+
+/** Milliseconds from now until `hits` more fit without more hits: prev decays, then curr does. */
+function waitFor(limit: number, w: number, elapsed: number, curr: number, prev: number, hits: number): number {
+  if (curr + hits <= limit && prev * (w - elapsed) + (curr + hits) * w <= limit * w) return 0;
   const room = limit - curr - hits;
   if (room >= 0 && prev > 0) {
     // First whole ms e of this window with prev × (W − e) ≤ room × W.

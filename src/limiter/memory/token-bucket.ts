@@ -1,61 +1,69 @@
 import type { LimitResult } from '../limiter';
-import { zeroLimitResult, type AlgorithmState, type MemoryAlgorithm, type Step } from './memory-algorithm';
+import { zeroLimitResult, type AlgorithmState, type MemoryAlgorithm, type Step, type StepInput } from './memory-algorithm';
 
 export interface TokenBucketState extends AlgorithmState {
-  /** Tokens × window ms: refilling `limit` tokens per window adds exactly `limit` per ms. */
-  readonly units: number;
-  /** Epoch ms of the last write. */
+  /** What was used: tokens taken × window ms, as it stood at `at`. */
+  readonly debt: number;
+  /** Epoch ms of that debt; never moves back. */
   readonly at: number;
 }
 
 /**
- * lua/token_bucket.lua in memory. Capacity `burst`, refill `limit` tokens per window,
- * continuously. Tokens are kept as integers scaled by the window length (tokens × W ms), so
- * the refill of `dt` ms is exactly `limit × dt` units and no fraction is ever rounded away.
+ * lua/token_bucket.lua in memory. Capacity `burst`, refilled `limit` tokens per window,
+ * continuously. The debt (tokens × W ms) is kept, so a changed limit or burst applies to what
+ * was used, and the refill of `dt` ms is exactly `limit × dt` units.
  */
 export const tokenBucket: MemoryAlgorithm<TokenBucketState> = {
-  step(state, spec, hits, now, charge) {
-    const { limit, burst } = spec;
-    const w = spec.windowSeconds * 1000;
-    if (limit === 0) return { result: zeroLimitResult(w, hits) };
-    const capacity = burst * w;
-    const units = state === undefined ? capacity : Math.min(capacity, state.units + limit * Math.max(0, now - state.at));
-    return bucketStep(capacity - units, spec.limit, burst, w, hits, now, charge, (debt, expiresAt) => ({
-      units: capacity - debt,
-      at: now,
-      expiresAt,
-    }));
+  countsEveryHit: false,
+  step(input) {
+    const { state, spec, now } = input;
+    if (spec.limit === 0) return { result: zeroLimitResult(spec.windowSeconds * 1000, input.hits) };
+    return bucketStep({
+      ...input,
+      debt: state?.debt ?? 0,
+      at: state?.at ?? now,
+      store: (debt, at, expiresAt) => ({ debt, at, expiresAt }),
+    });
   },
 };
 
+/** What the bucket decision needs: a step's input and the bucket's debt as it stood at `at`. */
+export interface BucketStepInput<S extends AlgorithmState> extends StepInput<S> {
+  readonly debt: number;
+  readonly at: number;
+  /** Builds the charged state; called only when the hits are admitted and charged. */
+  readonly store: (debt: number, at: number, expiresAt: number) => S;
+}
+
 /**
- * The decision shared by token_bucket and gcra, over the bucket's debt (capacity − tokens, in
- * tokens × W ms): the two algorithms differ in what they store, never in what they answer.
- * Exact while burst × W stays below 2^53 (a day window: burst up to about 10^8).
+ * lua/lib/bucket_step.lua: the decision shared by token_bucket and gcra, over the bucket's debt
+ * (tokens × W ms): the two algorithms differ in what they store, never in what they answer. A
+ * counter's clock never goes back: the state is evaluated at max(now, at), and times are
+ * reported from now. Exact while burst × W and limit × W stay below 2^53 (enforced at rule load).
  */
-export function bucketStep<S extends AlgorithmState>(
-  debt: number,
-  limit: number,
-  burst: number,
-  w: number,
-  hits: number,
-  now: number,
-  charge: boolean,
-  store: (debt: number, expiresAt: number) => S,
-): Step<S> {
+export function bucketStep<S extends AlgorithmState>(input: BucketStepInput<S>): Step<S> {
+  const { spec, hits, now, pending, charge, at } = input;
+  const { limit, burst } = spec;
+  const w = spec.windowSeconds * 1000;
+  const tau = Math.max(now, at);
+  const ahead = tau - now;
+  let debt = input.debt - Math.min(input.debt, limit * Math.min(tau - at, Math.ceil(input.debt / limit)));
   const capacity = burst * w;
-  const need = hits * w;
-  const allowed = debt + need <= capacity;
+  const wanted = pending + hits;
+  const fits = wanted <= burst && debt + wanted * w <= capacity;
   let next: S | undefined;
-  if (allowed && charge && hits > 0) {
-    debt += need;
-    next = store(debt, now + Math.ceil(debt / limit));
+  if (fits && charge && hits > 0) {
+    debt += hits * w;
+    next = input.store(debt, tau, tau + Math.ceil(debt / limit));
   }
   const remaining = Math.max(0, Math.floor((capacity - debt) / w));
-  const resetMs = Math.ceil(debt / limit);
+  const resetMs = debt > 0 ? ahead + Math.ceil(debt / limit) : 0;
+  let blockedForMs = 0;
+  if (burst < 1) blockedForMs = Math.max(1, resetMs);
+  else if (debt + w > capacity) blockedForMs = ahead + Math.ceil((debt + w - capacity) / limit);
   let retryAfterMs = 0;
-  // More hits than the capacity never fit: the caller is told to come back when the bucket is full.
-  if (!allowed) retryAfterMs = hits > burst ? Math.max(1, resetMs) : Math.ceil((debt + need - capacity) / limit);
-  const result: LimitResult = { allowed, used: burst - remaining, remaining, resetMs, retryAfterMs };
+  // More than the capacity never fits: the caller is told to come back when the bucket is full.
+  if (!fits) retryAfterMs = wanted > burst ? Math.max(1, resetMs) : ahead + Math.ceil((debt + wanted * w - capacity) / limit);
+  const result: LimitResult = { allowed: fits, used: burst - remaining, remaining, resetMs, retryAfterMs, blockedForMs };
   return next === undefined ? { result } : { result, next };
 }

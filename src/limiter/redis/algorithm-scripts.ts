@@ -1,14 +1,23 @@
-import type { Algorithm } from '../../config/rule-types';
+import type { Algorithm } from '../../domain/algorithm';
 import type { LimitCheck, LimitResult } from '../limiter';
 import { loadLuaScript, type LuaScript } from './lua-script';
 
-/** What one script call of a request is for. */
+/**
+ * What one script call of a request is for (ARGV[1] of lua/lib/read_call.lua; the modes are
+ * documented once in lua/lib/run_call.lua).
+ */
 export type CallPass =
-  /** Charge: per key (count) or all-or-nothing within the call (stop). */
+  /** Each key in turn is judged and charged. */
   | 'count'
+  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT within one call: look first, then charge. */
   | 'stop'
-  /** First pass when one all-or-nothing request spans several calls: charge nothing. */
-  | 'peek';
+  /** Judge only, charge nothing: the first pass when one STOP request spans several calls. */
+  | 'look';
+
+const MODES: Readonly<Record<CallPass, number>> = { count: 0, stop: 1, look: 2 };
+
+/** Integers per key in every script's reply: used, remaining, reset, retry, denied, blocked. */
+export const REPLY_WIDTH = 6;
 
 /** How the Redis limiter talks to one algorithm's script: arguments in, results out. */
 export interface AlgorithmScript {
@@ -20,83 +29,52 @@ export interface AlgorithmScript {
    * key on its own, one after another, so a merged call answers as separate ones would.
    */
   readonly coalescible: boolean;
+  /** Charges hits also when they are denied (fixed_window, like the reference). */
+  readonly countsEveryHit: boolean;
   /** ARGV[1] of the call. */
   mode(pass: CallPass): number;
   /** Appends the ARGV of one check. */
-  pushArgs(args: (number | string)[], check: LimitCheck, pass: CallPass): void;
-  /** Whether key j of the reply was denied. */
-  denied(reply: readonly number[], j: number): boolean;
-  /**
-   * The result of key j. `heldBack`: nothing of this call was charged although hits were asked
-   * (the peek pass, or an all-or-nothing call that one of its keys denied).
-   */
-  decode(reply: readonly number[], j: number, check: LimitCheck, pass: CallPass, heldBack: boolean): LimitResult;
+  pushArgs(args: (number | string)[], check: LimitCheck): void;
+  /** The result of key j of the reply. */
+  decode(reply: readonly number[], j: number): LimitResult;
 }
 
-// lua/fixed_window.lua: ARGV [mode, (hits, limit, window) × n], 4 integers per key.
-function fixedWindowScript(): AlgorithmScript {
-  const width = 4;
-  return {
-    script: loadLuaScript('fixed_window'),
-    replyWidth: width,
-    // Each key is one INCRBY (and its expiry) in turn: a key that appears twice counts twice.
-    coalescible: true,
-    // The peek pass sends hits 0 and judges the hits here, from the count.
-    mode: (pass) => (pass === 'stop' ? 1 : 0),
-    pushArgs(args, c, pass) {
-      args.push(pass === 'peek' ? 0 : c.hits, c.spec.limit, c.spec.windowSeconds);
-    },
-    denied: (reply, j) => reply[j * width + 3] === 1,
-    decode(reply, j, c, pass, heldBack) {
-      const count = reply[j * width] as number;
-      const resetMs = reply[j * width + 2] as number;
-      const over = reply[j * width + 3] === 1 || (pass === 'peek' && count + c.hits > c.spec.limit);
-      // Held back, the count did not move: report what this request would have reached.
-      const used = heldBack ? count + c.hits : count;
-      return { allowed: !over, used, remaining: Math.max(0, c.spec.limit - used), resetMs, retryAfterMs: over ? resetMs : 0 };
-    },
-  };
-}
-
-// The scripts that count only admitted hits share one layout: ARGV [mode, (hits, limit,
-// window, burst) × n] and 5 integers per key [used, remaining, reset_ms, retry_after_ms, denied].
-const MODES: Readonly<Record<CallPass, number>> = { count: 0, stop: 1, peek: 2 };
-
-function admittedHitsScript(name: Algorithm): AlgorithmScript {
-  const width = 5;
+function algorithmScript(name: Algorithm, countsEveryHit: boolean): AlgorithmScript {
   return {
     script: loadLuaScript(name),
-    replyWidth: width,
-    // Not merged: these scripts are not written for one key appearing twice in a call.
-    coalescible: false,
+    replyWidth: REPLY_WIDTH,
+    // fixed_window: each key is one read and write in turn, a key that appears twice counts
+    // twice. The others could be merged too, but stay one call per request.
+    coalescible: countsEveryHit,
+    countsEveryHit,
     mode: (pass) => MODES[pass],
     pushArgs(args, c) {
       args.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
     },
-    denied: (reply, j) => reply[j * width + 4] === 1,
     decode(reply, j) {
-      const at = j * width;
+      const at = j * REPLY_WIDTH;
       return {
         allowed: reply[at + 4] !== 1,
         used: reply[at] as number,
         remaining: reply[at + 1] as number,
         resetMs: reply[at + 2] as number,
         retryAfterMs: reply[at + 3] as number,
+        blockedForMs: reply[at + 5],
       };
     },
   };
 }
 
 /**
- * The script of every implemented algorithm, loaded once (one table per limiter). An algorithm
- * joins IMPLEMENTED_ALGORITHMS only with an entry here and one in memory/memory-algorithms.ts.
+ * The script of every algorithm, loaded once (one table per limiter). The table is total: a new
+ * Algorithm does not compile until it has an entry here and one in memory/memory-algorithms.ts.
  */
-export function algorithmScripts(): Readonly<Partial<Record<Algorithm, AlgorithmScript>>> {
+export function algorithmScripts(): Readonly<Record<Algorithm, AlgorithmScript>> {
   return {
-    fixed_window: fixedWindowScript(),
-    sliding_window: admittedHitsScript('sliding_window'),
-    token_bucket: admittedHitsScript('token_bucket'),
-    gcra: admittedHitsScript('gcra'),
-    sliding_log: admittedHitsScript('sliding_log'),
+    fixed_window: algorithmScript('fixed_window', true),
+    sliding_window: algorithmScript('sliding_window', false),
+    token_bucket: algorithmScript('token_bucket', false),
+    gcra: algorithmScript('gcra', false),
+    sliding_log: algorithmScript('sliding_log', false),
   };
 }

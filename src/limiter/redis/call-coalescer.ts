@@ -1,5 +1,14 @@
+import { BreakerCall, type CircuitBreaker } from './circuit-breaker';
 import type { LuaScript } from './lua-script';
 import type { RedisClient } from './redis-client';
+
+/**
+ * Keys of one merged script call when REDIS_PIPELINE_LIMIT does not set another bound: enough
+ * to merge the calls of a busy turn of the event loop (Redis CPU per key falls with batch size
+ * up to a few hundred keys), small enough that one script call stays near a millisecond of
+ * Redis time instead of holding every other client back.
+ */
+export const DEFAULT_MAX_KEYS_PER_CALL = 512;
 
 interface Waiter {
   readonly first: number;
@@ -11,11 +20,43 @@ interface Waiter {
 interface Batch {
   readonly client: RedisClient;
   readonly script: LuaScript;
-  readonly mode: number;
   readonly replyWidth: number;
   readonly keys: string[];
   readonly args: (number | string)[];
   readonly waiters: Waiter[];
+  /** The one Redis call this batch becomes, as its node's breaker sees it. */
+  readonly call: BreakerCall;
+}
+
+export interface CoalescerOptions {
+  /** REDIS_PIPELINE_WINDOW: how long calls are collected, in ms; 0 = until this loop turn ends. */
+  readonly windowMs?: number;
+  /** REDIS_PIPELINE_LIMIT: a batch with this many keys goes out at once; 0 = DEFAULT_MAX_KEYS_PER_CALL. */
+  readonly maxKeys?: number;
+}
+
+/** One request's part of a script call that may be merged with others. */
+export interface CoalescibleCall {
+  /** Client side, slot and script: calls with the same one are merged. */
+  readonly batchKey: string;
+  readonly client: RedisClient;
+  readonly script: LuaScript;
+  /** ARGV[1] of the merged call. */
+  readonly mode: number;
+  /** Integers per key in the reply. */
+  readonly replyWidth: number;
+  /** The breaker of the node the call goes to. */
+  readonly breaker: CircuitBreaker;
+  readonly keys: readonly string[];
+  /** Per-key arguments, without the mode. */
+  readonly args: readonly (number | string)[];
+}
+
+export interface CoalescedReply {
+  /** This request's part of the merged reply (`replyWidth` integers per key). */
+  readonly reply: Promise<number[]>;
+  /** The merged Redis call: a caller whose deadline passes marks it failed (once for all). */
+  readonly call: BreakerCall;
 }
 
 /**
@@ -23,15 +64,10 @@ interface Batch {
  * same client, slot and script, into one call: under load Redis then runs one script (and
  * ioredis writes one command) for many requests. Only for calls whose keys the script handles
  * one after another, each on its own (a key that appears twice is simply counted twice), so a
- * merged call answers every request exactly as its own call would.
+ * merged call answers every request exactly as its own call would. A merged call carries at
+ * most `maxKeys` keys (unless one request alone has more), and its outcome is one success or
+ * one failure for its node's circuit breaker, not one per request it serves.
  */
-export interface CoalescerOptions {
-  /** REDIS_PIPELINE_WINDOW: how long calls are collected, in ms; 0 = until this loop turn ends. */
-  readonly windowMs?: number;
-  /** REDIS_PIPELINE_LIMIT: a batch with this many keys goes out at once; 0 = no limit. */
-  readonly maxKeys?: number;
-}
-
 export class CallCoalescer {
   private batches = new Map<string, Batch>();
   private scheduled = false;
@@ -40,35 +76,31 @@ export class CallCoalescer {
 
   constructor(options: CoalescerOptions = {}) {
     this.windowMs = options.windowMs ?? 0;
-    this.maxKeys = options.maxKeys ?? 0;
+    this.maxKeys = options.maxKeys !== undefined && options.maxKeys > 0 ? options.maxKeys : DEFAULT_MAX_KEYS_PER_CALL;
   }
 
-  /**
-   * Queues `keys` with their per-key `args` (without the mode) and resolves with this call's
-   * part of the merged reply (`replyWidth` integers per key).
-   */
-  run(
-    batchKey: string,
-    client: RedisClient,
-    script: LuaScript,
-    mode: number,
-    replyWidth: number,
-    keys: readonly string[],
-    args: readonly (number | string)[],
-  ): Promise<number[]> {
-    let batch = this.batches.get(batchKey);
+  /** Queues the keys of `part` and resolves with this request's part of the merged reply. */
+  run(part: CoalescibleCall): CoalescedReply {
+    let batch = this.batches.get(part.batchKey);
+    if (batch !== undefined && batch.keys.length + part.keys.length > this.maxKeys) {
+      // Full: it goes now, and this request starts the next one.
+      this.batches.delete(part.batchKey);
+      this.send(batch);
+      batch = undefined;
+    }
     if (batch === undefined) {
-      batch = { client, script, mode, replyWidth, keys: [], args: [mode], waiters: [] };
-      this.batches.set(batchKey, batch);
+      batch = { client: part.client, script: part.script, replyWidth: part.replyWidth, keys: [], args: [part.mode], waiters: [], call: new BreakerCall(part.breaker) };
+      this.batches.set(part.batchKey, batch);
     }
     const first = batch.keys.length;
-    for (const k of keys) batch.keys.push(k);
-    for (const a of args) batch.args.push(a);
+    for (const k of part.keys) batch.keys.push(k);
+    for (const a of part.args) batch.args.push(a);
+    const open = batch;
     const reply = new Promise<number[]>((resolve, reject) => {
-      (batch as Batch).waiters.push({ first, count: keys.length, resolve, reject });
+      open.waiters.push({ first, count: part.keys.length, resolve, reject });
     });
-    if (this.maxKeys > 0 && batch.keys.length >= this.maxKeys) {
-      this.batches.delete(batchKey);
+    if (batch.keys.length >= this.maxKeys) {
+      this.batches.delete(part.batchKey);
       this.send(batch);
     } else if (!this.scheduled) {
       this.scheduled = true;
@@ -77,7 +109,7 @@ export class CallCoalescer {
       if (this.windowMs > 0) setTimeout(() => this.flush(), this.windowMs);
       else setImmediate(() => this.flush());
     }
-    return reply;
+    return { reply, call: batch.call };
   }
 
   private flush(): void {
@@ -88,7 +120,7 @@ export class CallCoalescer {
   }
 
   private send(batch: Batch): void {
-    batch.script.run(batch.client, batch.keys, batch.args).then(
+    batch.call.track(batch.script.run(batch.client, batch.keys, batch.args)).then(
       (reply) => {
         const w = batch.replyWidth;
         for (const waiter of batch.waiters) waiter.resolve(reply.slice(waiter.first * w, (waiter.first + waiter.count) * w));

@@ -41,6 +41,20 @@ export function readLuaScript(name: string): string {
   return expandLuaIncludes(readFileSync(join(luaDir, `${name}.lua`), 'utf8'), luaDir, `lua/${name}.lua`);
 }
 
+/**
+ * `<script or sha> <numkeys> <keys...> <args...>` as one array. Arguments are never spread into
+ * a call: a merged call has thousands of them, and a spread that large overflows the stack
+ * ("Maximum call stack size exceeded").
+ */
+function commandArgs(script: string, keys: readonly string[], args: readonly (string | number)[]): (string | number)[] {
+  const out = new Array<string | number>(2 + keys.length + args.length);
+  out[0] = script;
+  out[1] = keys.length;
+  for (let i = 0; i < keys.length; i++) out[2 + i] = keys[i] as string;
+  for (let i = 0; i < args.length; i++) out[2 + keys.length + i] = args[i] as string | number;
+  return out;
+}
+
 function isNoScript(err: unknown): boolean {
   return err instanceof Error && err.message.startsWith('NOSCRIPT');
 }
@@ -51,11 +65,12 @@ function isNoScript(err: unknown): boolean {
  * over or SCRIPT FLUSHed) the same call goes out as EVAL, which also puts the script back into
  * Redis' cache for the next EVALSHA.
  *
- * Plain EVALSHA/EVAL rather than ioredis' defineCommand: ioredis knows where the keys of
- * EVALSHA are, so cluster auto-pipelining sends each call to the node of its first key. For a
- * defined command it takes the first argument instead, the key count ("1", "2"), and put the
- * calls of one tick for every slot into one pipeline that the cluster refused ("All keys in the
- * pipeline should belong to the same slots allocation group").
+ * Plain EVALSHA/EVAL (through `call`, with one argument array) rather than ioredis'
+ * defineCommand: ioredis knows where the keys of EVALSHA are, so cluster auto-pipelining sends
+ * each call to the node of its first key. For a defined command it takes the first argument
+ * instead, the key count ("1", "2"), and put the calls of one tick for every slot into one
+ * pipeline that the cluster refused ("All keys in the pipeline should belong to the same slots
+ * allocation group").
  */
 export function loadLuaScript(name: string): LuaScript {
   const lua = readLuaScript(name);
@@ -63,10 +78,10 @@ export function loadLuaScript(name: string): LuaScript {
   return {
     async run(client, keys, args) {
       try {
-        return (await client.evalsha(sha, keys.length, ...keys, ...args)) as number[];
+        return (await client.call('evalsha', commandArgs(sha, keys, args))) as number[];
       } catch (err) {
         if (!isNoScript(err)) throw err;
-        return (await client.eval(lua, keys.length, ...keys, ...args)) as number[];
+        return (await client.call('eval', commandArgs(lua, keys, args))) as number[];
       }
     },
   };

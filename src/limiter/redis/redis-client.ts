@@ -2,12 +2,37 @@ import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import { SettingsError } from '../../errors';
-import type { RedisSettings } from '../../settings';
 
 export type RedisClient = Redis | Cluster;
 
+export type RedisType = 'SINGLE' | 'SENTINEL' | 'CLUSTER';
+
+/** One Redis deployment (the main one, or the per-second one). */
+export interface RedisSettings {
+  readonly type: RedisType;
+  /** SINGLE: host:port or a socket path; SENTINEL: master,host:port,...; CLUSTER: seed list. */
+  readonly url: string;
+  readonly socketType: 'tcp' | 'unix';
+  readonly username?: string;
+  readonly password?: string;
+  /** REDIS_SENTINEL_AUTH (the reference's name): the sentinels' own credentials, not the master's. */
+  readonly sentinelUsername?: string;
+  readonly sentinelPassword?: string;
+  readonly tls: boolean;
+  readonly tlsClientCert?: string;
+  readonly tlsClientKey?: string;
+  readonly tlsCaCert?: string;
+  readonly tlsSkipHostnameVerification: boolean;
+  readonly poolSize: number;
+  /** Upper bound of any one Redis command, in ms (REDIS_TIMEOUT). */
+  readonly timeoutMs: number;
+  /** REDIS_PIPELINE_WINDOW in ms; 0 = send at once. */
+  readonly pipelineWindowMs: number;
+  readonly pipelineLimit: number;
+}
+
 function hostPort(spec: string, what: string): { host: string; port: number } {
-  const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(spec.trim().replace(/^redis:\/\//, ''));
+  const m = /^\[?([^\]]*)\]?:(\d+)$/.exec(spec.trim().replace(/^rediss?:\/\//, ''));
   if (!m) throw new SettingsError(`invalid value for REDIS_URL: '${spec}' (${what} must be host:port)`);
   return { host: m[1] as string, port: Number(m[2]) };
 }
@@ -54,12 +79,18 @@ export function createRedisClient(s: RedisSettings): RedisClient {
       if (!name || sentinels.length === 0) {
         throw new SettingsError(`invalid value for REDIS_URL: '${s.url}' (SENTINEL needs master,host:port[,host:port...])`);
       }
+      const tls = tlsOptions(s);
       return new Redis({
         ...options,
         name,
         sentinels: sentinels.map((x) => hostPort(x, 'a sentinel')),
-        ...(s.password ? { sentinelPassword: s.password } : {}),
-        ...(s.username ? { sentinelUsername: s.username } : {}),
+        // The sentinels have their own credentials (REDIS_SENTINEL_AUTH, as the reference);
+        // REDIS_AUTH is the master's.
+        ...(s.sentinelPassword ? { sentinelPassword: s.sentinelPassword } : {}),
+        ...(s.sentinelUsername ? { sentinelUsername: s.sentinelUsername } : {}),
+        // ioredis ignores `tls` in sentinel mode unless told: without these, REDIS_TLS would send
+        // both AUTH passwords in cleartext to the sentinels and to the master they name.
+        ...(tls ? { sentinelTLS: tls, enableTLSForSentinelMode: true } : {}),
       });
     }
     case 'CLUSTER': {

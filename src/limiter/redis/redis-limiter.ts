@@ -1,8 +1,8 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
-import type { Algorithm } from '../../config/rule-types';
+import type { Algorithm } from '../../domain/algorithm';
 import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
-import { CircuitBreaker } from '../circuit-breaker';
+import { BreakerCall, CircuitBreaker } from './circuit-breaker';
 import { counterKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 import { algorithmScripts, type AlgorithmScript, type CallPass } from './algorithm-scripts';
@@ -41,7 +41,7 @@ interface SlotGroup {
  * masters keep answering.
  */
 export class RedisLimiter implements Limiter {
-  private readonly scripts: Readonly<Partial<Record<Algorithm, AlgorithmScript>>> = algorithmScripts();
+  private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>> = algorithmScripts();
   private readonly breakers = new Map<string, CircuitBreaker>();
   private readonly coalescer: CallCoalescer;
   private readonly newBreaker: () => CircuitBreaker;
@@ -55,14 +55,11 @@ export class RedisLimiter implements Limiter {
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     const groups = this.group(checks);
-    for (let g = 0; g < groups.length; g++) {
-      if (groups[g]!.breaker.allow()) continue;
-      for (let h = 0; h < g; h++) groups[h]!.breaker.cancelProbe();
-      throw new BackendUnavailableError('redis is unavailable (circuit open)');
-    }
+    admitOrThrow(groups);
     try {
+      if (options.holdBack === true) return await this.runGroups(checks, groups, 'look', options.deadline);
       return options.stopIncrementWhenOverLimit && groups.length > 1
-        ? await this.allOrNothingAcrossGroups(checks, groups, options.deadline)
+        ? await this.stopAcrossGroups(checks, groups, options.deadline)
         : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? 'stop' : 'count', options.deadline);
     } catch (err) {
       for (const group of groups) refreshAfterFailure(group.client);
@@ -118,8 +115,6 @@ export class RedisLimiter implements Limiter {
       if (group === undefined) {
         const node = target instanceof Cluster ? (target.slots[slot]?.[0] ?? `slot ${slot}`) : 'server';
         const algorithm = this.scripts[check.spec.algorithm];
-        // Unreachable for loaded rules: checkAlgorithms refuses an algorithm that is not implemented.
-        if (algorithm === undefined) throw new Error(`rate limit algorithm '${check.spec.algorithm}' is not implemented`);
         group = { client: target, algorithm, batchKey: groupKey, breaker: this.breakerFor(side + node), keys: [], indexes: [] };
         groups.set(groupKey, group);
       }
@@ -129,58 +124,96 @@ export class RedisLimiter implements Limiter {
     return [...groups.values()];
   }
 
-  /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT over several script calls: look first, then charge. */
-  private async allOrNothingAcrossGroups(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number): Promise<LimitResult[]> {
-    const peeked = await this.runGroups(checks, groups, 'peek', deadline);
-    if (peeked.some((r) => !r.allowed)) return peeked;
-    return this.runGroups(checks, groups, 'stop', deadline);
+  /**
+   * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT over several script calls, with the rule each script
+   * applies within one call (lua/lib/run_call.lua): look at every counter first; when none is
+   * denied, charge them all; else charge only the denied counters that count every hit
+   * (fixed_window, as the reference increments each key that would go over) and hold back
+   * the others.
+   */
+  private async stopAcrossGroups(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number): Promise<LimitResult[]> {
+    const looked = await this.runGroups(checks, groups, 'look', deadline);
+    if (looked.every((r) => r.allowed)) return this.runGroups(checks, groups, 'stop', deadline);
+    const overGoing: SlotGroup[] = [];
+    for (const group of groups) {
+      if (!group.algorithm.countsEveryHit) continue;
+      const keys: string[] = [];
+      const indexes: number[] = [];
+      group.indexes.forEach((i, j) => {
+        if (!(looked[i] as LimitResult).allowed) {
+          keys.push(group.keys[j] as string);
+          indexes.push(i);
+        }
+      });
+      if (indexes.length > 0) overGoing.push({ ...group, keys, indexes });
+    }
+    if (overGoing.length === 0) return looked;
+    const charged = await this.runGroups(checks, overGoing, 'count', deadline);
+    for (const group of overGoing) for (const i of group.indexes) looked[i] = charged[i] as LimitResult;
+    return looked;
   }
 
+  /**
+   * Each Redis call tells its node's breaker its outcome once, when it settles (see BreakerCall);
+   * a call still unanswered at the deadline has failed, and its late end is not counted again.
+   */
   private async runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], pass: CallPass, deadline: number): Promise<LimitResult[]> {
-    const results: LimitResult[] = new Array(checks.length);
-    const pending = new Set(groups);
-    const runs = groups.map((g) =>
-      this.runGroup(checks, g, pass, results).then(
-        () => {
-          pending.delete(g);
-          g.breaker.success();
-        },
-        (err: unknown) => {
-          pending.delete(g);
-          g.breaker.failure();
-          throw err;
-        },
-      ),
-    );
+    const results = new Array<LimitResult>(checks.length);
+    const calls: BreakerCall[] = [];
+    const runs = groups.map((g) => this.runGroup(checks, g, pass, results, calls));
     try {
       await withDeadline(Promise.all(runs), deadline);
     } catch (err) {
-      // The nodes that had not answered by the deadline count as failed, too.
-      if (err instanceof DeadlineExceededError) for (const g of pending) g.breaker.failure();
+      if (err instanceof DeadlineExceededError) for (const call of calls) call.failed();
       throw err;
     }
     return results;
   }
 
-  private async runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[]): Promise<void> {
+  private async runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[], calls: BreakerCall[]): Promise<void> {
     const algorithm = group.algorithm;
     const args: (number | string)[] = [];
-    for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck, pass);
+    for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck);
     let reply: number[];
     if (pass === 'count' && algorithm.coalescible && this.options.pinnedNow === undefined) {
-      reply = await this.coalescer.run(group.batchKey, group.client, algorithm.script, algorithm.mode(pass), algorithm.replyWidth, group.keys, args);
+      const merged = this.coalescer.run({
+        batchKey: group.batchKey,
+        client: group.client,
+        script: algorithm.script,
+        mode: algorithm.mode(pass),
+        replyWidth: algorithm.replyWidth,
+        breaker: group.breaker,
+        keys: group.keys,
+        args,
+      });
+      calls.push(merged.call);
+      reply = await merged.reply;
     } else {
       if (this.options.pinnedNow) args.push(this.options.pinnedNow());
-      reply = await algorithm.script.run(group.client, group.keys, [algorithm.mode(pass), ...args]);
+      const call = new BreakerCall(group.breaker);
+      calls.push(call);
+      reply = await call.track(algorithm.script.run(group.client, group.keys, [algorithm.mode(pass), ...args]));
     }
-    // In all-or-nothing mode a refused call charged nothing.
-    let anyDenied = false;
-    for (let j = 0; j < group.indexes.length; j++) if (algorithm.denied(reply, j)) anyDenied = true;
-    const heldBack = pass === 'peek' || (pass === 'stop' && anyDenied);
-    for (let j = 0; j < group.indexes.length; j++) {
-      const i = group.indexes[j] as number;
-      out[i] = algorithm.decode(reply, j, checks[i] as LimitCheck, pass, heldBack);
+    for (let j = 0; j < group.indexes.length; j++) out[group.indexes[j] as number] = algorithm.decode(reply, j);
+  }
+}
+
+/**
+ * One breaker decision per distinct node of the request: a request with two script calls to one
+ * node asks that node's breaker once, so that when it is half open the request is its probe
+ * (asking twice, the second ask was refused and the probe cancelled, for ever). When a node
+ * refuses, the probes already granted to others are handed back.
+ */
+function admitOrThrow(groups: readonly SlotGroup[]): void {
+  const admitted: CircuitBreaker[] = [];
+  for (const { breaker } of groups) {
+    if (admitted.includes(breaker)) continue;
+    if (breaker.allow()) {
+      admitted.push(breaker);
+      continue;
     }
+    for (const b of admitted) b.cancelProbe();
+    throw new BackendUnavailableError('redis is unavailable (circuit open)');
   }
 }
 
@@ -198,9 +231,9 @@ function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
         clearTimeout(timer);
         resolve(v);
       },
-      (e: unknown) => {
+      (e: Error) => {
         clearTimeout(timer);
-        reject(e as Error);
+        reject(e);
       },
     );
   });

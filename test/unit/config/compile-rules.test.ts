@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { compileRules, wildcardPattern } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
 import type { RuleSet } from '../../../src/config/rule-types';
-import type { DescriptorEntry } from '../../../src/service/types';
+import type { DescriptorEntry } from '../../../src/domain/descriptor';
 
 const MATCHING = `
 domain: d

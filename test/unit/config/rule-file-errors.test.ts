@@ -63,6 +63,12 @@ const CASES: readonly (readonly [string, string])[] = [
   ['bad_algorithm', "invalid rate limit algorithm 'leaky_bucket'"],
   ['zero_unit_multiplier', "invalid rate limit unit_multiplier '0': must be a positive integer"],
   ['zero_burst', "invalid rate limit burst '0': must be a positive integer"],
+  // bounds within which every algorithm counts exactly (README, Rules)
+  ['sliding_log_over_bound', "rate limit 'test-domain.key1_value1': sliding_log allows at most 1000 requests_per_unit (one stored entry per hit), got 1001"],
+  ['token_bucket_over_bound', "rate limit 'test-domain.key1': token_bucket needs burst × window and requests_per_unit × window (300000000, 300000000 × 31536000000 ms) at most 2^52 to count exactly"],
+  ['gcra_burst_over_bound', "rate limit 'test-domain.key1.key2': gcra needs burst × window and requests_per_unit × window (60000000, 10 × 86400000 ms) at most 2^52 to count exactly"],
+  ['sliding_window_over_bound', "rate limit 'test-domain.key1': sliding_window needs requests_per_unit × window (2000000 × 2592000000 ms) at most 2^52 to count exactly"],
+  ['window_over_bound', "rate limit 'test-domain.key1': window of 6307200000000000 ms is over 2^52 ms"],
 ];
 
 describe('rule file errors', () => {

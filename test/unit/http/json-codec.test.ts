@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../../src/errors';
-import { requestFromWire } from '../../../src/grpc/convert';
+import { requestFromWire } from '../../../src/rls/convert';
 import { responseToJson, wireRequestFromJson } from '../../../src/http/json-codec';
 import type { RateLimitResponse } from '../../../src/service/types';
 

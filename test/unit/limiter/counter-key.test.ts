@@ -1,8 +1,9 @@
 import calculateSlot from 'cluster-key-slot';
 import { describe, expect, it } from 'vitest';
-import type { Algorithm } from '../../../src/config/rule-types';
+import type { Algorithm } from '../../../src/domain/algorithm';
 import { counterIdentity, counterKey, escapeKeyPart } from '../../../src/limiter/counter-key';
-import type { CounterId, LimitSpec } from '../../../src/limiter/limiter';
+import type { LimitSpec } from '../../../src/domain/limit-spec';
+import type { CounterId } from '../../../src/limiter/limiter';
 import { crc16, hashTag, keySlot } from '../../harness/key-slot';
 
 const ALGORITHMS: readonly Algorithm[] = ['fixed_window', 'sliding_window', 'token_bucket', 'gcra', 'sliding_log'];

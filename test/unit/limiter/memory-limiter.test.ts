@@ -1,9 +1,9 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Algorithm } from '../../../src/config/rule-types';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Algorithm } from '../../../src/domain/algorithm';
 import type { LimitCheck } from '../../../src/limiter/limiter';
-import { MemoryLimiter } from '../../../src/limiter/memory-limiter';
+import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
 
 /** 2024-01-01T12:00:00.000Z — a whole minute, hour and day of the epoch. */
 const NOON = Date.UTC(2024, 0, 1, 12, 0, 0, 0);
@@ -174,14 +174,17 @@ describe('MemoryLimiter counter identity', () => {
 });
 
 describe('MemoryLimiter stopIncrementWhenOverLimit', () => {
-  it('increments nothing when any check would go over', async () => {
+  it('increments each fixed-window counter that would go over and holds back the others (the reference)', async () => {
     const { limiter } = setup();
     await one(limiter, check('tight', 2, 2));
     const results = await limiter.check([check('loose', 100, 1), check('tight', 2, 1)], STOP);
-    expect(results.map((r) => r.allowed)).toEqual([true, false]);
-    // Neither counter moved.
+    expect(results.map((r) => [r.allowed, r.used])).toEqual([
+      [true, 0],
+      [false, 3],
+    ]);
+    // The loose counter did not move; the tight one counted the hit that went over.
     expect((await one(limiter, check('loose', 100, 0))).used).toBe(0);
-    expect((await one(limiter, check('tight', 2, 0))).used).toBe(2);
+    expect((await one(limiter, check('tight', 2, 0))).used).toBe(3);
     expect(limiter.size).toBe(1);
   });
 
@@ -206,15 +209,18 @@ describe('MemoryLimiter stopIncrementWhenOverLimit', () => {
 });
 
 describe('MemoryLimiter memory is bounded', () => {
-  it('sweep() drops expired counters', async () => {
+  it('sweep() drops expired counters: a fixed window is kept until the window after it ends', async () => {
     const { limiter, clock } = setup(NOON + 10_000);
     await one(limiter, check('minute', 10, 1, { windowSeconds: 60 }));
     await one(limiter, check('second', 10, 1, { windowSeconds: 1 }));
     expect(limiter.size).toBe(2);
-    clock.now = NOON + 11_000; // the second window ended, the minute one did not
+    clock.now = NOON + 11_999; // a clock stepping back 1 ms would still find the second's count
+    limiter.sweep();
+    expect(limiter.size).toBe(2);
+    clock.now = NOON + 12_000; // the window after the second's ended, the minute one did not
     limiter.sweep();
     expect(limiter.size).toBe(1);
-    clock.now = NOON + 60_000;
+    clock.now = NOON + 120_000;
     limiter.sweep();
     expect(limiter.size).toBe(0);
   });
@@ -227,14 +233,21 @@ describe('MemoryLimiter memory is bounded', () => {
   });
 
   it('sweeps on its own timer', async () => {
-    const clock = { now: NOON + 59_990 };
-    const limiter = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 5 });
-    limiters.push(limiter);
-    await one(limiter, check('a', 10));
-    expect(limiter.size).toBe(1);
-    clock.now = NOON + 60_000;
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    expect(limiter.size).toBe(0);
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const clock = { now: NOON + 59_990 };
+      const limiter = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 5 });
+      limiters.push(limiter);
+      await one(limiter, check('a', 10));
+      expect(limiter.size).toBe(1);
+      clock.now = NOON + 120_000;
+      vi.advanceTimersByTime(4);
+      expect(limiter.size).toBe(1);
+      vi.advanceTimersByTime(1);
+      expect(limiter.size).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('close() drops everything', async () => {
@@ -327,7 +340,7 @@ describe('MemoryLimiter bounds (issue 8, finding 3)', () => {
     expect(limiter.size).toBe(2);
   });
 
-  it('evicts in O(1): 200,000 inserts over a full cache stay fast to the end', async () => {
+  it('evicts in O(1): 200,000 inserts over a full cache stay fast to the end', () => {
     const { limiter } = bounded(50_000);
     const batch = 50_000;
     const times: number[] = [];
@@ -340,5 +353,21 @@ describe('MemoryLimiter bounds (issue 8, finding 3)', () => {
     expect(limiter.size).toBe(50_000);
     // The last round is no slower than a few times the first (no slots piling up).
     expect(times[3] as number).toBeLessThan(Math.max(5 * (times[0] as number), 500));
+  });
+});
+
+describe('MemoryLimiter holdBack (another counter of the request is known to be over)', () => {
+  // A held-back counter reports its count as it stands, as the reference does: it sends
+  // INCRBY 0 for it and reports the result (limit - count remaining). count + hits would
+  // describe a state that does not exist, and its blockedForMs would let the cache lock it.
+  it('judges every check with its hits, charges none and reports each count as it stands', async () => {
+    const { limiter } = setup();
+    await one(limiter, check('b', 10, 5));
+    const [held] = await limiter.check([check('b', 10, 3)], { ...STOP, holdBack: true });
+    expect(held).toMatchObject({ allowed: true, used: 5, remaining: 5, retryAfterMs: 0, blockedForMs: 0 });
+    const [over] = await limiter.check([check('b', 10, 6)], { ...STOP, holdBack: true });
+    expect(over).toMatchObject({ allowed: false, used: 5, remaining: 5, blockedForMs: 0 });
+    expect(over!.retryAfterMs).toBeGreaterThan(0);
+    expect((await one(limiter, check('b', 10, 0))).used).toBe(5);
   });
 });

@@ -1,14 +1,20 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { IMPLEMENTED_ALGORITHMS } from '../../../src/limiter/limiter';
+import { ALGORITHMS } from '../../../src/domain/algorithm';
+import { REPLY_WIDTH } from '../../../src/limiter/redis/algorithm-scripts';
 import { readLuaScript } from '../../../src/limiter/redis/lua-script';
 import { luaDir } from '../../../src/paths';
 
-// The contract of every script lives in its header (see docs: "Lua scripts"); these checks keep
+// The contract of every script lives in its header, and the one call protocol they share in
+// lua/lib/read_call.lua (KEYS, ARGV) and lua/lib/run_call.lua (modes, reply); these checks keep
 // the headers present and honest without running Redis. The code checks run on the expanded
 // text (lib/*.lua included), which is what Redis runs.
 const files = fs.readdirSync(luaDir).filter((f) => f.endsWith('.lua')).sort();
+// The counting scripts share the one call protocol; any other script (policy.lua) documents its own.
+const isAlgorithmScript = (file: string): boolean => (ALGORITHMS as readonly string[]).includes(file.replace(/\.lua$/, ''));
+const algorithmFiles = files.filter(isAlgorithmScript);
+const otherFiles = files.filter((f) => !isAlgorithmScript(f));
 const libDir = path.join(luaDir, 'lib');
 const libs = fs.readdirSync(libDir).filter((f) => f.endsWith('.lua')).sort();
 
@@ -33,10 +39,21 @@ function body(source: string, expanded: string): string {
 describe('lua scripts', () => {
   it('exist, one per implemented algorithm', () => {
     expect(files).toContain('fixed_window.lua');
-    for (const algorithm of IMPLEMENTED_ALGORITHMS) expect(files).toContain(`${algorithm}.lua`);
+    for (const algorithm of ALGORITHMS) expect(files).toContain(`${algorithm}.lua`);
   });
 
-  describe.each(files)('%s', (file) => {
+  describe.each(otherFiles)('%s (not a counting script)', (file) => {
+    const head = header(fs.readFileSync(path.join(luaDir, file), 'utf8'));
+
+    it('is named in snake_case and starts with a header documenting its KEYS, ARGV and reply', () => {
+      expect(file).toMatch(/^[a-z][a-z0-9]*(_[a-z0-9]+)*\.lua$/);
+      expect(head.some((l) => /^-- KEYS\[1\]/.test(l))).toBe(true);
+      expect(head.some((l) => /^-- ARGV\[1\]/.test(l))).toBe(true);
+      expect(head.some((l) => /^-- Returns\s/.test(l))).toBe(true);
+    });
+  });
+
+  describe.each(algorithmFiles)('%s', (file) => {
     const source = fs.readFileSync(path.join(luaDir, file), 'utf8');
     const expanded = readLuaScript(file.replace(/\.lua$/, ''));
     const head = header(source);
@@ -46,18 +63,26 @@ describe('lua scripts', () => {
       expect(file).toMatch(/^[a-z][a-z0-9]*(_[a-z0-9]+)*\.lua$/);
     });
 
-    it('starts with a header documenting KEYS, ARGV and the return value', () => {
+    it('starts with a header documenting its KEYS, pointing to the protocol for ARGV, and its reply', () => {
       expect(source.startsWith('--')).toBe(true);
-      expect(head.some((l) => /^-- KEYS\[/.test(l))).toBe(true);
-      expect(head.some((l) => /^-- ARGV\[/.test(l))).toBe(true);
-      expect(head.some((l) => /^-- Returns\b/.test(l))).toBe(true);
+      expect(head.some((l) => /^-- KEYS\[i\]/.test(l))).toBe(true);
+      expect(head.some((l) => /^-- ARGV\[\.\.\.\]\s+as lib\/read_call\.lua/.test(l))).toBe(true);
+      expect(head.some((l) => /^-- Returns\s+as lib\/run_call\.lua/.test(l))).toBe(true);
+      expect(head.join('\n')).toContain('Protocol: lib/read_call.lua (KEYS, ARGV), lib/run_call.lua (modes, Returns)');
     });
 
-    it('documents every literal ARGV and KEYS index it reads, also in what it includes', () => {
-      const documented = head.join('\n');
-      for (const [ref] of code.matchAll(/\b(?:ARGV|KEYS)\[\d+\]/g)) {
-        expect(documented, `${ref} is not in the header`).toContain(ref);
-      }
+    it('takes the one protocol: reads ARGV only through read_call and answers through run_call', () => {
+      expect(source).toMatch(/^-- @include lib\/read_call\.lua$/m);
+      expect(source).toMatch(/^-- @include lib\/run_call\.lua$/m);
+      const own = source.split('\n').slice(head.length).filter((l) => !INCLUDE.test(l)).join('\n');
+      expect(own).not.toMatch(/\bARGV\b/);
+      expect(own).toContain(`read_call('${file.replace(/\.lua$/, '')}')`);
+      expect(own.trimEnd()).toMatch(/\nreturn run_call\(call, step, (true|false)\)$/);
+    });
+
+    it('reads only KEYS[i] of its own (one key per counter)', () => {
+      const own = source.split('\n').slice(head.length).join('\n');
+      for (const [ref] of own.matchAll(/\bKEYS\[[^\]]*\]/g)) expect(ref).toBe('KEYS[i]');
     });
 
     it('never scans and never builds keys from strings', () => {
@@ -80,20 +105,35 @@ describe('lua/lib', () => {
   describe.each(libs)('%s', (file) => {
     const source = fs.readFileSync(path.join(libDir, file), 'utf8');
     const head = header(source).join('\n');
+    const code = source.split('\n').slice(header(source).length).join('\n');
 
-    it('starts by naming itself and saying what it provides', () => {
+    it('starts by naming itself and provides one function, named after the file', () => {
       expect(source.startsWith(`-- lib/${file}: `)).toBe(true);
       expect(head).toMatch(/^-- Provides$/m);
       const defined = [...source.matchAll(/^local function (\w+)/gm)].map((m) => m[1]!);
-      expect(defined.length).toBeGreaterThan(0);
-      for (const name of defined) {
-        expect(head, `${name} is not in the header of lib/${file}`).toContain(`${name}(`);
-      }
+      const name = file.replace(/\.lua$/, '');
+      expect(defined).toEqual([name]);
+      expect(head, `${name} is not in the header of lib/${file}`).toContain(`${name}(`);
+    });
+
+    it('documents every literal ARGV and KEYS index it reads', () => {
+      for (const [ref] of code.matchAll(/\b(?:ARGV|KEYS)\[\d+\]/g)) expect(head, `${ref} is not in the header`).toContain(ref);
     });
 
     it('includes nothing (one level deep) and is included by some script', () => {
       expect(source).not.toMatch(/^--\s*@include\b/m);
       expect(included).toContain(`lib/${file}`);
     });
+  });
+
+  it('read_call documents the 4-integer argument layout per key that the limiter sends', () => {
+    const head = header(fs.readFileSync(path.join(libDir, 'read_call.lua'), 'utf8')).join('\n');
+    for (const ref of ['ARGV[1]', 'ARGV[4i-2]', 'ARGV[4i-1]', 'ARGV[4i]', 'ARGV[4i+1]', 'ARGV[4n+2]']) expect(head).toContain(ref);
+  });
+
+  it('run_call documents the reply width the limiter decodes', () => {
+    const text = fs.readFileSync(path.join(libDir, 'run_call.lua'), 'utf8');
+    expect(header(text).join('\n')).toContain(`a flat array of ${REPLY_WIDTH}n integers`);
+    expect(text).toContain(`local at = ${REPLY_WIDTH} * i - ${REPLY_WIDTH - 1}`);
   });
 });

@@ -1,13 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { PrometheusMetrics, ruleLabels, UNKNOWN_DOMAIN_LABEL, type RuleHitCounts } from '../../../src/metrics/metrics';
+import { PrometheusMetrics, ruleLabels, UNKNOWN_DOMAIN_LABEL, type RuleHitCounts, type ServiceMetrics } from '../../../src/metrics/metrics';
 
 describe('ruleLabels', () => {
-  it('splits domain.key1_value1.key2_value2.key3: deeper levels fold into key2', () => {
+  // The statsd exporter mapping the reference ships (src/stats/prom/default_mapper.yaml):
+  // `ratelimit.service.rate_limit.(domain).(key1).(key2)(\..*)?.total_hits`.
+  it('splits domain.key1_value1.key2_value2.key3: key1 and key2 are the first two levels, deeper ones are dropped', () => {
     expect(ruleLabels('domain', 'domain.key1_value1.key2_value2.key3')).toEqual({
       domain: 'domain',
       key1: 'key1_value1',
-      key2: 'key2_value2.key3',
+      key2: 'key2_value2',
     });
+    expect(ruleLabels('d', 'd.k1_v1.k2_v2.k3_v3.k4')).toEqual({ domain: 'd', key1: 'k1_v1', key2: 'k2_v2' });
+  });
+
+  it('sanitizes the path as the reference names its stats: IPv4 dots, `:` and `|` become `_`', () => {
+    expect(ruleLabels('web', 'web.remote_address_10.0.0.1.path_/a:b')).toEqual({ domain: 'web', key1: 'remote_address_10_0_0_1', key2: 'path_/a_b' });
+    expect(ruleLabels('web', 'web.k_a|b')).toEqual({ domain: 'web', key1: 'k_a_b', key2: '' });
   });
 
   it('has an empty key2 for a one-level rule', () => {
@@ -66,7 +74,7 @@ describe('PrometheusMetrics', () => {
     m.recordRule('d', 'd.k1_v1.k2_v2.k3', { ...COUNTS, totalHits: 1, withinLimit: 1, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 });
     m.recordRule('d', 'd.other', { ...COUNTS, totalHits: 2 });
     const text = await m.registry.metrics();
-    const labels = { domain: 'd', key1: 'k1_v1', key2: 'k2_v2.k3' };
+    const labels = { domain: 'd', key1: 'k1_v1', key2: 'k2_v2' };
     expect(sample(text, 'ratelimit_service_rate_limit_total_hits', labels)).toBe(7);
     expect(sample(text, 'ratelimit_service_rate_limit_within_limit', labels)).toBe(4);
     expect(sample(text, 'ratelimit_service_rate_limit_near_limit', labels)).toBe(2);
@@ -86,7 +94,9 @@ describe('PrometheusMetrics', () => {
     m.shouldRateLimitError('invalid_request');
     m.requestDone('ShouldRateLimit', 0.003);
     m.requestDone('ShouldRateLimit', 0.2);
-    m.domainNotFound('ghost');
+    // The service calls every sink through ServiceMetrics, with the request's domain.
+    const sink: ServiceMetrics = m;
+    sink.domainNotFound('ghost');
     const text = await m.registry.metrics();
     expect(sample(text, 'ratelimit_service_config_load_success')).toBe(2);
     expect(sample(text, 'ratelimit_service_config_load_error')).toBe(1);
@@ -97,6 +107,15 @@ describe('PrometheusMetrics', () => {
     expect(sample(text, 'ratelimit_service_response_time_seconds_bucket', { grpc_method: 'ShouldRateLimit', le: '0.005' })).toBe(1);
     expect(sample(text, 'ratelimit_service_response_time_seconds_sum', { grpc_method: 'ShouldRateLimit' })).toBeCloseTo(0.203, 9);
     expect(sample(text, 'ratelimit_service_domain_not_found', { domain: UNKNOWN_DOMAIN_LABEL })).toBe(1);
+  });
+
+  it('observes response times in milliseconds with PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS, buckets scaled alike', async () => {
+    const m = new PrometheusMetrics({ responseTimeInMilliseconds: true });
+    m.requestDone('ShouldRateLimit', 0.003);
+    const text = await m.registry.metrics();
+    expect(sample(text, 'ratelimit_service_response_time_seconds_sum', { grpc_method: 'ShouldRateLimit' })).toBeCloseTo(3, 9);
+    expect(sample(text, 'ratelimit_service_response_time_seconds_bucket', { grpc_method: 'ShouldRateLimit', le: '5' })).toBe(1);
+    expect(sample(text, 'ratelimit_service_response_time_seconds_bucket', { grpc_method: 'ShouldRateLimit', le: '2.5' })).toBe(0);
   });
 
   it('reports backend health as a 0/1 gauge', async () => {
@@ -125,7 +144,8 @@ describe('PrometheusMetrics bounds (issue 8, finding 2)', () => {
 
   it('labels every unknown domain with one fixed value, never the request text', async () => {
     const m = new PrometheusMetrics();
-    for (let i = 0; i < 1000; i++) m.domainNotFound(`d${i}-${'x'.repeat(4096)}`);
+    const sink: ServiceMetrics = m;
+    for (let i = 0; i < 1000; i++) sink.domainNotFound(`d${i}-${'x'.repeat(4096)}`);
     const text = await m.registry.metrics();
     console.log(`1000 unknown 4 KB domains: /metrics is ${text.length} bytes`);
     expect(seriesCount(text, 'ratelimit_service_domain_not_found')).toBe(1);

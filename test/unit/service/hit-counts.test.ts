@@ -6,7 +6,7 @@ const zero = { withinLimit: 0, nearLimit: 0, overLimit: 0, overLimitWithLocalCac
 /** Counts for a fixed-window evaluation: `before` counted so far, `hits` added now. */
 function counts(limit: number, before: number, hits: number, opts: { ratio?: number; local?: boolean; shadow?: boolean } = {}) {
   const used = before + hits;
-  return hitCounts(limit, used, hits, used <= limit, opts.ratio ?? 0.8, opts.local ?? false, opts.shadow ?? false);
+  return hitCounts({ limit, used, hits, allowed: used <= limit, nearLimitRatio: opts.ratio ?? 0.8, fromLocalCache: opts.local ?? false, shadow: opts.shadow ?? false });
 }
 
 describe('hitCounts: limit 10, NEAR_LIMIT_RATIO 0.8 (near threshold 8)', () => {
@@ -44,12 +44,12 @@ describe('hitCounts: limit 10, NEAR_LIMIT_RATIO 0.8 (near threshold 8)', () => {
   });
 
   it('counts all refused hits over when the algorithm did not count them (used <= limit)', () => {
-    expect(hitCounts(10, 9, 3, false, 0.8, false, false)).toEqual({ ...zero, totalHits: 3, overLimit: 3 });
+    expect(hitCounts({ limit: 10, used: 9, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: false, shadow: false })).toEqual({ ...zero, totalHits: 3, overLimit: 3 });
   });
 
   it('a peek (hits 0) adds nothing anywhere', () => {
     expect(counts(10, 9, 0)).toEqual({ ...zero, totalHits: 0 });
-    expect(hitCounts(10, 12, 0, false, 0.8, false, false)).toEqual({ ...zero, totalHits: 0 });
+    expect(hitCounts({ limit: 10, used: 12, hits: 0, allowed: false, nearLimitRatio: 0.8, fromLocalCache: false, shadow: false })).toEqual({ ...zero, totalHits: 0 });
   });
 });
 
@@ -83,13 +83,19 @@ describe('hitCounts: other limits and ratios', () => {
 
 describe('hitCounts: local cache and shadow mode', () => {
   it('an answer from the local over-limit cache is over and over_with_local_cache', () => {
-    expect(hitCounts(10, 0, 3, false, 0.8, true, false)).toEqual({ ...zero, totalHits: 3, overLimit: 3, overLimitWithLocalCache: 3 });
+    expect(hitCounts({ limit: 10, used: 0, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: true, shadow: false })).toEqual({ ...zero, totalHits: 3, overLimit: 3, overLimitWithLocalCache: 3 });
   });
 
-  it('shadow mode counts the hits of an over-limit evaluation', () => {
+  it('shadow mode counts the hits over the limit, as over_limit does (the reference)', () => {
     expect(counts(10, 10, 2, { shadow: true })).toEqual({ ...zero, totalHits: 2, overLimit: 2, shadowMode: 2 });
-    expect(counts(10, 5, 6, { shadow: true })).toEqual({ ...zero, totalHits: 6, nearLimit: 2, overLimit: 1, shadowMode: 6 });
-    expect(hitCounts(10, 0, 3, false, 0.8, true, true)).toMatchObject({ overLimitWithLocalCache: 3, shadowMode: 3 });
+    expect(counts(10, 5, 6, { shadow: true })).toEqual({ ...zero, totalHits: 6, nearLimit: 2, overLimit: 1, shadowMode: 1 });
+    // 11 hits in one call on a 10/second rule: one of them is over.
+    expect(counts(10, 0, 11, { shadow: true })).toEqual({ ...zero, totalHits: 11, nearLimit: 2, overLimit: 1, shadowMode: 1 });
+    // The 21st call on a 20/minute rule.
+    expect(counts(20, 20, 1, { shadow: true })).toEqual({ ...zero, totalHits: 1, overLimit: 1, shadowMode: 1 });
+    // An algorithm that did not count the refused hits: all of them are over.
+    expect(hitCounts({ limit: 10, used: 9, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: false, shadow: true })).toMatchObject({ overLimit: 3, shadowMode: 3 });
+    expect(hitCounts({ limit: 10, used: 0, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: true, shadow: true })).toMatchObject({ overLimitWithLocalCache: 3, shadowMode: 3 });
   });
 
   it('shadow mode counts nothing while within the limit', () => {

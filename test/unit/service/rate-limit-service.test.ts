@@ -3,7 +3,7 @@ import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
 import type { RuleSet } from '../../../src/config/rule-types';
 import { InvalidRequestError, NotReadyError } from '../../../src/errors';
-import { MemoryLimiter } from '../../../src/limiter/memory-limiter';
+import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
 import { PrometheusMetrics } from '../../../src/metrics/metrics';
 import { RateLimitService, type ServiceConfig } from '../../../src/service/rate-limit-service';
 import type { RateLimitRequest, RequestDescriptor } from '../../../src/service/types';
@@ -35,6 +35,15 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 1 }
   - key: zero
     rate_limit: { unit: hour, requests_per_unit: 0 }
+  - key: qhour
+    quota_mode: true
+    rate_limit: { unit: hour, requests_per_unit: 0 }
+  - key: minute
+    rate_limit: { unit: minute, requests_per_unit: 0 }
+  - key: detailed
+    detailed_metric: true
+    metadata: { team: detailed }
+    rate_limit: { unit: minute, requests_per_unit: 5 }
   - key: open
 `;
 
@@ -162,6 +171,14 @@ describe('RateLimitService', () => {
     expect(res.statuses[0]!.code).toBe('OVER_LIMIT');
   });
 
+  test('global SHADOW_MODE counts each OVER_LIMIT it turned into OK (the reference global_shadow_mode stat)', async () => {
+    const { call, metrics } = setup({ shadowMode: true });
+    await call([d({ zero: 'z' })]);
+    await call([d({ user: 'bob' })]);
+    const text = await metrics.registry.getSingleMetricAsString('ratelimit_service_global_shadow_mode');
+    expect(text).toContain('ratelimit_service_global_shadow_mode 1');
+  });
+
   test('quota_mode: over only when every quota descriptor is over, or any other one is', async () => {
     const { call } = setup();
     await call([d({ q1: 'a' }), d({ q2: 'a' })]);
@@ -199,21 +216,55 @@ describe('RateLimitService', () => {
     expect((await none.call([d({ zero: 'z' })])).responseHeadersToAdd).toEqual([]);
   });
 
-  test('dynamic metadata: domain, descriptors, hitsAddend, quota rules metadata, failed descriptors', async () => {
+  test('headers describe the last over-limit status; Retry-After waits for every over-limit one', async () => {
+    const { call } = setup({ headers: { limit: 'RateLimit-Limit', remaining: 'RateLimit-Remaining', reset: 'RateLimit-Reset' } });
+    const res = await call([d({ zero: 'z' }), d({ minute: 'm' })]);
+    expect(res.responseHeadersToAdd).toEqual([
+      { key: 'RateLimit-Limit', value: '0' },
+      { key: 'RateLimit-Remaining', value: '0' },
+      { key: 'RateLimit-Reset', value: '30' },
+      { key: 'Retry-After', value: '3570' },
+    ]);
+  });
+
+  test('Retry-After with quota rules: the request is allowed again once any one quota rule is', async () => {
+    const { call } = setup({ headers: { limit: 'RateLimit-Limit', remaining: 'RateLimit-Remaining', reset: 'RateLimit-Reset' } });
+    // Both quota rules over: the minute one frees the request in 30 s, not the hour one in 3570 s.
+    await call([d({ q1: 'r' })]);
+    const res = await call([d({ qhour: 'r' }), d({ q1: 'r' })]);
+    expect(res.overallCode).toBe('OVER_LIMIT');
+    expect(res.responseHeadersToAdd.find((h) => h.key === 'Retry-After')?.value).toBe('30');
+    // A non-quota rule over for an hour keeps it over for an hour, whatever the quota rules say.
+    const blocked = await call([d({ q1: 'r' }), d({ zero: 'r' })]);
+    expect(blocked.responseHeadersToAdd.find((h) => h.key === 'Retry-After')?.value).toBe('3570');
+  });
+
+  test('dynamic metadata: domain, descriptors, hitsAddend, the merged metadata of the rules that passed', async () => {
     const { call } = setup({ responseDynamicMetadata: true });
-    const res = await call([d({ q1: 'm' }), d({ q2: 'm' }), d({ zero: 'z' })], 2);
-    expect(res.dynamicMetadata).toEqual({
+    const first = await call([d({ q1: 'm' }), d({ q2: 'm' }), d({ zero: 'z' })], 1);
+    // q1 and q2 pass (q1 first: its `team` wins); zero is over and adds nothing. No failed_descriptors.
+    expect(first.dynamicMetadata).toEqual({
       domain: 'svc',
       descriptors: [{ entries: ['q1=m'] }, { entries: ['q2=m'] }, { entries: ['zero=z'] }],
-      hitsAddend: 2,
+      hitsAddend: 1,
       metadata: { team: 'a', extra: 'x' },
-      failed_descriptors: JSON.stringify([
-        { entries: ['q1=m'], limit: { requests_per_unit: 1, unit: 'MINUTE' }, limit_key: 'svc.q1' },
-        { entries: ['q2=m'], limit: { requests_per_unit: 1, unit: 'MINUTE' }, limit_key: 'svc.q2' },
-        { entries: ['zero=z'], limit: { requests_per_unit: 0, unit: 'HOUR' }, limit_key: 'svc.zero' },
-      ]),
     });
-    expect(setup().call([d({ q1: 'm' })]).then((r) => r.dynamicMetadata)).resolves.toBeUndefined();
+    // Both quota rules over now: no metadata at all.
+    const second = await call([d({ q1: 'm' }), d({ q2: 'm' })], 2);
+    expect(second.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['q1=m'] }, { entries: ['q2=m'] }], hitsAddend: 2 });
+    // A request whose hits_addend was not sent (0 on the wire) has no top-level hitsAddend.
+    const service = setup({ responseDynamicMetadata: true }).service;
+    const unsent = await service.shouldRateLimit({ domain: 'svc', descriptors: [d({ q1: 'n' })], hitsAddend: 1, hitsAddendAsSent: 0 }, NOW + 1000);
+    expect(unsent.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['q1=n'] }], metadata: { team: 'a' } });
+    await expect(setup().call([d({ q1: 'm' })]).then((r) => r.dynamicMetadata)).resolves.toBeUndefined();
+  });
+
+  test('dynamic metadata: a detailed_metric rule keeps its metadata; a limit override never has any', async () => {
+    const { call } = setup({ responseDynamicMetadata: true });
+    const detailed = await call([d({ detailed: 'v1' })]);
+    expect(detailed.dynamicMetadata?.metadata).toEqual({ team: 'detailed' });
+    const overridden = await call([d({ detailed: 'v1' }, { limit: { requestsPerUnit: 9, unit: 'MINUTE' } })]);
+    expect(overridden.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['detailed=v1'], limit: 'requests_per_unit:9 unit:MINUTE' }], hitsAddend: 1 });
   });
 
   test('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: one descriptor over → the others are not charged', async () => {

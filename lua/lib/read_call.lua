@@ -1,0 +1,60 @@
+-- lib/read_call.lua: the one call protocol of every script in lua/.
+-- Provides
+--   read_call(script) -> call, nil; or nil, an error reply "ERR <script>: ..." to return as is.
+--
+-- KEYS[i]     counter i (i = 1..n); all keys of one call share a hash slot. A key may appear
+--             more than once in a call (see lib/run_call.lua for how that is judged).
+-- ARGV[1]     mode: 0 = count, 1 = stop, 2 = look (lib/run_call.lua says what each does).
+-- ARGV[4i-2]  hits_i: integer >= 0 for KEYS[i]; 0 = peek (never creates or changes the key).
+-- ARGV[4i-1]  limit_i: integer >= 0, requests per window.
+-- ARGV[4i]    window_i: window length in whole seconds (>= 1).
+-- ARGV[4i+1]  burst_i: integer >= 0, token_bucket's and gcra's capacity; the others ignore it.
+-- ARGV[4n+2]  optional, tests only: "now" in epoch milliseconds. Without it the clock is
+--             redis TIME, read here once per call.
+--
+-- call.n, call.mode, call.now (epoch ms), and per key i call.hits[i], call.limits[i],
+-- call.windows[i] (in ms), call.bursts[i]. Every number is a whole number that a double holds
+-- exactly; rules are bounded at load so that every product the scripts form stays below 2^53.
+
+local function read_call(script)
+  -- A whole number >= min that a double holds exactly; nil otherwise (also for nan and inf).
+  local function whole(i, min)
+    local v = tonumber(ARGV[i])
+    if v ~= nil and v >= min and v < 9007199254740992 and v == math.floor(v) then
+      return v
+    end
+    return nil
+  end
+
+  local n, nargs = #KEYS, #ARGV
+  if nargs ~= 4 * n + 1 and nargs ~= 4 * n + 2 then
+    return nil, redis.error_reply(string.format(
+      'ERR %s: %d keys need %d or %d ARGV, got %d', script, n, 4 * n + 1, 4 * n + 2, nargs))
+  end
+  local mode = whole(1, 0)
+  if mode ~= 0 and mode ~= 1 and mode ~= 2 then
+    return nil, redis.error_reply('ERR ' .. script .. ': mode (ARGV[1]) must be 0, 1 or 2')
+  end
+  local now
+  if nargs == 4 * n + 2 then
+    now = whole(nargs, 0)
+    if now == nil then
+      return nil, redis.error_reply('ERR ' .. script .. ': pinned now (last ARGV) must be epoch milliseconds')
+    end
+  else
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local call = { n = n, mode = mode, now = now, hits = {}, limits = {}, windows = {}, bursts = {} }
+  for i = 1, n do
+    local first = 4 * i - 2
+    local h, l, w, b = whole(first, 0), whole(first + 1, 0), whole(first + 2, 1), whole(first + 3, 0)
+    if h == nil or l == nil or w == nil or b == nil then
+      return nil, redis.error_reply(string.format(
+        'ERR %s: key %d needs integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[%d..%d])',
+        script, i, first, first + 3))
+    end
+    call.hits[i], call.limits[i], call.windows[i], call.bursts[i] = h, l, w * 1000, b
+  end
+  return call, nil
+end

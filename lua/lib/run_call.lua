@@ -1,0 +1,69 @@
+-- lib/run_call.lua: the modes of the call protocol and its one reply shape.
+-- Provides
+--   run_call(call, step, counts_every_hit) -> the script's reply.
+--
+-- `call` comes from lib/read_call.lua. `step(i, pending, charge)` is the script's algorithm for
+-- key i and returns six integers:
+--   used, remaining, reset_ms   the key's state after this step (charged when `charge` is true
+--                               and the step charges), as the algorithm reports it
+--   retry_ms, denied            the judgement of hits_i on top of `pending` hits that earlier
+--                               occurrences of the same key in this call would add
+--   blocked_ms                  how long from now the state after this step denies every
+--                               request with hits >= 1, whatever its size; 0 when not certain
+-- `counts_every_hit` (fixed_window) charges hits also when they are denied, and judges each
+-- occurrence of a repeated key on its own, both like the reference. The other algorithms charge
+-- only admitted hits; for them a key with limit 0 never reaches `step`: every hit is denied, a
+-- peek allowed, nothing read or written, and reset, Retry-After and blocked are one window.
+--
+-- Modes (ARGV[1]):
+--   0 count  each key in turn is judged and charged (a repeated key sees the earlier charge).
+--   2 look   each key is judged, nothing is charged; a repeated key of an admitted-hits
+--            algorithm is judged with the hits of its earlier admitted occurrences pending.
+--   1 stop   STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: look first; when no key is denied, count;
+--            else charge only the denied keys (which only fixed_window does: the reference's
+--            rule, every key that would go over is incremented and the others are held back)
+--            and answer the others with their look.
+--
+-- Returns     a flat array of 6n integers; key i fills positions 6i-5 .. 6i:
+--             used_i, remaining_i, reset_ms_i, retry_after_ms_i (0 when allowed), denied_i (1
+--             or 0), blocked_ms_i.
+
+local function run_call(call, step, counts_every_hit)
+  local out = {}
+  local function judge(i, pending, charge)
+    local u, r, reset, retry, denied, blocked
+    if call.limits[i] == 0 and not counts_every_hit then
+      local w = call.windows[i]
+      denied = call.hits[i] > 0 and 1 or 0
+      u, r, reset, retry, blocked = 0, 0, w, denied * w, w
+    else
+      u, r, reset, retry, denied, blocked = step(i, pending, charge)
+    end
+    local at = 6 * i - 5
+    out[at], out[at + 1], out[at + 2], out[at + 3], out[at + 4], out[at + 5] = u, r, reset, retry, denied, blocked
+    return denied == 1
+  end
+
+  if call.mode == 0 then
+    for i = 1, call.n do judge(i, 0, true) end
+    return out
+  end
+  local pending, denied, any_denied = {}, {}, false
+  for i = 1, call.n do
+    local key = KEYS[i]
+    if judge(i, pending[key] or 0, false) then
+      denied[i], any_denied = true, true
+    elseif not counts_every_hit then
+      pending[key] = (pending[key] or 0) + call.hits[i]
+    end
+  end
+  if call.mode == 2 then return out end
+  if not any_denied then
+    for i = 1, call.n do judge(i, 0, true) end
+  elseif counts_every_hit then
+    for i = 1, call.n do
+      if denied[i] then judge(i, 0, true) end
+    end
+  end
+  return out
+end

@@ -1,0 +1,124 @@
+import { createHash } from 'node:crypto';
+import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
+import { counterIdentity } from '../counter-key';
+import { LruMap } from './lru-map';
+import type { AlgorithmState, MemoryAlgorithm } from './memory-algorithm';
+import { memoryAlgorithms } from './memory-algorithms';
+
+export interface MemoryLimiterOptions {
+  /** Clock in epoch ms; injectable for tests. */
+  readonly now?: () => number;
+  /** How often expired counters are swept, in ms. */
+  readonly sweepIntervalMs?: number;
+  /** Most counters kept (MEMORY_MAX_COUNTERS); beyond it the least recently used is dropped. */
+  readonly maxCounters?: number;
+  /** Called with the number of counters just evicted to make room. */
+  readonly onEvict?: (count: number) => void;
+}
+
+/** Counters kept when no bound is given: some tens of MB at most. */
+export const DEFAULT_MAX_COUNTERS = 100_000;
+
+// A key is up to 32 entries of 4 KiB values: longer ones are kept as a digest, so a counter
+// costs the same small key whatever the request carried. SHA-256 keeps distinct descriptors
+// distinct; the `#` cannot start an identity (those start with `{`).
+const MAX_PLAIN_KEY_LENGTH = 128;
+
+function storageKey(check: LimitCheck): string {
+  const identity = counterIdentity(check.counter, check.spec);
+  return identity.length <= MAX_PLAIN_KEY_LENGTH ? identity : '#' + createHash('sha256').update(identity).digest('base64');
+}
+
+/**
+ * In-process limiter: the same algorithms as lua/*.lua (one module per algorithm under
+ * memory/), exact under concurrency because a check runs synchronously on the event loop, and
+ * bounded in memory: every state is dropped once it is equal to a fresh counter, there are at
+ * most `maxCounters` of them (the least recently used is evicted and starts again from zero),
+ * and long keys are stored as digests.
+ */
+export class MemoryLimiter implements Limiter {
+  private readonly states: LruMap<AlgorithmState>;
+  private readonly now: () => number;
+  private readonly sweepTimer: NodeJS.Timeout;
+
+  constructor(options: MemoryLimiterOptions = {}) {
+    this.now = options.now ?? Date.now;
+    this.states = new LruMap(options.maxCounters ?? DEFAULT_MAX_COUNTERS, options.onEvict);
+    this.sweepTimer = setInterval(() => this.sweep(), options.sweepIntervalMs ?? 1000);
+    this.sweepTimer.unref();
+  }
+
+  /** Number of live counters (for tests and the debug page). */
+  get size(): number {
+    return this.states.size;
+  }
+
+  check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
+    if (options.holdBack === true) {
+      const keys = checks.map(storageKey);
+      return Promise.resolve(this.look(checks, keys, this.now()));
+    }
+    return Promise.resolve(this.checkNow(checks, options.stopIncrementWhenOverLimit));
+  }
+
+  /**
+   * Synchronous core, also used by the `local` failure mode. The call protocol of the scripts
+   * (lua/lib/run_call.lua): each check in turn; with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT,
+   * look at every check first (a counter that appears twice is judged with the hits of its
+   * earlier admitted occurrences pending); when none is denied charge them all, else charge
+   * only the denied checks of an algorithm that counts every hit (the reference's rule) and
+   * answer the others with their look.
+   */
+  checkNow(checks: readonly LimitCheck[], stopIncrementWhenOverLimit: boolean): LimitResult[] {
+    const now = this.now();
+    const keys = checks.map(storageKey);
+    const charge = (i: number): LimitResult => this.step(keys[i] as string, checks[i] as LimitCheck, now, 0, true);
+    if (!stopIncrementWhenOverLimit) return checks.map((_, i) => charge(i));
+    const looked = this.look(checks, keys, now);
+    if (looked.every((r) => r.allowed)) return checks.map((_, i) => charge(i));
+    return looked.map((r, i) => (!r.allowed && this.algorithm(checks[i] as LimitCheck).countsEveryHit ? charge(i) : r));
+  }
+
+  /** Judges every check without charging; a counter that appears twice sees its earlier admitted hits pending. */
+  private look(checks: readonly LimitCheck[], keys: readonly string[], now: number): LimitResult[] {
+    const pending = new Map<string, number>();
+    return checks.map((c, i) => {
+      const key = keys[i] as string;
+      const result = this.step(key, c, now, pending.get(key) ?? 0, false);
+      if (result.allowed && !this.algorithm(c).countsEveryHit) pending.set(key, (pending.get(key) ?? 0) + c.hits);
+      return result;
+    });
+  }
+
+  isHealthy(): boolean {
+    return true;
+  }
+
+  close(): Promise<void> {
+    clearInterval(this.sweepTimer);
+    this.states.clear();
+    return Promise.resolve();
+  }
+
+  /** Drops every state that has become equal to a fresh counter. */
+  sweep(): void {
+    const now = this.now();
+    this.states.deleteWhere((state) => state.expiresAt <= now);
+  }
+
+  private algorithm(check: LimitCheck): MemoryAlgorithm {
+    return memoryAlgorithms[check.spec.algorithm];
+  }
+
+  private step(key: string, check: LimitCheck, now: number, pending: number, charge: boolean): LimitResult {
+    let state = this.states.get(key);
+    if (state !== undefined && state.expiresAt <= now) {
+      // Gone for good, as redis removes an expired key: a clock that steps back must not revive it.
+      this.states.delete(key);
+      state = undefined;
+    }
+    const { result, next } = this.algorithm(check).step({ state, spec: check.spec, hits: check.hits, now, pending, charge });
+    if (next !== undefined) this.states.set(key, next);
+    return result;
+  }
+}

@@ -1,0 +1,127 @@
+import type { DescriptorEntry } from '../domain/descriptor';
+import type { PolicyMetrics } from '../metrics/policy-metrics';
+import { TIER_BLOCKED, TIER_NORMAL, TIERS, tierLimitPercent, type PolicyConfig, type Tier } from '../domain/policy-config';
+import { policyParams, type PolicyOutcome, type PolicyParams } from './policy-model';
+import type { PolicyStore } from './policy-store';
+import { signalHash } from './signal-hash';
+
+/** What the policy decided for one request. */
+export interface PolicyDecision {
+  readonly policy: PolicyConfig;
+  readonly client: string;
+  /** The tier the model gave (reported, also in shadow mode); normal when the state was not read. */
+  readonly tier: Tier;
+  /** The share of every limit this request gets, in percent: 100 in shadow mode and on failure. */
+  readonly limitPercent: number;
+  /** Enforced penalty box: ms until it ends; 0 when not blocked (or in shadow mode). */
+  readonly blockedMsLeft: number;
+}
+
+export interface PolicyEngineDeps {
+  readonly store: PolicyStore;
+  readonly metrics: PolicyMetrics;
+  /** Clients with denials waiting to be reported; beyond it a denial is dropped (lenient). */
+  readonly maxPendingDenials?: number;
+}
+
+/** What the policy reads of a request: its descriptors' entries. */
+interface DescribedRequest {
+  readonly descriptors: readonly { readonly entries: readonly DescriptorEntry[] }[];
+}
+
+/** The first value of `key` among the request's descriptors; undefined when none carries it. */
+function entryValue(request: DescribedRequest, key: string | undefined): string | undefined {
+  if (key === undefined) return undefined;
+  for (const d of request.descriptors) for (const e of d.entries) if (e.key === key) return e.value;
+  return undefined;
+}
+
+/**
+ * The policy layer as the service sees it: finds the client of a request, asks the store for
+ * its tier (one call), and turns the tier into what the limits get. Denials travel with the
+ * client's next decision on this instance, so a request costs one store call at most.
+ */
+export class PolicyEngine {
+  private readonly params = new WeakMap<PolicyConfig, PolicyParams>();
+  private readonly pendingDenials = new Map<string, number>();
+  private readonly maxPending: number;
+
+  constructor(private readonly deps: PolicyEngineDeps) {
+    this.maxPending = deps.maxPendingDenials ?? 10_000;
+  }
+
+  /** The client a request names for `policy`; undefined: the policy does not apply (no call). */
+  clientOf(policy: PolicyConfig, request: DescribedRequest): string | undefined {
+    return entryValue(request, policy.client);
+  }
+
+  /**
+   * The tier for this request, which includes this request's own signals. Half of the time left
+   * is the policy's; when the store cannot answer in it, the normal tier applies (counted).
+   */
+  async decide(policy: PolicyConfig, client: string, request: DescribedRequest, deadline: number): Promise<PolicyDecision> {
+    const { store, metrics } = this.deps;
+    const route = entryValue(request, policy.route);
+    const fingerprint = entryValue(request, policy.fingerprint);
+    const pendingKey = policy.domain + '\u0000' + client;
+    const denials = this.pendingDenials.get(pendingKey) ?? 0;
+    if (denials > 0) this.pendingDenials.delete(pendingKey);
+    const now = Date.now();
+    let outcome: PolicyOutcome;
+    try {
+      outcome = await store.decide(
+        policy,
+        this.paramsOf(policy),
+        client,
+        { routeHash: route === undefined ? 0 : signalHash(route), fingerprintHash: fingerprint === undefined ? 0 : signalHash(fingerprint), denials },
+        now + Math.max(0, Math.floor((deadline - now) / 2)),
+      );
+    } catch {
+      metrics.unavailable(policy.domain);
+      metrics.decision(policy.domain, TIER_NORMAL, policy.shadowMode);
+      return { policy, client, tier: 'normal', limitPercent: 100, blockedMsLeft: 0 };
+    }
+    metrics.decision(policy.domain, outcome.tier, policy.shadowMode);
+    if (outcome.tier !== outcome.previousTier) metrics.tierChange(policy.domain, outcome.previousTier, outcome.tier);
+    const enforced = policy.shadowMode ? TIER_NORMAL : outcome.tier;
+    return {
+      policy,
+      client,
+      tier: TIERS[outcome.tier] as Tier,
+      limitPercent: tierLimitPercent(policy, enforced),
+      blockedMsLeft: enforced === TIER_BLOCKED ? outcome.blockedMsLeft : 0,
+    };
+  }
+
+  /** The client was denied by its limits: the denial goes with its next decision. */
+  noteDenial(decision: PolicyDecision): void {
+    const key = decision.policy.domain + '\u0000' + decision.client;
+    const pending = this.pendingDenials.get(key);
+    if (pending === undefined && this.pendingDenials.size >= this.maxPending) return;
+    this.pendingDenials.set(key, (pending ?? 0) + 1);
+  }
+
+  /** The client's current signals and tier (debug port). */
+  lookUp(policy: PolicyConfig, client: string, deadline: number): Promise<PolicyOutcome> {
+    return this.deps.store.lookUp(policy, this.paramsOf(policy), client, deadline);
+  }
+
+  /** Opens the store's connection (the app does so when the rules have a policy). */
+  connect(): void {
+    this.deps.store.connect();
+  }
+
+  isReady(): boolean {
+    return this.deps.store.isReady();
+  }
+
+  close(): Promise<void> {
+    return this.deps.store.close();
+  }
+
+  private paramsOf(policy: PolicyConfig): PolicyParams {
+    let p = this.params.get(policy);
+    if (p === undefined) this.params.set(policy, (p = policyParams(policy)));
+    return p;
+  }
+}

@@ -1,0 +1,117 @@
+import type { RateLimitRule, RuleMatch, RuleSet } from '../config/rule-types';
+import type { LimitCheck } from '../limiter/limiter';
+import { keyValue } from '../domain/descriptor';
+import { UNIT_SECONDS } from '../domain/units';
+import type { RateLimitRequest, RequestDescriptor } from './types';
+
+/** What one request descriptor resolved to before counting. Immutable. */
+export interface DescriptorPlan {
+  /** The rule that applies; undefined for no rule, a replaced rule or an unknown domain. */
+  readonly rule?: RateLimitRule;
+  /** Metric label path of this evaluation (the rule's, or the match's detailed one). */
+  readonly metricKey: string;
+  /** The matched rule's `metadata`; never set for a limit override. */
+  readonly metadata?: Readonly<Record<string, unknown>>;
+  readonly hits: number;
+  /** Index into {@link RequestPlan.checks}, or -1 when nothing is counted (no rule, unlimited). */
+  readonly checkIndex: number;
+}
+
+/** A request resolved against the rules: one plan per descriptor and the checks to count. */
+export interface RequestPlan {
+  readonly domainKnown: boolean;
+  readonly plans: readonly DescriptorPlan[];
+  readonly checks: readonly LimitCheck[];
+}
+
+const NOTHING_TO_COUNT = -1;
+
+/** `domain.key1_value1.key2` — the reference's runtime path, used for override stats. */
+function runtimePath(domain: string, descriptor: RequestDescriptor): string {
+  let path = domain;
+  for (const e of descriptor.entries) path += '.' + keyValue(e);
+  return path;
+}
+
+function overrideRule(domain: string, descriptor: RequestDescriptor): RateLimitRule | undefined {
+  const limit = descriptor.limit;
+  if (limit === undefined) return undefined;
+  return {
+    fullKey: runtimePath(domain, descriptor),
+    requestsPerUnit: limit.requestsPerUnit,
+    unit: limit.unit,
+    unlimited: false,
+    algorithm: 'fixed_window',
+    windowSeconds: UNIT_SECONDS[limit.unit],
+    burst: limit.requestsPerUnit,
+    // An override comes from Envoy's config: the rule file's shadow/quota switches do not apply.
+    shadowMode: false,
+    quotaMode: false,
+    replaces: [],
+  };
+}
+
+/**
+ * The metric key of a limit override: the rule file's key of the rule the descriptor would
+ * match, or one fixed key per domain. Never the request's values (the reference's runtime
+ * path): those would make one metric series per value.
+ */
+function overrideMetricKey(rules: RuleSet, domain: string, descriptor: RequestDescriptor): string {
+  return rules.match(domain, descriptor.entries)?.rule?.fullKey ?? `${domain}.limit_override`;
+}
+
+interface Resolved {
+  readonly rule?: RateLimitRule;
+  readonly match?: RuleMatch;
+  /** Set for a limit override only: see {@link overrideMetricKey}. */
+  readonly overrideMetricKey?: string;
+}
+
+/**
+ * Matches every descriptor, applies `replaces` (a rule named by another matched rule is not
+ * evaluated at all), and lists the counters to check, each plan knowing its check's index.
+ */
+export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestPlan {
+  const domain = request.domain;
+  const domainKnown = rules.hasDomain(domain);
+  const resolved = new Array<Resolved>(request.descriptors.length);
+  let replaced: Set<string> | undefined;
+  for (let i = 0; i < request.descriptors.length; i++) {
+    const d = request.descriptors[i] as RequestDescriptor;
+    if (!domainKnown || d.entries.length === 0) {
+      resolved[i] = {};
+      continue;
+    }
+    // An override is Envoy's limit, not a rule of ours: no match, so no metadata, shared counter
+    // or detailed metric of the node it happens to match (as the reference).
+    const override = overrideRule(domain, d);
+    const match = override === undefined ? rules.match(domain, d.entries) : undefined;
+    const rule = override ?? match?.rule;
+    if (rule !== undefined && rule.replaces.length > 0) {
+      replaced ??= new Set();
+      for (const name of rule.replaces) replaced.add(name);
+    }
+    resolved[i] = override === undefined ? { rule, match } : { rule, overrideMetricKey: overrideMetricKey(rules, domain, d) };
+  }
+
+  const checks: LimitCheck[] = [];
+  const plans = resolved.map((r, i): DescriptorPlan => {
+    const d = request.descriptors[i] as RequestDescriptor;
+    const hits = d.hitsAddend ?? request.hitsAddend;
+    const rule = r.rule;
+    const name = rule?.name;
+    if (rule === undefined || (replaced !== undefined && name !== undefined && name !== '' && replaced.has(name))) {
+      return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
+    }
+    const metricKey = r.overrideMetricKey ?? r.match?.metricKey ?? rule.fullKey;
+    const metadata = r.match?.metadata;
+    if (rule.unlimited) return { rule, metricKey, metadata, hits, checkIndex: NOTHING_TO_COUNT };
+    checks.push({
+      counter: { domain, entries: r.match?.counterEntries ?? d.entries },
+      spec: { algorithm: rule.algorithm, limit: rule.requestsPerUnit, windowSeconds: rule.windowSeconds, burst: rule.burst },
+      hits,
+    });
+    return { rule, metricKey, metadata, hits, checkIndex: checks.length - 1 };
+  });
+  return { domainKnown, plans, checks };
+}

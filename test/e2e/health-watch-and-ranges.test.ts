@@ -1,0 +1,95 @@
+// Issue 8, small ones: many health Watch streams, a Watch on an unknown service at shutdown, and
+// out-of-range numbers echoed exactly.
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { loadProtos } from '../../src/grpc/protos';
+import { startTestApp, type TestApp } from '../helpers/test-app';
+
+const RULES = {
+  't.yaml': `
+domain: t
+descriptors:
+  - key: k
+    rate_limit: { unit: hour, requests_per_unit: 10 }
+`,
+};
+
+function watch(client: grpc.Client, service: string): { seen: string[]; ended: Promise<void>; call: grpc.ClientReadableStream<unknown> } {
+  const call = (client as unknown as { Watch: (r: unknown) => grpc.ClientReadableStream<{ status: string }> }).Watch({ service });
+  const seen: string[] = [];
+  const ended = new Promise<void>((resolve) => {
+    call.on('data', (m: { status: string }) => seen.push(m.status));
+    call.on('end', () => resolve());
+    call.on('error', () => resolve());
+  });
+  return { seen, ended, call };
+}
+
+describe('health Watch streams', () => {
+  test('12 Watch streams raise no MaxListenersExceededWarning; all see the change at shutdown', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => {
+      warnings.push(w);
+    };
+    process.on('warning', onWarning);
+    const t = await startTestApp(RULES, { SHUTDOWN_GRACE_MS: '8000' });
+    const health = new (loadProtos().healthClient)(`127.0.0.1:${t.app.grpcPort}`, grpc.credentials.createInsecure());
+    try {
+      const watches = Array.from({ length: 12 }, () => watch(health, 'ratelimit'));
+      for (let i = 0; i < 50 && watches.some((w) => w.seen.length === 0); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(watches.every((w) => w.seen[0] === 'SERVING')).toBe(true);
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+      const t0 = Date.now();
+      await t.stop();
+      await Promise.all(watches.map((w) => w.ended));
+      expect(Date.now() - t0).toBeLessThan(3000);
+      expect(watches.every((w) => w.seen.at(-1) === 'NOT_SERVING')).toBe(true);
+    } finally {
+      process.off('warning', onWarning);
+      health.close();
+    }
+  });
+
+  test('a Watch on an unknown service is ended at shutdown, which does not wait for the grace period', async () => {
+    const t = await startTestApp(RULES, { SHUTDOWN_GRACE_MS: '8000' });
+    const health = new (loadProtos().healthClient)(`127.0.0.1:${t.app.grpcPort}`, grpc.credentials.createInsecure());
+    try {
+      const w = watch(health, 'no-such-service');
+      for (let i = 0; i < 50 && w.seen.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(w.seen).toEqual(['SERVICE_UNKNOWN']);
+      const t0 = Date.now();
+      await t.stop();
+      const ms = Date.now() - t0;
+      console.log(`shutdown with a Watch on an unknown service open: ${ms} ms (grace 8000 ms)`);
+      expect(ms).toBeLessThan(3000);
+      await w.ended;
+    } finally {
+      health.close();
+    }
+  });
+});
+
+describe('out-of-range numbers are echoed exactly (not 18446744073709552000)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(RULES);
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  test('a descriptor hits_addend of 2^64-1', async () => {
+    const err = await t.client
+      .shouldRateLimit({ domain: 't', descriptors: [{ entries: [{ key: 'k', value: 'v' }], hits_addend: { value: '18446744073709551615' as unknown as number } }] })
+      .then(() => undefined, (e: grpc.ServiceError) => e);
+    expect(err?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(err?.details).toContain('hits_addend 18446744073709551615 is out of range');
+    expect(err?.details).not.toContain('18446744073709552000');
+  });
+
+  test('an in-range hits_addend still counts', async () => {
+    const res = await t.client.shouldRateLimit({ domain: 't', descriptors: [{ entries: [{ key: 'k', value: 'ok' }], hits_addend: { value: 3 } }] });
+    expect(res.statuses[0]!.limit_remaining).toBe(7);
+  });
+});

@@ -1,0 +1,9 @@
+// lua/fixed_window.lua stores "<window start>:<count>:<count of the window before>" per counter.
+
+/** The count of the latest window in a stored fixed-window value; null for a missing key. */
+export function fixedWindowCount(value: unknown): number | null {
+  if (value === null || value === undefined) return null;
+  const m = /^\d+:(\d+):\d+$/.exec(String(value));
+  if (m === null) throw new Error(`not a fixed-window value: ${String(value)}`);
+  return Number(m[1]);
+}

@@ -1,0 +1,154 @@
+import type { PolicyConfig } from '../../src/domain/policy-config';
+import { policyParams, type PolicyOutcome } from '../../src/policy/policy-model';
+import type { PolicyStore } from '../../src/policy/policy-store';
+import { signalHash } from '../../src/policy/signal-hash';
+import { TRACE_START } from './algorithm-traces';
+
+/**
+ * Scripted traces of the policy model, written once and run against both stores: the memory
+ * store (unit test, injected clock) and lua/policy.lua on real Redis, standalone and cluster
+ * (integration test, pinned time). Every expected row was worked out by hand from the model in
+ * src/policy/policy-model.ts with TRACE_POLICY: a request scores 1, a repeated fingerprint 3,
+ * each distinct route 3, each denial 5; elevated at 10, suspicious at 20, blocked at 40.
+ */
+export const TRACE_POLICY: PolicyConfig = Object.freeze({
+  domain: 'traces',
+  client: 'remote_address',
+  route: 'path',
+  fingerprint: 'request_hash',
+  windowSeconds: 10,
+  weights: { requests: 1, repeats: 3, routes: 3, denials: 5 },
+  thresholds: { elevated: 10, suspicious: 20, blocked: 40 },
+  limitPercent: { elevated: 50, suspicious: 10 },
+  blockedSeconds: 60,
+  quietSeconds: 30,
+  shadowMode: false,
+});
+
+export { TRACE_START };
+
+export interface PolicyStep {
+  /** ms after TRACE_START. */
+  readonly at: number;
+  readonly client: string;
+  /** 'decide' counts the request; 'look' is a look-up that changes nothing. */
+  readonly op: 'decide' | 'look';
+  readonly routeHash: number;
+  readonly fingerprintHash: number;
+  readonly denials: number;
+  readonly expected: PolicyOutcome;
+}
+
+export interface PolicyTrace {
+  readonly name: string;
+  readonly steps: readonly PolicyStep[];
+}
+
+type Row = readonly [
+  at: number, client: string, op: 'd' | 'l', route: string | null, fingerprint: string | null, denials: number,
+  tier: number, previous: number, left: number, requests: number, repeats: number, routes: number, denialsSeen: number, score: number,
+];
+
+function trace(name: string, rows: readonly Row[]): PolicyTrace {
+  return {
+    name,
+    steps: rows.map(([at, client, op, route, fp, denials, tier, previousTier, blockedMsLeft, requests, repeats, routes, denialsSeen, score]) => ({
+      at,
+      client,
+      op: op === 'd' ? 'decide' : 'look',
+      routeHash: route === null ? 0 : signalHash(route),
+      fingerprintHash: fp === null ? 0 : signalHash(fp),
+      denials,
+      expected: { tier, previousTier, blockedMsLeft, requests, repeats, routes, denials: denialsSeen, score },
+    })),
+  };
+}
+
+// A: bursts, then keeps calling while denied (one denial reported with each call).
+// W: well-behaved, in the same domain at the same time.
+//                                                   tier prev left   req rep rts den score
+export const POLICY_TRACES: readonly PolicyTrace[] = [
+  trace('burst, then hammering while denied: normal → elevated → suspicious → blocked, the box, then quiet steps down', [
+    [0, 'A', 'd', '/a', 'f1', 0, 0, 0, 0, 1, 0, 1, 0, 4],
+    [0, 'W', 'd', '/home', 'w1', 0, 0, 0, 0, 1, 0, 1, 0, 4],
+    [100, 'A', 'd', '/a', 'f2', 0, 0, 0, 0, 2, 0, 1, 0, 5],
+    [200, 'A', 'd', '/a', 'f3', 0, 0, 0, 0, 3, 0, 1, 0, 6],
+    [300, 'A', 'd', '/a', 'f4', 0, 0, 0, 0, 4, 0, 1, 0, 7],
+    [400, 'A', 'd', '/a', 'f5', 0, 0, 0, 0, 5, 0, 1, 0, 8],
+    [500, 'A', 'd', '/a', 'f6', 0, 0, 0, 0, 6, 0, 1, 0, 9],
+    [500, 'W', 'd', '/home', 'w2', 0, 0, 0, 0, 2, 0, 1, 0, 5],
+    // The burst alone reaches elevated.
+    [600, 'A', 'd', '/a', 'f7', 0, 1, 0, 0, 7, 0, 1, 0, 10],
+    [700, 'A', 'd', '/a', 'f8', 0, 1, 1, 0, 8, 0, 1, 0, 11],
+    // Denied from here on: every call reports the previous call's denial.
+    [800, 'A', 'd', '/a', 'f9', 1, 1, 1, 0, 9, 0, 1, 1, 17],
+    [900, 'A', 'd', '/a', 'f10', 1, 2, 1, 0, 10, 0, 1, 2, 23],
+    [1_000, 'A', 'd', '/a', 'f11', 1, 2, 2, 0, 11, 0, 1, 3, 29],
+    [1_000, 'W', 'd', '/home', 'w3', 0, 0, 0, 0, 3, 0, 1, 0, 6],
+    [1_100, 'A', 'd', '/a', 'f12', 1, 2, 2, 0, 12, 0, 1, 4, 35],
+    // 41 >= 40: blocked, for exactly 60 s from now (1 200 .. 61 200).
+    [1_200, 'A', 'd', '/a', 'f13', 1, 3, 2, 60_000, 13, 0, 1, 5, 41],
+    // In the box nothing is counted.
+    [1_300, 'A', 'd', '/a', 'f14', 1, 3, 3, 59_900, 13, 0, 1, 5, 41],
+    [30_000, 'W', 'd', '/home', 'w4', 0, 0, 0, 0, 1, 0, 1, 0, 4],
+    [61_199, 'A', 'l', null, null, 0, 3, 3, 1, 0, 0, 0, 0, 0],
+    [61_199, 'A', 'd', '/a', 'f15', 0, 3, 3, 1, 0, 0, 0, 0, 0],
+    // The box is over: suspicious, and the quiet time starts at its end.
+    [61_200, 'A', 'd', '/a', 'f16', 0, 2, 3, 0, 1, 0, 1, 0, 4],
+    [61_200, 'W', 'd', '/home', 'w5', 0, 0, 0, 0, 1, 0, 1, 0, 4],
+    [91_199, 'A', 'd', '/a', 'f17', 0, 2, 2, 0, 1, 0, 1, 0, 4],
+    [91_200, 'A', 'd', '/a', 'f18', 0, 1, 2, 0, 2, 0, 1, 0, 5],
+    [121_199, 'A', 'l', null, null, 0, 1, 1, 0, 0, 0, 0, 0, 0],
+    // Back to normal: its state has expired, so it starts afresh.
+    [121_200, 'A', 'd', '/a', 'f19', 0, 0, 0, 0, 1, 0, 1, 0, 4],
+    [121_200, 'W', 'l', null, null, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+  ]),
+  trace('a scanner is raised by distinct routes alone; the same calls on one route stay normal', [
+    [0, 'S', 'd', '/r1', 's1', 0, 0, 0, 0, 1, 0, 1, 0, 4],
+    [0, 'W', 'd', '/home', 'w1', 0, 0, 0, 0, 1, 0, 1, 0, 4],
+    [1, 'S', 'd', '/r2', 's2', 0, 0, 0, 0, 2, 0, 2, 0, 8],
+    [1, 'W', 'd', '/home', 'w2', 0, 0, 0, 0, 2, 0, 1, 0, 5],
+    [2, 'S', 'd', '/r3', 's3', 0, 1, 0, 0, 3, 0, 3, 0, 12],
+    [2, 'W', 'd', '/home', 'w3', 0, 0, 0, 0, 3, 0, 1, 0, 6],
+    [3, 'S', 'd', '/r4', 's4', 0, 1, 1, 0, 4, 0, 4, 0, 16],
+    [3, 'W', 'd', '/home', 'w4', 0, 0, 0, 0, 4, 0, 1, 0, 7],
+    // A route seen before in the window is no new route.
+    [4, 'S', 'd', '/r1', 's5', 0, 1, 1, 0, 5, 0, 4, 0, 17],
+  ]),
+  trace('a replayer is raised by repeated fingerprints alone; distinct fingerprints stay normal', [
+    [0, 'R', 'd', '/r', 'same', 0, 0, 0, 0, 1, 0, 1, 0, 4],
+    [0, 'W', 'd', '/r', 'w1', 0, 0, 0, 0, 1, 0, 1, 0, 4],
+    [1, 'R', 'd', '/r', 'same', 0, 0, 0, 0, 2, 1, 1, 0, 8],
+    [1, 'W', 'd', '/r', 'w2', 0, 0, 0, 0, 2, 0, 1, 0, 5],
+    [2, 'R', 'd', '/r', 'same', 0, 1, 0, 0, 3, 2, 1, 0, 12],
+    [2, 'W', 'd', '/r', 'w3', 0, 0, 0, 0, 3, 0, 1, 0, 6],
+    [3, 'R', 'd', '/r', 'same', 0, 1, 1, 0, 4, 3, 1, 0, 16],
+    [3, 'W', 'd', '/r', 'w4', 0, 0, 0, 0, 4, 0, 1, 0, 7],
+    // A new window forgets the fingerprints.
+    [10_000, 'R', 'd', '/r', 'same', 0, 1, 1, 0, 1, 0, 1, 0, 4],
+  ]),
+  trace('no route or fingerprint entry: requests and denials only', [
+    [0, 'N', 'd', null, null, 2, 1, 0, 0, 1, 0, 0, 2, 11],
+  ]),
+];
+
+/** Runs one trace on `store` (the clock set to each step's time) and returns what it answered, in order. */
+export async function runPolicyTrace(
+  store: PolicyStore,
+  clock: { now: number },
+  t: PolicyTrace,
+  policy: PolicyConfig = TRACE_POLICY,
+): Promise<PolicyOutcome[]> {
+  const params = policyParams(policy);
+  const out: PolicyOutcome[] = [];
+  for (const step of t.steps) {
+    clock.now = TRACE_START + step.at;
+    const deadline = Date.now() + 5000;
+    out.push(
+      step.op === 'decide'
+        ? await store.decide(policy, params, step.client, { routeHash: step.routeHash, fingerprintHash: step.fingerprintHash, denials: step.denials }, deadline)
+        : await store.lookUp(policy, params, step.client, deadline),
+    );
+  }
+  return out;
+}

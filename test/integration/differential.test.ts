@@ -1,0 +1,190 @@
+import Redis from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Algorithm } from '../../src/domain/algorithm';
+import type { LimitCheck, LimitResult } from '../../src/limiter/limiter';
+import type { LimitSpec } from '../../src/domain/limit-spec';
+import { ALGORITHMS as ALL_ALGORITHMS } from '../../src/domain/algorithm';
+import { MemoryLimiter } from '../../src/limiter/memory/memory-limiter';
+import { algorithmScripts } from '../../src/limiter/redis/algorithm-scripts';
+import { readLuaScript } from '../../src/limiter/redis/lua-script';
+import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { TRACE_START, seededRandom } from '../helpers/algorithm-traces';
+import { ReferenceModel, type ModelCheck, type ModelResult } from '../helpers/reference-model';
+
+// The differential test of issue 7: random traces, from a printed seed, driven against the
+// reference model (test/helpers/reference-model.ts), the memory backend and the Lua scripts on
+// a real Redis, all on one pinned clock. Traces cross window edges to the millisecond, ask for
+// more hits than the limit, limit 0, peeks, change limits and bursts, step the clock back,
+// repeat a counter within one call, and use STOP mode. Any difference fails with the trace.
+//
+// DIFF_STEPS (default 5000) steps per algorithm, DIFF_SEED (default fixed) to replay or vary.
+
+const STEPS = Number(process.env.DIFF_STEPS ?? 5000);
+const SEED = Number(process.env.DIFF_SEED ?? 20261126);
+/** Steps sent to Redis in one pipeline. */
+const CHUNK = 500;
+
+// Redis expires a key on its own clock; with a pinned clock the test expires, before each call,
+// every key of the trace whose expiry time has passed on the pinned clock, as Redis would have.
+const EXPIRE_ON_PINNED_CLOCK = `
+for i = 1, #KEYS do
+  local at = redis.call('PEXPIRETIME', KEYS[i])
+  if at >= 0 and at <= tonumber(ARGV[1]) then redis.call('DEL', KEYS[i]) end
+end
+return 0`;
+
+interface Counter {
+  readonly index: number;
+  readonly windowSeconds: number;
+  limit: number;
+  burst: number;
+}
+
+interface Step {
+  readonly now: number;
+  readonly stop: boolean;
+  readonly checks: readonly { readonly counter: number; readonly spec: LimitSpec; readonly hits: number }[];
+}
+
+/** A random trace for one algorithm; deterministic in `seed`. */
+function makeTrace(algorithm: Algorithm, seed: number, steps: number): Step[] {
+  const random = seededRandom(seed);
+  const counters: Counter[] = [1, 2, 5].map((windowSeconds, index) => ({ index, windowSeconds, limit: 1 + random(5), burst: 1 + random(6) }));
+  let now = TRACE_START + random(86_400_000);
+  const out: Step[] = [];
+  for (let s = 0; s < steps; s++) {
+    const r = random(100);
+    const w = counters[random(counters.length)]!.windowSeconds * 1000;
+    if (r < 45) now += random(250);
+    else if (r < 55) now = now - (now % w) + w; // exactly a window edge
+    else if (r < 60) now = now - (now % w) + w - 1; // the last millisecond before it
+    else if (r < 68) now -= 1 + random(1500); // the clock steps back (failover to a lagging replica)
+    else if (r < 73) now += w * (1 + random(3)) + random(1000);
+    else now += random(5);
+    if (random(100) < 4) {
+      // A rule reload changes a limit (or a burst); the counter keeps its key.
+      const c = counters[random(counters.length)]!;
+      c.limit = random(7);
+      c.burst = 1 + random(8);
+    }
+    const n = 1 + random(3);
+    const checks = Array.from({ length: n }, () => {
+      // Counters repeat within one call.
+      const c = counters[random(counters.length)]!;
+      const h = random(100);
+      const hits = h < 15 ? 0 : h < 55 ? 1 : 2 + random(c.limit + 3);
+      return { counter: c.index, spec: { algorithm, limit: c.limit, windowSeconds: c.windowSeconds, burst: c.burst }, hits };
+    });
+    out.push({ now, stop: random(100) < 40, checks });
+  }
+  return out;
+}
+
+const plain = (r: LimitResult): ModelResult => ({
+  allowed: r.allowed,
+  used: r.used,
+  remaining: r.remaining,
+  resetMs: r.resetMs,
+  retryAfterMs: r.retryAfterMs,
+  blockedForMs: r.blockedForMs ?? 0,
+});
+
+/** The trace up to step `at`, as the failure message. */
+function describeTrace(algorithm: Algorithm, trace: readonly Step[], at: number): string {
+  const lines = trace.slice(0, at + 1).map((st, i) => {
+    const checks = st.checks.map((c) => `#${c.counter} ${c.hits}h L${c.spec.limit} W${c.spec.windowSeconds}s B${c.spec.burst}`).join(', ');
+    return `  ${i}: t=${st.now - TRACE_START}${st.stop ? ' STOP' : ''} [${checks}]`;
+  });
+  return `${algorithm}, seed ${SEED}, steps 0..${at} (t in ms after 2030-01-01):\n${lines.join('\n')}`;
+}
+
+const ALGORITHMS = [...ALL_ALGORITHMS];
+
+let server: RedisProcess;
+let redis: Redis;
+let expireSha: string;
+const scripts = algorithmScripts();
+const shas: Partial<Record<Algorithm, string>> = {};
+
+beforeAll(async () => {
+  server = await startStandalone();
+  redis = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1 });
+  expireSha = String(await redis.script('LOAD', EXPIRE_ON_PINNED_CLOCK));
+  for (const algorithm of ALGORITHMS) shas[algorithm] = String(await redis.script('LOAD', readLuaScript(algorithm)));
+}, 60_000);
+afterAll(async () => {
+  redis?.disconnect();
+  await server?.stop();
+}, 30_000);
+
+describe('differential: reference model, memory backend and Lua scripts agree on random traces', () => {
+  it.each(ALGORITHMS)('%s', async (algorithm) => {
+    const seed = SEED + ALGORITHMS.indexOf(algorithm);
+    console.info(`differential ${algorithm}: ${STEPS} steps, seed ${SEED} (DIFF_STEPS, DIFF_SEED to change)`);
+    const trace = makeTrace(algorithm, seed, STEPS);
+    const model = new ReferenceModel();
+    const clock = { now: 0 };
+    const memory = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 3_600_000 });
+    const script = scripts[algorithm];
+    // One hash tag: every key of the trace in one slot, so each call is one script call.
+    const keyOf = (counter: number, spec: LimitSpec) => `diff:{${algorithm}-${seed}}:${counter}:${spec.windowSeconds}`;
+
+    const expected: ModelResult[][] = [];
+    const fromMemory: ModelResult[][] = [];
+    for (const st of trace) {
+      clock.now = st.now;
+      const modelChecks: ModelCheck[] = st.checks.map((c) => ({
+        key: `${c.counter}`,
+        algorithm,
+        limit: c.spec.limit,
+        windowMs: c.spec.windowSeconds * 1000,
+        burst: c.spec.burst,
+        hits: c.hits,
+      }));
+      expected.push(model.call(modelChecks, st.now, st.stop));
+      const limitChecks: LimitCheck[] = st.checks.map((c) => ({ counter: { domain: 'diff', entries: [{ key: 'c', value: `${c.counter}` }] }, spec: c.spec, hits: c.hits }));
+      // The memory backend sweeps expired counters every second; here at every step, as the
+      // time passing on the pinned clock expires the keys in redis.
+      memory.sweep();
+      fromMemory.push(memory.checkNow(limitChecks, st.stop).map(plain));
+    }
+    await memory.close();
+
+    const allKeys = [...new Set(trace.flatMap((st) => st.checks.map((c) => keyOf(c.counter, c.spec))))];
+    const fromRedis: ModelResult[][] = [];
+    for (let first = 0; first < trace.length; first += CHUNK) {
+      const pipeline = redis.pipeline();
+      for (const st of trace.slice(first, first + CHUNK)) {
+        const keys = st.checks.map((c) => keyOf(c.counter, c.spec));
+        const args: (number | string)[] = [script.mode(st.stop ? 'stop' : 'count')];
+        for (const c of st.checks) script.pushArgs(args, { counter: { domain: 'diff', entries: [] }, spec: c.spec, hits: c.hits });
+        args.push(st.now);
+        pipeline.evalsha(expireSha, allKeys.length, ...allKeys, st.now);
+        pipeline.evalsha(shas[algorithm]!, keys.length, ...keys, ...args);
+      }
+      const replies = (await pipeline.exec())!;
+      for (let j = 1; j < replies.length; j += 2) {
+        const [err, reply] = replies[j]!;
+        if (err) throw err;
+        const st = trace[first + (j - 1) / 2]!;
+        fromRedis.push(st.checks.map((_, k) => plain(script.decode(reply as number[], k))));
+      }
+    }
+
+    let denied = 0;
+    let blocked = 0;
+    for (let i = 0; i < trace.length; i++) {
+      const want = expected[i]!;
+      if (JSON.stringify(fromMemory[i]) !== JSON.stringify(want) || JSON.stringify(fromRedis[i]) !== JSON.stringify(want)) {
+        const message = `${describeTrace(algorithm, trace, i)}\nmodel:  ${JSON.stringify(want)}\nmemory: ${JSON.stringify(fromMemory[i])}\nredis:  ${JSON.stringify(fromRedis[i])}`;
+        expect.fail(message);
+      }
+      denied += want.filter((r) => !r.allowed).length;
+      blocked += want.filter((r) => r.blockedForMs > 0).length;
+    }
+    console.info(`differential ${algorithm}: ${trace.length} steps agree (${denied} denials, ${blocked} blocked answers)`);
+    // The trace is worth something only if it reaches the interesting answers.
+    expect(denied).toBeGreaterThan(trace.length / 20);
+    expect(blocked).toBeGreaterThan(trace.length / 20);
+  }, 60_000 + STEPS * 10);
+});

@@ -1,0 +1,60 @@
+// A Redis that hangs (SIGSTOP): every policy decision still ends in time with the normal tier,
+// counted; after a few timeouts the policy's circuit opens and decisions stop waiting at all;
+// once Redis answers again, decisions read the state again.
+import Redis from 'ioredis';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { PrometheusPolicyMetrics } from '../../src/metrics/policy-metrics';
+import { PolicyEngine } from '../../src/policy/policy-engine';
+import { RedisPolicyStore } from '../../src/policy/redis-policy-store';
+import type { RateLimitRequest } from '../../src/service/types';
+import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { TRACE_POLICY } from '../helpers/policy-traces';
+
+let redis: RedisProcess;
+let client: Redis;
+beforeAll(async () => {
+  redis = await startStandalone();
+  client = new Redis({ host: redis.host, port: redis.port, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+  await new Promise((resolve) => client.once('ready', resolve));
+}, 60_000);
+afterAll(async () => {
+  if (redis?.pid) process.kill(redis.pid, 'SIGCONT');
+  client?.disconnect();
+  await redis?.stop();
+});
+
+const request: RateLimitRequest = { domain: 'traces', descriptors: [{ entries: [{ key: 'remote_address', value: 'h1' }] }], hitsAddend: 1 };
+
+test('a hanging Redis gives the normal tier in time, then fails fast, then recovers', async () => {
+  const registry = new Registry();
+  const engine = new PolicyEngine({ store: new RedisPolicyStore({ client, keyPrefix: 'hang_' }), metrics: new PrometheusPolicyMetrics(registry) });
+  const decide = async (budgetMs: number) => {
+    const started = performance.now();
+    const d = await engine.decide(TRACE_POLICY, 'h1', request, Date.now() + budgetMs);
+    return { tier: d.tier, ms: performance.now() - started };
+  };
+  // Drive the client to elevated first, so "normal" below is the fallback, not its state.
+  for (let i = 0; i < 10; i++) await decide(1000);
+  expect((await decide(1000)).tier).toBe('elevated');
+
+  process.kill(redis.pid!, 'SIGSTOP');
+  const outcomes = [];
+  for (let i = 0; i < 6; i++) outcomes.push(await decide(200));
+  expect(outcomes.map((o) => o.tier)).toEqual(Array(6).fill('normal'));
+  // Half of the 200 ms is the policy's: never more (with room for a loaded machine).
+  expect(Math.max(...outcomes.map((o) => o.ms))).toBeLessThan(180);
+  // After three timeouts the circuit is open: no more waiting.
+  expect(Math.max(...outcomes.slice(3).map((o) => o.ms))).toBeLessThan(20);
+  const text = await registry.getSingleMetricAsString('floodgate_policy_unavailable_total');
+  expect(text).toContain('floodgate_policy_unavailable_total{domain="traces"} 6');
+
+  process.kill(redis.pid!, 'SIGCONT');
+  const start = Date.now();
+  let tier = 'normal';
+  while (tier !== 'elevated' && Date.now() - start < 5000) {
+    await new Promise((r) => setTimeout(r, 100));
+    tier = (await decide(500)).tier;
+  }
+  expect(tier).toBe('elevated');
+}, 30_000);

@@ -1,0 +1,58 @@
+import Redis, { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisPolicyStore } from '../../src/policy/redis-policy-store';
+import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
+import { expectConcurrentEqualsSerial } from '../helpers/policy-concurrency';
+import { POLICY_TRACES, TRACE_START, runPolicyTrace } from '../helpers/policy-traces';
+
+// lua/policy.lua on real Redis with a pinned clock must answer the shared traces exactly as
+// the memory store does (test/unit/policy/memory-policy-store.test.ts), on a standalone server
+// and on a 3-master cluster; its keys share the client's slot and every one has a TTL.
+let standalone: RedisProcess;
+let cluster: RedisClusterHarness;
+beforeAll(async () => {
+  [standalone, cluster] = await Promise.all([startStandalone(), startCluster({ masters: 3, replicasPerMaster: 0 })]);
+}, 90_000);
+afterAll(async () => {
+  await Promise.all([standalone?.stop(), cluster?.stop()]);
+}, 30_000);
+
+describe.each([
+  ['standalone', () => new Redis({ host: standalone.host, port: standalone.port, maxRetriesPerRequest: 1 })],
+  ['cluster', () => new Cluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: 1 } })],
+] as const)('RedisPolicyStore on %s', (name, connect) => {
+  const clock = { now: TRACE_START };
+  const clients: (Redis | Cluster)[] = [];
+  let run = 0;
+  const store = (): RedisPolicyStore => {
+    const client = connect();
+    clients.push(client);
+    return new RedisPolicyStore({ client, keyPrefix: `pol_${name}_${run}_`, pinnedNow: () => clock.now });
+  };
+  afterAll(() => clients.forEach((c) => c.disconnect()));
+
+  async function allKeys(prefix: string): Promise<string[]> {
+    const c = clients[0]!;
+    if (c instanceof Cluster) return (await Promise.all(c.nodes('master').map((n) => n.keys(`${prefix}*`)))).flat();
+    return c.keys(`${prefix}*`);
+  }
+
+  it.each(POLICY_TRACES.map((t) => [t.name, t] as const))('trace: %s', async (_n, t) => {
+    run++;
+    const got = await runPolicyTrace(store(), clock, t);
+    expect(got).toEqual(t.steps.map((s) => s.expected));
+    const keys = await allKeys(`pol_${name}_${run}_`);
+    expect(keys.length).toBeGreaterThan(0);
+    for (const key of keys) {
+      expect(key).toMatch(/^pol_\w+_\d+_rl:\{traces:remote_address=\w+\}:policy:(state|routes|prints)$/);
+      expect(await clients[0]!.pttl(key), key).toBeGreaterThan(0);
+    }
+  });
+
+  it('200 concurrent calls of one client (4 connections) end as the same calls one at a time', async () => {
+    run++;
+    clock.now = TRACE_START;
+    await expectConcurrentEqualsSerial([store(), store(), store(), store()], name);
+    for (const key of await allKeys(`pol_${name}_${run}_`)) expect(await clients[0]!.pttl(key), key).toBeGreaterThan(0);
+  });
+});

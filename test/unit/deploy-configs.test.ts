@@ -1,0 +1,601 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { compileRules } from '../../src/config/compile-rules';
+import { parseRuleFile } from '../../src/config/parse-rule-file';
+import type { RuleSet } from '../../src/config/rule-types';
+import { projectRoot } from '../../src/paths';
+import type { DescriptorEntry } from '../../src/domain/descriptor';
+import { loadSettings, type Settings } from '../../src/settings';
+
+/**
+ * Static checks of deploy/ and envoy/: the files parse, and they agree with the code and the
+ * example rules. Nothing is started; this reads repository files only. A drift between the
+ * manifests, the Envoy config, the settings and config/*.yaml fails here.
+ */
+
+// Parsed YAML is untyped by nature; the tests below assert the shape they rely on.
+type Obj = Record<string, any>;
+
+const repoPath = (...parts: string[]): string => join(projectRoot, ...parts);
+const read = (...parts: string[]): string => readFileSync(repoPath(...parts), 'utf8');
+
+function filesUnder(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) out.push(...filesUnder(path));
+    else out.push(path);
+  }
+  return out;
+}
+
+/** Every document of a YAML file, as plain data; fails on any parse error or warning. */
+function yamlDocuments(path: string): Obj[] {
+  const docs = parseAllDocuments(readFileSync(path, 'utf8'));
+  if (!Array.isArray(docs)) throw new Error(`${path}: not a YAML stream`);
+  const where = relative(projectRoot, path);
+  for (const doc of docs) {
+    expect(doc.errors.map((e) => `${where}: ${e.message}`)).toEqual([]);
+    expect(doc.warnings.map((e) => `${where}: ${e.message}`)).toEqual([]);
+  }
+  return docs.map((d) => d.toJS() as Obj).filter((d) => d !== null);
+}
+
+function yamlDocument(...parts: string[]): Obj {
+  const docs = yamlDocuments(repoPath(...parts));
+  expect(docs).toHaveLength(1);
+  return docs[0] as Obj;
+}
+
+/** The only key of a one-key object (a oneof in Envoy's YAML: `{remote_address: {}}`). */
+function oneKey(o: Obj): [string, Obj] {
+  const keys = Object.keys(o);
+  if (keys.length !== 1) throw new Error(`expected exactly one key, got ${JSON.stringify(keys)}`);
+  const key = keys[0] as string;
+  return [key, (o[key] ?? {}) as Obj];
+}
+
+// ---- the example rules ----------------------------------------------------------------------
+
+const RULE_FILES = readdirSync(repoPath('config')).filter((n) => /\.ya?ml$/.test(n)).sort();
+
+function compileExampleRules(files: ReadonlyMap<string, string>): RuleSet {
+  const configs = [...files].map(([name, text]) => parseRuleFile(name, text));
+  return compileRules(configs, { mergeDomainConfig: false });
+}
+
+const exampleRules = compileExampleRules(new Map(RULE_FILES.map((n) => [n, read('config', n)])));
+
+// ---- Kubernetes ------------------------------------------------------------------------------
+
+const K8S_DIR = repoPath('deploy', 'kubernetes');
+const k8sFiles = readdirSync(K8S_DIR).filter((n) => /\.ya?ml$/.test(n) && n !== 'kustomization.yaml').sort();
+const k8sObjects: Obj[] = k8sFiles.flatMap((n) => yamlDocuments(join(K8S_DIR, n)));
+
+function k8s(kind: string, name: string): Obj {
+  const found = k8sObjects.filter((o) => o.kind === kind && o.metadata?.name === name);
+  if (found.length !== 1) throw new Error(`expected one ${kind} ${name} in deploy/kubernetes, found ${found.length}`);
+  return found[0] as Obj;
+}
+
+const deployment = k8s('Deployment', 'floodgate');
+const podSpec: Obj = deployment.spec.template.spec;
+const podLabels: Obj = deployment.spec.template.metadata.labels;
+const container: Obj = (() => {
+  const found = (podSpec.containers as Obj[]).filter((c) => c.name === 'floodgate');
+  expect(found).toHaveLength(1);
+  return found[0] as Obj;
+})();
+
+/** Stand-in for a Secret's value: the real one is not in the repository. */
+const SECRET_STAND_IN = 'floodgate-user:stand-in-password';
+
+/** The container's environment as the pod would see it (Secrets replaced by a stand-in). */
+function deploymentEnv(): Record<string, string> {
+  expect(container.envFrom, 'list variables one by one under env: so they can be checked').toBeUndefined();
+  const env: Record<string, string> = {};
+  for (const item of container.env as Obj[]) {
+    const name = item.name as string;
+    expect(env, `${name} is set twice`).not.toHaveProperty(name);
+    if (typeof item.value === 'string') {
+      env[name] = item.value;
+      continue;
+    }
+    expect(item.value, `${name}: values must be strings in a Deployment (quote "true", "10000")`).toBeUndefined();
+    const [source, ref] = oneKey(item.valueFrom as Obj);
+    if (source === 'secretKeyRef') {
+      env[name] = SECRET_STAND_IN;
+    } else if (source === 'configMapKeyRef') {
+      const value = k8s('ConfigMap', ref.name).data?.[ref.key];
+      expect(typeof value, `${name}: ConfigMap ${ref.name} has no key ${ref.key}`).toBe('string');
+      env[name] = value as string;
+    } else {
+      throw new Error(`${name}: valueFrom.${source} is not understood by this test`);
+    }
+  }
+  return env;
+}
+
+/** loadSettings on `env`, recording every variable it reads. */
+function loadRecordingReads(env: Record<string, string>): { settings: Settings; reads: Set<string> } {
+  const reads = new Set<string>();
+  const tracked = new Proxy(env, {
+    get(target, prop, receiver) {
+      if (typeof prop === 'string') reads.add(prop);
+      return Reflect.get(target, prop, receiver) as unknown;
+    },
+  });
+  return { settings: loadSettings(tracked), reads };
+}
+
+// ---- Dockerfile ------------------------------------------------------------------------------
+
+/** Dockerfile instructions (continuations joined, comments dropped), grouped by stage. */
+function dockerStages(text: string): { from: string; instructions: string[] }[] {
+  const lines = text.split('\n').filter((l) => !/^\s*#/.test(l));
+  const joined: string[] = [];
+  let current = '';
+  for (const line of lines) {
+    if (line.endsWith('\\')) {
+      current += `${line.slice(0, -1).trim()} `;
+      continue;
+    }
+    current += line.trim();
+    if (current.trim() !== '') joined.push(current.trim());
+    current = '';
+  }
+  const stages: { from: string; instructions: string[] }[] = [];
+  for (const instruction of joined) {
+    if (/^FROM\s/i.test(instruction)) stages.push({ from: instruction, instructions: [] });
+    else if (stages.length > 0) stages[stages.length - 1]?.instructions.push(instruction);
+    else throw new Error(`instruction before FROM: ${instruction}`);
+  }
+  return stages;
+}
+
+const dockerfile = dockerStages(read('deploy', 'Dockerfile'));
+const runtimeStage = dockerfile[dockerfile.length - 1] as { from: string; instructions: string[] };
+const dockerUser = (() => {
+  const users = runtimeStage.instructions.filter((i) => /^USER\s/i.test(i));
+  expect(users.length, 'the runtime stage must set USER').toBeGreaterThan(0);
+  return (users[users.length - 1] as string).replace(/^USER\s+/i, '').trim();
+})();
+
+// ---- Envoy -----------------------------------------------------------------------------------
+
+const ENVOY_FILES = ['envoy.yaml', 'envoy-tls.yaml'];
+
+function envoyParts(config: Obj) {
+  const listeners = config.static_resources.listeners as Obj[];
+  const clusters = config.static_resources.clusters as Obj[];
+  const hcms = listeners
+    .flatMap((l) => (l.filter_chains as Obj[]).flatMap((c) => c.filters as Obj[]))
+    .filter((f) => f.name === 'envoy.filters.network.http_connection_manager')
+    .map((f) => f.typed_config as Obj);
+  expect(hcms.length).toBeGreaterThan(0);
+  const cluster = (name: string): Obj => {
+    const found = clusters.filter((c) => c.name === name);
+    if (found.length !== 1) throw new Error(`expected one cluster ${name}, found ${found.length}`);
+    return found[0] as Obj;
+  };
+  return { listeners, clusters, hcms, cluster };
+}
+
+const HCM_TYPE = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
+const RATELIMIT_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit';
+const ROUTER_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router';
+const HTTP_OPTIONS_KEY = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
+const UPSTREAM_TLS_TYPE = 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext';
+
+/** Plausible values of a request header on a route (every shape the route match admits). */
+function sampleHeader(header: string, match: Obj): string[] {
+  if (header === ':path') {
+    if (typeof match.path === 'string') return [match.path];
+    if (typeof match.path_separated_prefix === 'string') return [match.path_separated_prefix, `${match.path_separated_prefix}/sample`];
+    // `prefix` is a string prefix: `/api` also admits `/api` itself and `/apix`.
+    if (typeof match.prefix === 'string') return [match.prefix, `${match.prefix}sample`, `${match.prefix}/sample`];
+    throw new Error(`cannot make a sample :path for route match ${JSON.stringify(match)}`);
+  }
+  if (header === ':authority') return ['example.com'];
+  return [`sample-${header}`];
+}
+
+/**
+ * The descriptor entry one route action appends (Envoy's RateLimit.Action semantics), as the
+ * alternatives it can take: sample values where Envoy would read the request. Unknown actions
+ * fail loudly, so a new action type in envoy.yaml is taught here instead of going unchecked.
+ */
+function sampleEntries(action: Obj, match: Obj, routeCluster: string): DescriptorEntry[] {
+  const [type, cfg] = oneKey(action);
+  switch (type) {
+    case 'remote_address':
+      return [{ key: 'remote_address', value: '192.0.2.7' }];
+    case 'generic_key':
+      return [{ key: (cfg.descriptor_key as string | undefined) || 'generic_key', value: cfg.descriptor_value as string }];
+    case 'request_headers':
+      return sampleHeader(cfg.header_name as string, match).map((value) => ({ key: cfg.descriptor_key as string, value }));
+    case 'header_value_match':
+      return [{ key: (cfg.descriptor_key as string | undefined) || 'header_match', value: cfg.descriptor_value as string }];
+    case 'destination_cluster':
+      return [{ key: 'destination_cluster', value: routeCluster }];
+    default:
+      throw new Error(`route action ${type} is not understood by this test: add how it builds its descriptor entry`);
+  }
+}
+
+/** Every combination of one alternative per position. */
+function combinations<T>(alternatives: T[][]): T[][] {
+  return alternatives.reduce<T[][]>((acc, options) => acc.flatMap((prefix) => options.map((o) => [...prefix, o])), [[]]);
+}
+
+interface SampleDescriptor {
+  readonly route: string;
+  readonly entries: DescriptorEntry[];
+  readonly actions: string[];
+}
+
+/** Every descriptor the routes of one HTTP connection manager can send, with sample values. */
+function sampleDescriptors(hcm: Obj, stage: number): SampleDescriptor[] {
+  const out: SampleDescriptor[] = [];
+  for (const vhost of hcm.route_config.virtual_hosts as Obj[]) {
+    const fromVhost = (vhost.rate_limits ?? []) as Obj[];
+    for (const route of vhost.routes as Obj[]) {
+      const routeLimits = (route.route?.rate_limits ?? []) as Obj[];
+      for (const limit of [...routeLimits, ...fromVhost]) {
+        if ((limit.stage ?? 0) !== stage) continue;
+        const actions = limit.actions as Obj[];
+        const alternatives = actions.map((a) => sampleEntries(a, route.match as Obj, route.route?.cluster as string));
+        for (const entries of combinations(alternatives)) {
+          out.push({
+            route: `${vhost.name}/${route.name ?? JSON.stringify(route.match)}`,
+            entries,
+            actions: actions.map((a) => oneKey(a)[0]),
+          });
+        }
+      }
+    }
+  }
+  return out;
+}
+
+function ratelimitFilter(hcm: Obj): Obj {
+  const filters = hcm.http_filters as Obj[];
+  const found = filters.filter((f) => f.name === 'envoy.filters.http.ratelimit');
+  expect(found).toHaveLength(1);
+  return (found[0] as Obj).typed_config as Obj;
+}
+
+// =============================================================================================
+
+describe('deploy/ and envoy/ YAML', () => {
+  const yamlFiles = [...filesUnder(repoPath('deploy')), ...filesUnder(repoPath('envoy'))].filter((p) => /\.ya?ml$/.test(p));
+
+  it('has the files this test checks', () => {
+    const names = yamlFiles.map((p) => relative(projectRoot, p));
+    expect(names).toEqual(expect.arrayContaining(['deploy/kubernetes/kustomization.yaml', 'envoy/envoy.yaml', 'envoy/envoy-tls.yaml']));
+  });
+
+  it.each(yamlFiles.map((p) => [relative(projectRoot, p), p]))('%s parses without errors or warnings', (_name, path) => {
+    const docs = yamlDocuments(path);
+    expect(docs.length).toBeGreaterThan(0);
+    for (const doc of docs) expect(typeof doc).toBe('object');
+  });
+});
+
+describe('deploy/Dockerfile', () => {
+  it('builds in a node:20-slim builder with npm ci and npm run build', () => {
+    const builder = dockerfile.find((s) => /^FROM\s+node:20-slim\s+AS\s+builder$/i.test(s.from));
+    expect(builder, 'a `FROM node:20-slim AS builder` stage').toBeDefined();
+    const runs = builder?.instructions.filter((i) => /^RUN\s/i.test(i)).join('\n') ?? '';
+    expect(runs).toMatch(/\bnpm ci\b/);
+    expect(runs).toMatch(/\bnpm run build\b/);
+  });
+
+  it('runs from node:20-slim with production dependencies only', () => {
+    expect(runtimeStage.from).toMatch(/^FROM\s+node:20-slim(\s|$)/i);
+    const runs = runtimeStage.instructions.filter((i) => /^RUN\s/i.test(i)).join('\n');
+    expect(runs).toMatch(/\bnpm ci\b[^\n]*--omit=dev/);
+  });
+
+  it('copies what the service reads at run time: dist/, proto/, lua/, package*.json', () => {
+    const copies = runtimeStage.instructions.filter((i) => /^COPY\s/i.test(i));
+    const has = (re: RegExp) => copies.some((c) => re.test(c));
+    expect(has(/^COPY\s+--from=builder\s+\/app\/dist\s/i), 'COPY --from=builder /app/dist').toBe(true);
+    expect(has(/^COPY\s+proto\s/i), 'COPY proto').toBe(true);
+    expect(has(/^COPY\s+lua\s/i), 'COPY lua').toBe(true);
+    expect(has(/^COPY\s+package\.json\s+package-lock\.json\s/i), 'COPY package.json package-lock.json').toBe(true);
+    // src/paths.ts resolves proto/ and lua/ next to package.json; they must exist to be copied.
+    expect(statSync(repoPath('proto')).isDirectory()).toBe(true);
+    expect(statSync(repoPath('lua')).isDirectory()).toBe(true);
+  });
+
+  it('runs as a numeric non-root user (so runAsNonRoot can verify it)', () => {
+    const [uid, gid] = dockerUser.split(':');
+    expect(uid).toMatch(/^\d+$/);
+    expect(Number(uid)).toBeGreaterThan(0);
+    if (gid !== undefined) expect(Number(gid)).toBeGreaterThan(0);
+  });
+
+  it('starts dist/src/main.js, the build output of src/main.ts', () => {
+    const entrypoints = runtimeStage.instructions.filter((i) => /^ENTRYPOINT\s/i.test(i));
+    expect(entrypoints).toHaveLength(1);
+    const argv = JSON.parse((entrypoints[0] as string).replace(/^ENTRYPOINT\s+/i, '')) as unknown;
+    expect(argv).toEqual(['node', 'dist/src/main.js']);
+    expect((JSON.parse(read('package.json')) as { main: string }).main).toBe('dist/src/main.js');
+    expect(statSync(repoPath('src', 'main.ts')).isFile()).toBe(true);
+  });
+
+  it('exposes the default ports and sets the default RUNTIME_ROOT', () => {
+    const defaults = loadSettings({});
+    const exposed = runtimeStage.instructions
+      .filter((i) => /^EXPOSE\s/i.test(i))
+      .flatMap((i) => i.replace(/^EXPOSE\s+/i, '').split(/\s+/))
+      .map((p) => Number(p.replace(/\/tcp$/, '')));
+    expect(exposed.sort()).toEqual([defaults.port, defaults.grpcPort, defaults.debugPort, defaults.prometheusPort].sort());
+    const env = runtimeStage.instructions.filter((i) => /^ENV\s/i.test(i)).join(' ');
+    expect(env).toMatch(new RegExp(`\\bRUNTIME_ROOT=${defaults.runtimeRoot.replace(/\//g, '\\/')}(\\s|$)`));
+  });
+
+  it('does not keep the sources it needs out of the build context', () => {
+    const ignored = read('deploy', 'Dockerfile.dockerignore')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'));
+    for (const needed of ['src', 'proto', 'lua', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json']) {
+      expect(ignored.filter((p) => p === needed || p === `${needed}/` || p === `/${needed}` || p === '*' || p === '**')).toEqual([]);
+    }
+  });
+});
+
+describe('deploy/kubernetes', () => {
+  it('kustomization.yaml lists every manifest, and only existing ones', () => {
+    const kustomization = yamlDocument('deploy', 'kubernetes', 'kustomization.yaml');
+    expect(kustomization.kind).toBe('Kustomization');
+    expect([...(kustomization.resources as string[])].sort()).toEqual(k8sFiles);
+  });
+
+  it('every object is namespace-less and labelled', () => {
+    for (const o of k8sObjects) {
+      expect(typeof o.apiVersion).toBe('string');
+      expect(typeof o.kind).toBe('string');
+      expect(o.metadata?.namespace, `${o.kind} ${o.metadata?.name}`).toBeUndefined();
+      expect(o.metadata?.labels?.['app.kubernetes.io/name'], `${o.kind} ${o.metadata?.name}`).toBe('floodgate');
+    }
+  });
+
+  describe('Deployment environment', () => {
+    const env = deploymentEnv();
+
+    it('sets the Redis, failure-mode, header and metrics variables', () => {
+      expect(Object.keys(env)).toEqual(
+        expect.arrayContaining(['REDIS_TYPE', 'REDIS_URL', 'BACKEND_FAILURE_MODE', 'LIMIT_RESPONSE_HEADERS_ENABLED', 'USE_PROMETHEUS']),
+      );
+    });
+
+    it('loadSettings accepts it and reads every variable it sets', () => {
+      const { settings, reads } = loadRecordingReads(env);
+      const unread = Object.keys(env).filter((name) => !reads.has(name));
+      expect(unread, 'variables floodgate does not read (typo? wrong name?)').toEqual([]);
+      expect(settings.backendType).toBe('redis');
+      expect(settings.redis?.type).toBe('CLUSTER');
+      // A cluster URL is a seed list: every entry is host:port.
+      for (const seed of settings.redis?.url.split(',') ?? []) expect(seed).toMatch(/^[\w.-]+:\d+$/);
+      expect(settings.usePrometheus).toBe(true);
+      expect(settings.runtimeWatchRoot).toBe(true);
+    });
+
+    it('mounts the rules ConfigMap exactly where floodgate reads rules', () => {
+      const { settings } = loadRecordingReads(env);
+      const volume = (podSpec.volumes as Obj[]).find((v) => v.configMap?.name === 'floodgate-rules');
+      expect(volume).toBeDefined();
+      const mounts = (container.volumeMounts as Obj[]).filter((m) => m.name === volume?.name);
+      expect(mounts).toHaveLength(1);
+      expect(mounts[0]?.mountPath).toBe(settings.rulesDir);
+      // A subPath mount never sees ConfigMap updates, which would defeat the hot reload.
+      expect(mounts[0]?.subPath).toBeUndefined();
+    });
+
+    it('gives the drain time to finish before the kubelet kills the pod', () => {
+      const { settings } = loadRecordingReads(env);
+      // main.ts exits at the latest SHUTDOWN_GRACE_MS + 5 s after SIGTERM.
+      expect((podSpec.terminationGracePeriodSeconds as number) * 1000).toBeGreaterThan(settings.shutdownGraceMs + 5000);
+    });
+
+    it('declares the ports floodgate listens on, and the scrape annotations match', () => {
+      const { settings } = loadRecordingReads(env);
+      const ports = new Map((container.ports as Obj[]).map((p) => [p.name as string, p.containerPort as number]));
+      expect(Object.fromEntries(ports)).toEqual({ grpc: settings.grpcPort, http: settings.port, metrics: settings.prometheusPort });
+      expect([settings.grpcPort, settings.port, settings.prometheusPort]).toEqual([8081, 8080, 9090]);
+      // The debug port binds 127.0.0.1 and is deliberately not declared.
+      expect(settings.debugHost).toBe('127.0.0.1');
+      const annotations = deployment.spec.template.metadata.annotations as Obj;
+      expect(annotations['prometheus.io/scrape']).toBe('true');
+      expect(Number(annotations['prometheus.io/port'])).toBe(settings.prometheusPort);
+      expect(annotations['prometheus.io/path']).toBe(settings.prometheusPath);
+    });
+
+    it('probes: ready = gRPC health "ratelimit"; alive = TCP only, never the Redis-dependent health', () => {
+      const { settings } = loadRecordingReads(env);
+      const readiness = container.readinessProbe as Obj;
+      expect(readiness.grpc).toEqual({ port: settings.grpcPort, service: 'ratelimit' });
+      const liveness = container.livenessProbe as Obj;
+      // /healthcheck and gRPC health are NOT_SERVING while Redis is unreachable; a liveness
+      // probe on them would restart every pod during a Redis outage.
+      expect(liveness.httpGet).toBeUndefined();
+      expect(liveness.grpc).toBeUndefined();
+      expect(liveness.tcpSocket?.port).toBe(settings.grpcPort);
+    });
+  });
+
+  it('runs non-root with a read-only root filesystem, as the image user', () => {
+    expect(podSpec.securityContext.runAsNonRoot).toBe(true);
+    expect(String(podSpec.securityContext.runAsUser)).toBe(dockerUser.split(':')[0]);
+    expect(container.securityContext.readOnlyRootFilesystem).toBe(true);
+    expect(container.securityContext.allowPrivilegeEscalation).toBe(false);
+    expect(container.securityContext.capabilities?.drop).toEqual(['ALL']);
+  });
+
+  it('requests CPU (the HPA scales on it) and caps memory', () => {
+    expect(container.resources?.requests?.cpu).toBeDefined();
+    expect(container.resources?.requests?.memory).toBeDefined();
+    expect(container.resources?.limits?.memory).toBeDefined();
+  });
+
+  it('Services select the pods and name container ports that exist', () => {
+    const containerPorts = new Set((container.ports as Obj[]).map((p) => p.name as string));
+    const services = k8sObjects.filter((o) => o.kind === 'Service');
+    expect(services.map((s) => s.metadata.name).sort()).toEqual(['floodgate', 'floodgate-headless']);
+    for (const service of services) {
+      for (const [k, v] of Object.entries(service.spec.selector as Obj)) expect(podLabels[k]).toBe(v);
+      for (const port of service.spec.ports as Obj[]) expect(containerPorts.has(port.targetPort as string), `${port.targetPort}`).toBe(true);
+      const grpc = (service.spec.ports as Obj[]).find((p) => p.name === 'grpc');
+      expect(grpc).toMatchObject({ port: 8081, targetPort: 'grpc', appProtocol: 'grpc' });
+    }
+    const main = k8s('Service', 'floodgate');
+    expect((main.spec.ports as Obj[]).map((p) => p.name).sort()).toEqual(['grpc', 'http', 'metrics']);
+    expect(k8s('Service', 'floodgate-headless').spec.clusterIP).toBe('None');
+  });
+
+  it('PodDisruptionBudget and HPA fit the Deployment', () => {
+    const pdb = k8s('PodDisruptionBudget', 'floodgate');
+    const hpa = k8s('HorizontalPodAutoscaler', 'floodgate');
+    for (const [k, v] of Object.entries(pdb.spec.selector.matchLabels as Obj)) expect(podLabels[k]).toBe(v);
+    for (const [k, v] of Object.entries(deployment.spec.selector.matchLabels as Obj)) expect(podLabels[k]).toBe(v);
+    expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: 'floodgate' });
+    expect(hpa.spec.metrics).toEqual([expect.objectContaining({ type: 'Resource', resource: expect.objectContaining({ name: 'cpu' }) })]);
+    // Room to drain a node: always more pods than the PDB must keep.
+    expect(hpa.spec.minReplicas).toBeGreaterThan(pdb.spec.minAvailable);
+    expect(deployment.spec.replicas).toBeGreaterThan(pdb.spec.minAvailable);
+    expect(hpa.spec.maxReplicas).toBeGreaterThanOrEqual(hpa.spec.minReplicas);
+  });
+
+  it('NetworkPolicy opens the gRPC port to selected gateway pods only', () => {
+    const policy = k8s('NetworkPolicy', 'floodgate');
+    for (const [k, v] of Object.entries(policy.spec.podSelector.matchLabels as Obj)) expect(podLabels[k]).toBe(v);
+    expect(policy.spec.policyTypes).toContain('Ingress');
+    const rules = policy.spec.ingress as Obj[];
+    const grpcRules = rules.filter((r) => !r.ports || (r.ports as Obj[]).some((p) => p.port === 8081 || p.port === 'grpc'));
+    expect(grpcRules.length).toBeGreaterThan(0);
+    for (const rule of rules) {
+      // A rule without `from` (or with an empty peer) admits everyone.
+      expect((rule.from as Obj[] | undefined)?.length ?? 0).toBeGreaterThan(0);
+      for (const peer of rule.from as Obj[]) {
+        expect(peer.ipBlock).toBeUndefined();
+        expect(Object.keys(peer.podSelector?.matchLabels ?? {}).length, JSON.stringify(peer)).toBeGreaterThan(0);
+      }
+    }
+    for (const rule of grpcRules) {
+      expect(rule.ports, 'the gRPC rule must name its port').toBeDefined();
+      for (const peer of rule.from as Obj[]) expect(peer.podSelector.matchLabels['app.kubernetes.io/component']).toBe('gateway');
+    }
+  });
+
+  describe('rules ConfigMap', () => {
+    const configMap = k8s('ConfigMap', 'floodgate-rules');
+    const data = configMap.data as Record<string, string>;
+
+    it('holds exactly the files of config/, byte for byte', () => {
+      expect(Object.keys(data).sort()).toEqual(RULE_FILES);
+      for (const name of RULE_FILES) expect(data[name], `${name} differs from config/${name}`).toBe(read('config', name));
+    });
+
+    it('parses and compiles with floodgate’s own rule loader', () => {
+      const rules = compileExampleRules(new Map(Object.entries(data)));
+      expect(rules.domainCount).toBe(RULE_FILES.length);
+      expect(rules.rules.map((r) => r.fullKey)).toEqual(exampleRules.rules.map((r) => r.fullKey));
+    });
+  });
+});
+
+describe.each(ENVOY_FILES)('envoy/%s', (file) => {
+  const config = yamlDocument('envoy', file);
+  const { hcms, clusters, cluster } = envoyParts(config);
+  const defaults = loadSettings({});
+
+  it('has a listener with an HTTP connection manager: rate limit filter, then the router last', () => {
+    for (const hcm of hcms) {
+      expect(hcm['@type']).toBe(HCM_TYPE);
+      const filters = hcm.http_filters as Obj[];
+      const names = filters.map((f) => f.name as string);
+      expect(names[names.length - 1]).toBe('envoy.filters.http.router');
+      expect(filters[filters.length - 1]?.typed_config?.['@type']).toBe(ROUTER_TYPE);
+      expect(names.indexOf('envoy.filters.http.ratelimit')).toBeGreaterThanOrEqual(0);
+      expect(names.indexOf('envoy.filters.http.ratelimit')).toBeLessThan(names.length - 1);
+    }
+  });
+
+  it('configures the ratelimit filter as floodgate expects', () => {
+    for (const hcm of hcms) {
+      const rl = ratelimitFilter(hcm);
+      expect(rl['@type']).toBe(RATELIMIT_TYPE);
+      expect(exampleRules.hasDomain(rl.domain as string), `domain ${rl.domain} is in config/`).toBe(true);
+      expect(rl.failure_mode_deny).toBe(false);
+      expect(rl.timeout).toBe('0.02s');
+      expect(rl.enable_x_ratelimit_headers).toBe('DRAFT_VERSION_03');
+      expect(rl.rate_limit_service.transport_api_version).toBe('V3');
+      expect(rl.rate_limit_service.grpc_service.envoy_grpc.cluster_name).toBe('floodgate');
+    }
+  });
+
+  it('reaches floodgate over HTTP/2 on its gRPC port, health-checking service "ratelimit"', () => {
+    const floodgate = cluster('floodgate');
+    expect(floodgate.type).toBe('STRICT_DNS');
+    const options = floodgate.typed_extension_protocol_options?.[HTTP_OPTIONS_KEY] as Obj;
+    expect(options['@type']).toBe(`type.googleapis.com/${HTTP_OPTIONS_KEY}`);
+    expect(options.explicit_http_config).toHaveProperty('http2_protocol_options');
+    const endpoints = (floodgate.load_assignment.endpoints as Obj[]).flatMap((e) => e.lb_endpoints as Obj[]);
+    expect(endpoints.length).toBeGreaterThan(0);
+    for (const e of endpoints) expect(e.endpoint.address.socket_address.port_value).toBe(defaults.grpcPort);
+    const checks = floodgate.health_checks as Obj[];
+    expect(checks).toHaveLength(1);
+    // Envoy rejects a health check without these four.
+    for (const field of ['timeout', 'interval', 'unhealthy_threshold', 'healthy_threshold']) expect(checks[0]).toHaveProperty(field);
+    expect(checks[0]?.grpc_health_check).toEqual({ service_name: 'ratelimit' });
+  });
+
+  it('routes only to clusters that exist', () => {
+    const names = new Set(clusters.map((c) => c.name as string));
+    for (const hcm of hcms) {
+      for (const vhost of hcm.route_config.virtual_hosts as Obj[]) {
+        for (const route of vhost.routes as Obj[]) if (route.route) expect(names.has(route.route.cluster as string), route.route.cluster).toBe(true);
+      }
+    }
+  });
+
+  it('every descriptor the route actions produce has a limit in the domain', () => {
+    const seen: SampleDescriptor[] = [];
+    for (const hcm of hcms) {
+      const rl = ratelimitFilter(hcm);
+      const domain = rl.domain as string;
+      for (const descriptor of sampleDescriptors(hcm, (rl.stage as number | undefined) ?? 0)) {
+        seen.push(descriptor);
+        const what = `${descriptor.route}: ${JSON.stringify(descriptor.entries)}`;
+        const match = exampleRules.match(domain, descriptor.entries);
+        expect(match?.rule, `no rule with a limit for ${what}`).toBeDefined();
+        expect(match?.rule?.unlimited, `${what} matches an unlimited rule`).toBe(false);
+      }
+    }
+    // The examples the README documents are all there.
+    const keyLists = seen.map((d) => d.entries.map((e) => e.key).join(','));
+    expect(keyLists).toEqual(expect.arrayContaining(['api_key', 'remote_address,path']));
+    expect(seen.some((d) => d.actions.includes('generic_key'))).toBe(true);
+    expect(seen.some((d) => d.actions.includes('request_headers') && d.entries.some((e) => e.key === 'path'))).toBe(true);
+  });
+});
+
+describe('envoy/envoy-tls.yaml', () => {
+  it('is envoy.yaml plus TLS with ALPN h2 on the floodgate cluster, nothing else', () => {
+    const plain = yamlDocument('envoy', 'envoy.yaml');
+    const tls = yamlDocument('envoy', 'envoy-tls.yaml');
+    const floodgate = envoyParts(tls).cluster('floodgate');
+    const socket = floodgate.transport_socket as Obj;
+    expect(socket.name).toBe('envoy.transport_sockets.tls');
+    expect(socket.typed_config['@type']).toBe(UPSTREAM_TLS_TYPE);
+    expect(socket.typed_config.common_tls_context.alpn_protocols).toEqual(['h2']);
+    expect(envoyParts(plain).cluster('floodgate').transport_socket).toBeUndefined();
+    delete floodgate.transport_socket;
+    expect(tls).toEqual(plain);
+  });
+});

@@ -1,0 +1,199 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { StatsdMetrics, type StatsdSettings } from '../../../src/metrics/statsd-metrics';
+import { datagrams, type StatsdTransport } from '../../../src/metrics/statsd-transport';
+import type { RuleHitCounts } from '../../../src/metrics/metrics';
+import { loadSettings } from '../../../src/settings';
+
+/** Keeps what would go on the wire. */
+class RecordingTransport implements StatsdTransport {
+  readonly payloads: string[] = [];
+  send(payload: string): void {
+    this.payloads.push(payload);
+  }
+  droppedBytes(): number {
+    return 0;
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+  lines(): string[] {
+    return this.payloads.join('').split('\n').filter((l) => l !== '');
+  }
+}
+
+const HITS: RuleHitCounts = { totalHits: 5, withinLimit: 3, nearLimit: 1, overLimit: 2, overLimitWithLocalCache: 0, shadowMode: 0 };
+
+function statsdFrom(env: Record<string, string>): { metrics: StatsdMetrics; transport: RecordingTransport } {
+  const settings = loadSettings({ STATS_FLUSH_INTERVAL: '1h', ...env }).statsd as StatsdSettings;
+  const transport = new RecordingTransport();
+  return { metrics: new StatsdMetrics(settings, transport), transport };
+}
+
+let open: StatsdMetrics[] = [];
+function make(env: Record<string, string> = {}): { metrics: StatsdMetrics; transport: RecordingTransport } {
+  const made = statsdFrom(env);
+  open.push(made.metrics);
+  return made;
+}
+afterEach(async () => {
+  await Promise.all(open.map((m) => m.close()));
+  open = [];
+});
+
+describe('statsd lines as the reference sends them (lyft/gostats)', () => {
+  it('names rule counters ratelimit.service.rate_limit.<key path>.<stat>, counters as |c, zero deltas not sent', () => {
+    const { metrics, transport } = make();
+    metrics.recordRule('edge', 'edge.api_key', HITS);
+    metrics.flush();
+    expect(transport.lines().sort()).toEqual([
+      'ratelimit.service.rate_limit.edge.api_key.near_limit:1|c',
+      'ratelimit.service.rate_limit.edge.api_key.over_limit:2|c',
+      'ratelimit.service.rate_limit.edge.api_key.total_hits:5|c',
+      'ratelimit.service.rate_limit.edge.api_key.within_limit:3|c',
+    ]);
+  });
+
+  it('sends deltas: a second flush carries only what was counted since the first', () => {
+    const { metrics, transport } = make();
+    metrics.recordRule('edge', 'edge.api_key', HITS);
+    metrics.flush();
+    transport.payloads.length = 0;
+    metrics.flush();
+    expect(transport.payloads).toEqual([]);
+    metrics.recordRule('edge', 'edge.api_key', { ...HITS, totalHits: 1, withinLimit: 1, nearLimit: 0, overLimit: 0 });
+    metrics.flush();
+    expect(transport.lines().sort()).toEqual([
+      'ratelimit.service.rate_limit.edge.api_key.total_hits:1|c',
+      'ratelimit.service.rate_limit.edge.api_key.within_limit:1|c',
+    ]);
+  });
+
+  it('applies the reference stat-name clean-up to the key path (: and | and IPv4 dots)', () => {
+    const { metrics, transport } = make();
+    metrics.recordRule('d', 'd.remote_address_10.0.0.1.x_a:b|c', { ...HITS, nearLimit: 0, overLimit: 0, withinLimit: 5 });
+    metrics.flush();
+    expect(transport.lines()).toContain('ratelimit.service.rate_limit.d.remote_address_10_0_0_1.x_a_b_c.total_hits:5|c');
+  });
+
+  it('sends the service, config, error and server stats under the reference names and types', () => {
+    const { metrics, transport } = make();
+    metrics.configLoad(true);
+    metrics.configLoad(false);
+    metrics.domainNotFound('nope');
+    metrics.globalShadowMode();
+    metrics.shouldRateLimitError('redis_error');
+    metrics.shouldRateLimitError('invalid_request');
+    metrics.requestDone('ShouldRateLimit', 0.0042);
+    metrics.requestDone('ShouldRateLimit', 0.0129);
+    metrics.flush();
+    expect(transport.lines().sort()).toEqual([
+      'ratelimit.service.call.should_rate_limit.redis_error:1|c',
+      'ratelimit.service.call.should_rate_limit.service_error:1|c',
+      'ratelimit.service.config_load_error:1|c',
+      'ratelimit.service.config_load_success:1|c',
+      'ratelimit.service.global_shadow_mode:1|c',
+      'ratelimit.service.rate_limit.nope.domain_not_found:1|c',
+      // Timers in whole milliseconds, rounded down, one line per call.
+      'ratelimit_server.ShouldRateLimit.response_time:12|ms',
+      'ratelimit_server.ShouldRateLimit.response_time:4|ms',
+      'ratelimit_server.ShouldRateLimit.total_requests:2|c',
+    ]);
+  });
+
+  it('sends the Redis pool stats: cx_active a gauge sent at every flush, cx_total and cx_local_close counters', () => {
+    const { metrics, transport } = make();
+    metrics.redisConnection('redis_pool', 'open');
+    metrics.redisConnection('redis_pool', 'open');
+    metrics.redisConnection('redis_pool', 'close');
+    metrics.redisConnection('redis_per_second_pool', 'open');
+    metrics.flush();
+    expect(transport.lines().sort()).toEqual([
+      'ratelimit.redis_per_second_pool.cx_active:1|g',
+      'ratelimit.redis_per_second_pool.cx_total:1|c',
+      'ratelimit.redis_pool.cx_active:1|g',
+      'ratelimit.redis_pool.cx_local_close:1|c',
+      'ratelimit.redis_pool.cx_total:2|c',
+    ]);
+    transport.payloads.length = 0;
+    metrics.flush();
+    expect(transport.lines().sort()).toEqual(['ratelimit.redis_per_second_pool.cx_active:1|g', 'ratelimit.redis_pool.cx_active:1|g']);
+  });
+
+  it('puts EXTRA_TAGS at the end of every name as gostats serializes them (sorted, values cleaned)', () => {
+    const { metrics, transport } = make({ EXTRA_TAGS: 'zone:eu.west-1,app:rl' });
+    metrics.recordRule('edge', 'edge.k', { ...HITS, nearLimit: 0, overLimit: 0, withinLimit: 5 });
+    metrics.requestDone('ShouldRateLimit', 0.001);
+    metrics.flush();
+    expect(transport.lines()).toContain('ratelimit.service.rate_limit.edge.k.total_hits.__app=rl.__zone=eu_west-1:5|c');
+    expect(transport.lines()).toContain('ratelimit_server.ShouldRateLimit.response_time.__app=rl.__zone=eu_west-1:1|ms');
+  });
+
+  it('keeps a bounded sample of timer values and sends it with its sample rate', () => {
+    const { metrics, transport } = make();
+    for (let i = 0; i < 25_000; i++) metrics.requestDone('ShouldRateLimit', 0.002);
+    metrics.flush();
+    const timers = transport.lines().filter((l) => l.includes('|ms'));
+    expect(timers).toHaveLength(10_000);
+    expect(timers[0]).toBe('ratelimit_server.ShouldRateLimit.response_time:2|ms|@0.400000');
+    expect(transport.lines()).toContain('ratelimit_server.ShouldRateLimit.total_requests:25000|c');
+  });
+
+  it('keeps at most 10 000 rule paths between flushes: the next one flushes and starts afresh', () => {
+    const { metrics, transport } = make();
+    for (let i = 0; i < 10_001; i++) metrics.recordRule('d', `d.user_${i}`, { ...HITS, nearLimit: 0, overLimit: 0, withinLimit: 1, totalHits: 1 });
+    // The 10 001st path forced a flush of the first 10 000 (two lines each).
+    expect(transport.lines()).toHaveLength(20_000);
+    metrics.flush();
+    expect(transport.lines()).toHaveLength(20_002);
+  });
+});
+
+describe('DogStatsD (USE_DOG_STATSD) with mogrifiers', () => {
+  const dog = { USE_STATSD: 'false', USE_DOG_STATSD: 'true' };
+
+  it('sends EXTRA_TAGS as DogStatsD tags', () => {
+    const { metrics, transport } = make({ ...dog, EXTRA_TAGS: 'env:prod' });
+    metrics.configLoad(true);
+    metrics.requestDone('ShouldRateLimit', 0.003);
+    metrics.flush();
+    expect(transport.lines().sort()).toEqual([
+      'ratelimit.service.config_load_success:1|c|#env:prod',
+      'ratelimit_server.ShouldRateLimit.response_time:3|ms|#env:prod',
+      'ratelimit_server.ShouldRateLimit.total_requests:1|c|#env:prod',
+    ]);
+  });
+
+  it("turns names into name + tags with the reference README's example mogrifiers, the first match winning", () => {
+    const { metrics, transport } = make({
+      ...dog,
+      USE_DOG_STATSD_MOGRIFIERS: 'HITS,DOMAIN',
+      DOG_STATSD_MOGRIFIER_HITS_PATTERN: '^ratelimit\\.service\\.rate_limit\\.([^.]+)\\.(.*)\\.([^.]+)$',
+      DOG_STATSD_MOGRIFIER_HITS_NAME: 'ratelimit.service.rate_limit.$3',
+      DOG_STATSD_MOGRIFIER_HITS_TAGS: 'domain:$1,descriptor:$2',
+      DOG_STATSD_MOGRIFIER_DOMAIN_PATTERN: '^ratelimit\\.service\\.(.*)$',
+      DOG_STATSD_MOGRIFIER_DOMAIN_NAME: 'ratelimit.$1',
+    });
+    metrics.recordRule('edge', 'edge.path_/login.remote_address', { ...HITS, nearLimit: 0, overLimit: 0, withinLimit: 5 });
+    metrics.configLoad(true);
+    metrics.flush();
+    expect(transport.lines().sort()).toEqual([
+      'ratelimit.config_load_success:1|c',
+      'ratelimit.service.rate_limit.total_hits:5|c|#domain:edge,descriptor:path_/login.remote_address',
+      'ratelimit.service.rate_limit.within_limit:5|c|#domain:edge,descriptor:path_/login.remote_address',
+    ]);
+  });
+});
+
+describe('datagrams', () => {
+  it('never cuts a line and keeps each datagram within 1432 bytes when lines allow', () => {
+    const line = 'x'.repeat(99) + '\n';
+    const payload = line.repeat(40);
+    const parts = datagrams(payload);
+    expect(parts.join('')).toBe(payload);
+    for (const p of parts) {
+      expect(Buffer.byteLength(p)).toBeLessThanOrEqual(1432);
+      expect(p.endsWith('\n')).toBe(true);
+    }
+    expect(parts).toHaveLength(3);
+  });
+});
