@@ -5,7 +5,7 @@ export default defineConfig({
   test: {
     include: ['test/abuse/**/*.abuse.ts'],
     maxWorkers: 1,
-    testTimeout: 300_000,
+    testTimeout: 480_000,
     hookTimeout: 60_000,
     pool: 'forks',
   },

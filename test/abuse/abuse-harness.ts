@@ -59,6 +59,8 @@ export interface AttackContext {
   scrape(): Promise<string>;
   /** Counts one answer under `name`. */
   answer(name: string, count?: number): void;
+  /** The answers counted so far. */
+  readonly answers: Readonly<Record<string, number>>;
   /** Free-form figures the attack measured (e.g. /metrics size). */
   note(name: string, value: string | number): void;
 }
@@ -68,8 +70,6 @@ export interface Attack {
   /** Extra environment of the server. */
   readonly env?: (ctx: { redisUrl?: string }) => Record<string, string>;
   readonly needsRedis?: boolean;
-  /** Fixed on another branch (bounds-net); may fail here until merged. */
-  readonly fixedElsewhere?: string;
   run(ctx: AttackContext): Promise<void>;
 }
 
@@ -206,6 +206,7 @@ export async function runAttack(attack: Attack, scale: Scale, redisUrl?: string)
         scale,
         scrape,
         answer: (name, count = 1) => (answers[name] = (answers[name] ?? 0) + count),
+        answers,
         note: (name, value) => (notes[name] = value),
       });
     } catch (err) {
@@ -224,23 +225,34 @@ export async function runAttack(attack: Attack, scale: Scale, redisUrl?: string)
   return { name: attack.name, peakRssMb, stallMs, baselineStallMs, probe: probe ?? NO_PROBE, answers, notes, survived, ...(error ? { error } : {}) };
 }
 
-/** The targets this report misses, in words; empty when it meets them all. */
-export function missedTargets(r: AttackReport): string[] {
+/** The targets other than the event-loop stall that this report misses, in words. */
+export function missedTargetsBesidesStall(r: AttackReport): string[] {
   const missed: string[] = [];
   if (!r.survived) missed.push('process died');
   if (r.peakRssMb >= TARGETS.maxRssMb) missed.push(`peak RSS ${r.peakRssMb.toFixed(0)} MB >= ${TARGETS.maxRssMb} MB`);
-  // The stall the attack causes, beyond what the machine alone costs: the probe's own
-  // event-loop delay over the same time (~10 ms on an idle machine) is a light process's wait
-  // for a core; the server, busy, waits for one more often, hence twice that as margin.
-  const allowed = TARGETS.maxStallMs + 2 * r.probe.controlStallMs;
-  if (r.stallMs >= allowed) {
-    missed.push(`event-loop stall ${r.stallMs.toFixed(0)} ms >= ${TARGETS.maxStallMs} ms + 2 × control ${r.probe.controlStallMs.toFixed(0)} ms`);
-  }
   if (r.probe.calls === 0 || r.probe.answered !== r.probe.calls) {
     missed.push(`ordinary client: ${r.probe.answered}/${r.probe.calls} calls answered within ${PROBE_DEADLINE_MS} ms (late ${r.probe.late}, failed ${JSON.stringify(r.probe.errors)})`);
   }
   if (r.error) missed.push(`attack error: ${r.error}`);
   return missed;
+}
+
+/**
+ * The event-loop stall target, in words when missed. It is the stall the attack causes, beyond
+ * what the machine alone costs. Two controls measure that cost: the probe's own event-loop
+ * delay over the same time (~10 ms on an idle machine; a light process's wait for a core), and
+ * the same server's delay while idle just before the attack (same process, same heap). The
+ * larger one counts; the server, busy, waits for a core more often than when idle, hence twice
+ * that as margin.
+ */
+export function missedStall(r: AttackReport): string | undefined {
+  const control = Math.max(r.probe.controlStallMs, r.baselineStallMs);
+  const allowed = TARGETS.maxStallMs + 2 * control;
+  if (r.stallMs < allowed) return undefined;
+  return (
+    `event-loop stall ${r.stallMs.toFixed(0)} ms >= ${TARGETS.maxStallMs} ms + 2 × control ${control.toFixed(0)} ms ` +
+    `(probe ${r.probe.controlStallMs.toFixed(0)}, idle server ${r.baselineStallMs.toFixed(0)})`
+  );
 }
 
 /** One line per attack. */
