@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Before/after benchmark of two commits in one run on one machine:
 #   scripts/bench-compare.sh <before-rev> <after-rev> [memory|redis] [rounds]
+# BENCH_BEFORE_ENV / BENCH_AFTER_ENV: extra KEY=VALUE settings (space-separated) for one side,
+# e.g. the same rev twice with BENCH_AFTER_ENV="TRACING_ENABLED=true TRACING_SAMPLING_RATE=0.1".
 # Each rev is built in a temporary git worktree (sharing this checkout's node_modules); the two
 # servers are driven by ghz in alternating rounds, so machine noise falls on both alike.
 set -euo pipefail
@@ -44,7 +46,9 @@ cpu_of() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/s
 redis_cpu() { redis-cli -p "$redis_port" info cpu | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
 for side in before after; do
   port[$side]=$(free_port)
-  env "${env_extra[@]}" RUNTIME_ROOT="$PWD/bench/rules" RUNTIME_WATCH_ROOT=false LOG_LEVEL=ERROR \
+  side_env_var="BENCH_${side^^}_ENV"
+  read -r -a side_env <<< "${!side_env_var:-}"
+  env "${env_extra[@]}" "${side_env[@]}" RUNTIME_ROOT="$PWD/bench/rules" RUNTIME_WATCH_ROOT=false LOG_LEVEL=ERROR \
     GRPC_HOST=127.0.0.1 GRPC_PORT="${port[$side]}" HOST=127.0.0.1 PORT=0 DEBUG_PORT=0 USE_PROMETHEUS=false \
     node "$work/$side/dist/src/main.js" 2>/dev/null &
   pids+=($!)
@@ -59,7 +63,7 @@ run() {
     -c "$CONCURRENCY" --connections "$CONNECTIONS" -z "$1" "127.0.0.1:$2"
 }
 for side in before after; do run 2s "${port[$side]}" > /dev/null; done
-echo "# $(date -u +%FT%TZ) $backend: before=$(git rev-parse --short "$before") after=$(git rev-parse --short "$after"), $(nproc) cores, ghz -c $CONCURRENCY --connections $CONNECTIONS -z $DURATION, $rounds alternating rounds"
+echo "# $(date -u +%FT%TZ) $backend: before=$(git rev-parse --short "$before") ${BENCH_BEFORE_ENV:-} after=$(git rev-parse --short "$after") ${BENCH_AFTER_ENV:-}, $(nproc) cores, ghz -c $CONCURRENCY --connections $CONNECTIONS -z $DURATION, $rounds alternating rounds"
 for r in $(seq "$rounds"); do
   for side in before after; do
     cpu0=$(cpu_of "${pid[$side]}")

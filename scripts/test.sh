@@ -5,16 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real redis-server/redis-cli for the integration suites; openssl makes the TLS certificates of
-# the TLS tests; pgrep (procps) looks at worker processes.
+# the TLS tests; pgrep (procps) looks at worker processes; chromium loads the debug page.
 missing=()
-for tool in redis-server redis-cli openssl pgrep; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+for tool in redis-server redis-cli openssl pgrep chromium; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "missing ${missing[*]}; installing with apt-get" >&2
-    apt-get update -qq && apt-get install -y redis-server openssl procps >&2
+    apt-get update -qq && apt-get install -y redis-server openssl procps chromium >&2
   else
     echo "The tests need ${missing[*]}. Install them with:" >&2
-    echo "  sudo apt-get update -qq && sudo apt-get install -y redis-server openssl procps" >&2
+    echo "  sudo apt-get update -qq && sudo apt-get install -y redis-server openssl procps chromium" >&2
     exit 1
   fi
 fi
@@ -47,6 +47,7 @@ TIMING_SENSITIVE=(
   test/integration/redis-backend-failover.test.ts
   test/integration/redis-backend-down.test.ts
   test/integration/redis-backend-hang.test.ts
+  test/integration/xds-rules.test.ts
 )
 
 results1=$(mktemp)

@@ -1,11 +1,14 @@
+import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
 import { loadRuleDirectory } from './config/load-rule-directory';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
+import { XdsRulesClient } from './config/xds/xds-rules-client';
 import { grpcServerCredentials } from './grpc/credentials';
 import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
+import { debugPageRoute, debugStateRoute } from './http/debug-page';
 import { rlconfigRoute } from './http/debug-routes';
 import { HttpListener, type Route } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
@@ -17,8 +20,10 @@ import { PrometheusMetrics, type ServiceMetrics } from './metrics/metrics';
 import { StatsdMetrics } from './metrics/statsd-metrics';
 import { createStatsdTransport } from './metrics/statsd-transport';
 import { TeeMetrics } from './metrics/tee-metrics';
+import { OperatorMetrics } from './metrics/operator-metrics';
 import { MappedPrometheusSink } from './metrics/mapped-prometheus-sink';
 import { StatsdMapping } from './metrics/statsd-mapping';
+import { OrphanScan } from './redis-keys/orphan-scan';
 import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
 import type { Settings } from './settings';
 import { BackendUnavailableError, SettingsError } from './errors';
@@ -27,6 +32,8 @@ import { PrometheusPolicyMetrics } from './metrics/policy-metrics';
 import { createPolicyStore } from './policy/create-policy-store';
 import { PolicyEngine } from './policy/policy-engine';
 import type { PolicyStore } from './policy/policy-store';
+import type { RateLimitHandler } from './service/rate-limit-handler';
+import type { Tracing } from './tracing/start-tracing';
 
 /** A running floodgate instance. */
 export interface App {
@@ -53,6 +60,8 @@ export interface AppOptions {
   readonly limiter?: Limiter;
   /** A policy store to use instead of the one the settings describe (tests). */
   readonly policyStore?: PolicyStore;
+  /** With TRACING_ENABLED: export spans here, one by one, instead of OTLP (tests). */
+  readonly spanExporter?: import('@opentelemetry/sdk-trace-base').SpanExporter;
 }
 
 /** The rule loader both the first load and every reload use; the whole load fails on any error. */
@@ -96,7 +105,7 @@ function serviceConfig(settings: Settings): ServiceConfig {
     nearLimitRatio: settings.nearLimitRatio,
     responseDynamicMetadata: settings.responseDynamicMetadata,
     ...(settings.limitResponseHeadersEnabled
-      ? { headers: { limit: settings.limitLimitHeader, remaining: settings.limitRemainingHeader, reset: settings.limitResetHeader } }
+      ? { headers: { limit: settings.limitLimitHeader, remaining: settings.limitRemainingHeader, reset: settings.limitResetHeader, style: settings.responseHeadersStyle } }
       : {}),
     requestLimits: settings.requestLimits,
   };
@@ -107,11 +116,14 @@ function serviceConfig(settings: Settings): ServiceConfig {
  * through closeRunning, so what was opened is closed whichever way the app ends.
  */
 interface Running {
-  watcher?: RulesWatcher;
+  /** The rule files' watcher, or the xDS client (CONFIG_TYPE=GRPC_XDS_SOTW). */
+  rulesSource?: { close(): void };
   limiter?: Limiter;
   policy?: PolicyEngine;
   health?: HealthState;
   grpcServer?: GrpcServer;
+  orphanScan?: OrphanScan;
+  tracing?: Tracing;
   readonly listeners: HttpListener[];
   /** statsd and the PROMETHEUS_MAPPER_YAML sink: each sends what it counted when closed. */
   readonly stats: StatsdMetrics[];
@@ -120,12 +132,14 @@ interface Running {
 /** NOT_SERVING first, then calls in flight finish (bounded by `graceMs`), then the rest closes. */
 async function closeRunning(running: Running, graceMs: number): Promise<void> {
   running.health?.markShuttingDown();
-  running.watcher?.close();
+  running.rulesSource?.close();
   await running.grpcServer?.shutdown(graceMs);
   await Promise.all(running.listeners.map((listener) => listener.close()));
   running.health?.close();
+  await running.orphanScan?.close();
   await running.limiter?.close();
   await running.policy?.close();
+  await running.tracing?.shutdown();
   // Last, so that the final flush carries everything counted until the end.
   await Promise.all(running.stats.map((s) => s.close()));
 }
@@ -137,6 +151,8 @@ interface Core {
   readonly prometheus: PrometheusMetrics;
   /** What the Prometheus routes serve: floodgate's own series, or those of PROMETHEUS_MAPPER_YAML. */
   readonly prometheusRegistry: Registry;
+  /** Operator metrics, registered with `prometheus`. */
+  readonly operator: OperatorMetrics;
 }
 
 /** The rule set in use, swapped whole by each successful reload. */
@@ -144,28 +160,51 @@ interface RulesHolder {
   current: RuleSet | undefined;
 }
 
-/** Starts watching the rule files, then loads them; the baseline comes first, so no change falls in between. */
-async function startRules(settings: Settings, { logger, metrics }: Core, running: Running): Promise<RulesHolder> {
+/**
+ * Starts the rules source and returns the holder it swaps. Files: watching starts, then the
+ * first load; the baseline comes first, so no change falls in between. xDS: the rules arrive
+ * with the first snapshot, as in the reference (the ports open without waiting for it).
+ */
+async function startRules(settings: Settings, { logger, metrics, operator }: Core, running: Running): Promise<RulesHolder> {
   const holder: RulesHolder = { current: undefined };
+  const onLoaded = (rules: RuleSet): void => {
+    holder.current = rules;
+    operator.rulesLoaded(rules);
+    metrics.configLoad(true);
+    logger.info('rules reloaded', { domains: rules.domainCount });
+  };
+  if (settings.xds) {
+    const client = new XdsRulesClient({
+      settings: settings.xds,
+      mergeDomainConfig: settings.mergeDomainConfig,
+      logger,
+      onLoaded,
+      onError: (err) => {
+        metrics.configLoad(false);
+        logger.error(`error loading new configuration from xDS: ${err.message}`);
+      },
+    });
+    running.rulesSource = client;
+    client.start();
+    return holder;
+  }
   const load = ruleLoader(settings);
-  running.watcher = new RulesWatcher({
+  const watcher = new RulesWatcher({
     root: settings.runtimeRoot,
     subdirectory: settings.runtimeSubdirectory,
     appDirectory: settings.runtimeAppDirectory,
     watchRoot: settings.runtimeWatchRoot,
     load,
-    onLoaded: (rules) => {
-      holder.current = rules;
-      metrics.configLoad(true);
-      logger.info('rules reloaded', { domains: rules.domainCount });
-    },
+    onLoaded,
     onError: (err) => {
       metrics.configLoad(false);
       logger.error(`error loading new configuration from runtime: ${err.message}`);
     },
   });
-  await running.watcher.start();
+  running.rulesSource = watcher;
+  await watcher.start();
   holder.current = await loadStartupRules(load, settings, logger, metrics);
+  if (holder.current !== undefined) operator.rulesLoaded(holder.current);
   return holder;
 }
 
@@ -175,8 +214,9 @@ async function startRules(settings: Settings, { logger, metrics }: Core, running
  * once the backend is connected, or after a bound, so that with Redis away the service still
  * starts and the failure mode answers.
  */
-async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics }: Core, running: Running): Promise<Limiter> {
-  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics });
+async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics, operator }: Core, running: Running): Promise<Limiter> {
+  const wrapScript = running.tracing?.traceScript.bind(running.tracing);
+  const limiter = options.limiter ?? createLimiter(settings, { logger, metrics, operator, ...(wrapScript ? { wrapScript } : {}) });
   running.limiter = limiter;
   const mustConnectWithinMs = settings.backendType === 'redis' ? settings.redisStartupMaxElapsedMs : 0;
   if (mustConnectWithinMs > 0) {
@@ -192,6 +232,13 @@ async function startLimiter(settings: Settings, options: AppOptions, { logger, m
   return limiter;
 }
 
+/** The background orphan-key scan, when ORPHAN_SCAN_INTERVAL is set: one per deployment of workers (the first worker, or the only process). */
+function startOrphanScan(settings: Settings, { logger, prometheus }: Core, running: Running): void {
+  if (settings.orphanScan === undefined || settings.redis === undefined || (cluster.isWorker && cluster.worker?.id !== 1)) return;
+  running.orphanScan = new OrphanScan({ redis: settings.redis, scan: settings.orphanScan, prefix: settings.cacheKeyPrefix, registry: prometheus.registry, logger });
+  running.orphanScan.start();
+}
+
 function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, running: Running): HealthState {
   running.health = new HealthState({
     backendHealthy: () => limiter.isHealthy(),
@@ -200,8 +247,19 @@ function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, 
   return running.health;
 }
 
+/**
+ * TRACING_ENABLED: the SDK is loaded here and only here, so with tracing off not one module of
+ * it is in the process and the request path has no tracing code at all.
+ */
+async function startTracing(settings: Settings, options: AppOptions, running: Running): Promise<void> {
+  if (!settings.tracing) return;
+  const { startTracing: start } = await import('./tracing/start-tracing.js');
+  running.tracing = await start(settings.tracing, options.spanExporter ? { exporter: options.spanExporter } : {});
+}
+
 interface Served {
-  readonly service: RateLimitService;
+  readonly service: RateLimitHandler;
+  readonly limiter: Limiter;
   readonly policy: PolicyEngine;
   readonly health: HealthState;
   readonly rules: () => RuleSet | undefined;
@@ -217,7 +275,7 @@ async function listenHttp(running: Running, routes: Record<string, Route>, setti
 }
 
 /** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
-async function openPorts(settings: Settings, { logger, metrics, prometheusRegistry }: Core, { service, policy, health, rules }: Served, running: Running): Promise<Ports> {
+async function openPorts(settings: Settings, { logger, metrics, prometheus, prometheusRegistry, operator }: Core, { service, policy, health, rules, limiter }: Served, running: Running): Promise<Ports> {
   running.grpcServer = new GrpcServer({
     service,
     health,
@@ -236,7 +294,21 @@ async function openPorts(settings: Settings, { logger, metrics, prometheusRegist
     service,
   ) };
   const httpPort = await listenHttp(running, httpRoutes, settings, settings.host, settings.port);
-  const debugRoutes = { '/rlconfig': rlconfigRoute(rules), '/metrics': metricsRoute(prometheusRegistry), '/policy': policyRoute(rules, policy) };
+  const debugRoutes = {
+    '/rlconfig': rlconfigRoute(rules),
+    '/metrics': metricsRoute(prometheusRegistry),
+    '/': debugPageRoute(),
+    '/debug/state': debugStateRoute({
+      rules,
+      registry: prometheus.registry,
+      backendType: settings.backendType,
+      backendHealthy: () => limiter.isHealthy(),
+      serving: () => health.isServing(),
+      breakers: () => operator.breakerStates(),
+      lastLoad: () => operator.lastLoad,
+    }),
+    '/policy': policyRoute(rules, policy),
+  };
   const debugPort = await listenHttp(running, debugRoutes, settings, settings.debugHost, settings.debugPort);
   if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
   const metricsRoutes = { [settings.prometheusPath]: metricsRoute(prometheusRegistry) };
@@ -278,15 +350,13 @@ function startMappedPrometheus(settings: Settings, running: Running): { metrics:
   return { metrics, registry: sink.registry };
 }
 
-/** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
-export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
-  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
+/** The metric sinks: Prometheus always, statsd and the mapped registry when configured. */
+async function startMetrics(settings: Settings, logger: Logger, running: Running): Promise<{ core: Core; statsd: StatsdMetrics | undefined }> {
   const prometheus = new PrometheusMetrics({
     collectDefault: true,
     maxSeries: settings.metricsMaxSeries,
     responseTimeInMilliseconds: settings.prometheusResponseTimeAsMilliseconds,
   });
-  const running: Running = { listeners: [], stats: [] };
   const statsd = startStatsd(settings, logger, running);
   let mapped;
   try {
@@ -297,28 +367,50 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
   }
   const sinks = [prometheus, ...(statsd ? [statsd] : []), ...(mapped ? [mapped.metrics] : [])];
   const prometheusRegistry = mapped?.registry ?? prometheus.registry;
-  const core: Core = { logger, prometheus, prometheusRegistry, metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus };
+  return { core: { logger, prometheus, prometheusRegistry, metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus, operator: new OperatorMetrics(prometheus.registry) }, statsd };
+}
+
+/** What the policy engine needs from the steps before it. */
+interface PolicyNeeds {
+  readonly holder: RulesHolder;
+  readonly limiter: Limiter;
+}
+
+async function startPolicy(settings: Settings, options: AppOptions, core: Core, { holder, limiter }: PolicyNeeds, running: Running): Promise<PolicyEngine> {
+  const policy = new PolicyEngine({
+    store: options.policyStore ?? createPolicyStore(settings, core.logger),
+    metrics: new PrometheusPolicyMetrics(core.prometheusRegistry),
+  });
+  running.policy = policy;
+  // Its own connection, opened only for rules with a policy (a reload that adds the first
+  // policy opens it with the first decision). A call before it is up would take the normal
+  // tier for nothing; not waited for when the limiter's backend is away too.
+  if ((holder.current?.policies.length ?? 0) > 0) {
+    policy.connect();
+    if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), BACKEND_STARTUP_WAIT_MS))) {
+      core.logger.warn('policy store not connected; policies answer normal until it is');
+    }
+  }
+  return policy;
+}
+
+/** The one place that wires concrete pieces together. A start that fails partway closes what it started. */
+export async function startApp(settings: Settings, options: AppOptions = {}): Promise<App> {
+  const logger = options.logger ?? createLogger(settings.logLevel, settings.logFormat);
+  const running: Running = { listeners: [], stats: [] };
+  const { core, statsd } = await startMetrics(settings, logger, running);
+  const { prometheus, prometheusRegistry } = core;
   try {
+    await startTracing(settings, options, running);
     const holder = await startRules(settings, core, running);
     const rules = (): RuleSet | undefined => holder.current;
     const limiter = await startLimiter(settings, options, core, running);
+    startOrphanScan(settings, core, running);
     const health = startHealth(settings, limiter, holder, running);
-    const policy = new PolicyEngine({
-      store: options.policyStore ?? createPolicyStore(settings, core.logger),
-      metrics: new PrometheusPolicyMetrics(core.prometheusRegistry),
-    });
-    running.policy = policy;
-    // Its own connection, opened only for rules with a policy (a reload that adds the first
-    // policy opens it with the first decision). A call before it is up would take the normal
-    // tier for nothing; not waited for when the limiter's backend is away too.
-    if ((holder.current?.policies.length ?? 0) > 0) {
-      policy.connect();
-      if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), BACKEND_STARTUP_WAIT_MS))) {
-        core.logger.warn('policy store not connected; policies answer normal until it is');
-      }
-    }
-    const service = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
-    const ports = await openPorts(settings, core, { service, policy, health, rules }, running);
+    const policy = await startPolicy(settings, options, core, { holder, limiter }, running);
+    const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
+    const service = running.tracing ? running.tracing.traceService(untraced) : untraced;
+    const ports = await openPorts(settings, core, { service, policy, health, rules, limiter }, running);
     reportHealthChanges(health, limiter, core);
     let stopping: Promise<void> | undefined;
     const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));

@@ -36,13 +36,8 @@ async function main(): Promise<void> {
     new AggregatorRegistry();
     AggregatorRegistry.setRegistries([app.prometheusRegistry]);
   }
-  // Printed whatever LOG_LEVEL says: operators and scripts look for this line.
-  process.stderr.write(
-    `floodgate: serving gRPC on ${settings.grpcUds ?? `${settings.grpcHost}:${app.grpcPort}`}, HTTP on ${settings.host}:${app.httpPort}, ` +
-      `debug on ${settings.debugHost}:${app.debugPort}` +
-      (app.metricsPort !== undefined ? `, metrics on ${settings.prometheusHost}:${app.metricsPort}${settings.prometheusPath}` : '') +
-      `, backend ${settings.backendType}, rules from ${settings.rulesDir}\n`,
-  );
+  // Handlers first: a script that sends SIGTERM as soon as it reads the line below must get
+  // the graceful shutdown.
   const shutdown = (signal: string): void => {
     logger.warn(`received ${signal}, shutting down`);
     // A hard bound in case something refuses to close.
@@ -57,6 +52,13 @@ async function main(): Promise<void> {
   };
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));
+  // Printed whatever LOG_LEVEL says: operators and scripts look for this line.
+  process.stderr.write(
+    `floodgate: serving gRPC on ${settings.grpcUds ?? `${settings.grpcHost}:${app.grpcPort}`}, HTTP on ${settings.host}:${app.httpPort}, ` +
+      `debug on ${settings.debugHost}:${app.debugPort}` +
+      (app.metricsPort !== undefined ? `, metrics on ${settings.prometheusHost}:${app.metricsPort}${settings.prometheusPath}` : '') +
+      `, backend ${settings.backendType}, rules from ${settings.xds ? `xDS server ${settings.xds.serverUrl}` : settings.rulesDir}\n`,
+  );
 }
 
 void main();

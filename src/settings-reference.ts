@@ -9,14 +9,13 @@ import type { Env } from './settings-parse';
  * - supported: read and honoured.
  * - accepted: read (and validated where it has a value to check) but it changes nothing; `why`.
  * - unsupported: floodgate does not offer the feature; `why`.
- * - planned: not offered yet; issue 13 adds it.
  */
-export type ReferenceStatus = 'supported' | 'accepted' | 'unsupported' | 'planned';
+export type ReferenceStatus = 'supported' | 'accepted' | 'unsupported';
 
 export interface ReferenceVariable {
   readonly name: string;
   readonly status: ReferenceStatus;
-  /** For accepted, unsupported and planned: why it has no effect. */
+  /** For accepted and unsupported: why it has no effect. */
   readonly why?: string;
   /** A value that asks for what floodgate does anyway (CONFIG_TYPE=FILE): set to it, nothing is reported. */
   readonly harmlessValue?: string;
@@ -26,8 +25,6 @@ const supported = (...names: string[]): ReferenceVariable[] => names.map((name) 
 const withStatus = (status: Exclude<ReferenceStatus, 'supported'>, why: string, ...names: string[]): ReferenceVariable[] =>
   names.map((name) => ({ name, status, why }));
 
-const XDS_PLANNED = 'rules from an xDS management server are planned (issue 13); floodgate reads rule files only';
-const TRACING_PLANNED = 'OpenTelemetry tracing is planned (issue 13)';
 const NO_GO_POOL = 'floodgate keeps one multiplexed connection per Redis node, there is no connection pool';
 const MEMCACHE = 'the memcache backend is not offered; use BACKEND_TYPE=redis or memory';
 
@@ -36,11 +33,9 @@ export const REFERENCE_VARIABLES: readonly ReferenceVariable[] = Object.freeze([
   ...supported('GRPC_MAX_CONNECTION_AGE', 'GRPC_MAX_CONNECTION_AGE_GRACE'),
   ...supported('GRPC_SERVER_USE_TLS', 'GRPC_SERVER_TLS_CERT', 'GRPC_SERVER_TLS_KEY', 'GRPC_CLIENT_TLS_CACERT', 'GRPC_CLIENT_TLS_SAN'),
   ...supported('LOG_LEVEL', 'LOG_FORMAT'),
-  { name: 'CONFIG_TYPE', status: 'planned', why: XDS_PLANNED, harmlessValue: 'FILE' },
+  ...supported('CONFIG_TYPE'),
   ...supported('FORCE_START_WITHOUT_INITIAL_CONFIG'),
-  ...withStatus(
-    'planned',
-    XDS_PLANNED,
+  ...supported(
     'CONFIG_GRPC_XDS_NODE_ID',
     'CONFIG_GRPC_XDS_NODE_METADATA',
     'CONFIG_GRPC_XDS_SERVER_URL',
@@ -100,9 +95,7 @@ export const REFERENCE_VARIABLES: readonly ReferenceVariable[] = Object.freeze([
     'MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION',
   ),
   ...supported('SHADOW_MODE', 'QUOTA_MODE', 'RESPONSE_DYNAMIC_METADATA', 'MERGE_DOMAIN_CONFIG'),
-  ...withStatus(
-    'planned',
-    TRACING_PLANNED,
+  ...supported(
     'TRACING_ENABLED',
     'TRACING_SERVICE_NAME',
     'TRACING_SERVICE_NAMESPACE',
@@ -121,7 +114,6 @@ export function reportIneffectiveVariables(env: Env, logger: Logger): number {
     if (v.harmlessValue !== undefined && value.trim().toUpperCase() === v.harmlessValue) continue;
     reported++;
     if (v.status === 'accepted') logger.warn(`${v.name} is set but has no effect: ${v.why}`);
-    else if (v.status === 'planned') logger.warn(`${v.name} is set but not supported yet: ${v.why}`);
     else logger.warn(`${v.name} is set but not supported: ${v.why}`);
   }
   return reported;

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { SettingsError } from './errors';
+import type { XdsSettings } from './config/xds/xds-rules-client';
 import type { GrpcTls } from './grpc/credentials';
 import type { GrpcLimits } from './grpc/grpc-server';
 import type { HttpLimits } from './http/http-listener';
@@ -8,7 +9,10 @@ import type { BackendType, LimiterSettings } from './limiter/create-limiter';
 import type { FailureMode } from './limiter/failure-mode-limiter';
 import type { RedisSettings, RedisType } from './limiter/redis/redis-client';
 import type { LogFormat, LogLevel } from './log';
-import { splitRedisUrl } from './redis-url-credentials';
+import type { TracingSettings } from './tracing/tracing-settings';
+import { splitRedisUrl, type SplitRedisUrl } from './redis-url-credentials';
+import type { OrphanScanSettings } from './redis-keys/orphan-scan';
+import type { ResponseHeadersStyle } from './service/header-styles';
 import type { Mogrifier } from './metrics/dogstatsd-mogrifier';
 import type { PrometheusMetricsOptions } from './metrics/metrics';
 import type { StatsdSettings } from './metrics/statsd-metrics';
@@ -41,6 +45,11 @@ export interface Settings {
   readonly mergeDomainConfig: boolean;
   readonly forceStartWithoutInitialConfig: boolean;
   readonly healthyWithAtLeastOneConfigLoaded: boolean;
+  /** CONFIG_TYPE: rules from the rule files, or from an xDS management server (then `xds` is set). */
+  readonly configType: ConfigType;
+  readonly xds?: XdsSettings;
+  /** Present only when TRACING_ENABLED is true; otherwise no tracing code is even loaded. */
+  readonly tracing?: TracingSettings;
 
   readonly backendType: BackendType;
   readonly redis?: RedisSettings;
@@ -67,7 +76,6 @@ export interface Settings {
   readonly shutdownGraceMs: number;
   /** WORKERS: server processes sharing the ports (Node cluster); 1 = this process serves. */
   readonly workers: number;
-
   readonly grpcLimits: GrpcLimits;
   readonly httpLimits: HttpLimits;
   // Bounds on the state that request values can create (issue 8).
@@ -94,6 +102,32 @@ export interface Settings {
   readonly grpcMaxConnectionAgeMs: number;
   /** GRPC_MAX_CONNECTION_AGE_GRACE: then calls in flight get this long before it is closed. */
   readonly grpcMaxConnectionAgeGraceMs: number;
+
+  // ---- operating floodgate (orphan-key scan, header style) ----
+  /** ORPHAN_SCAN_*: the background scan for counter keys without a TTL; undefined = off. */
+  readonly orphanScan?: OrphanScanSettings;
+  /** RESPONSE_HEADERS_STYLE: which rate-limit headers LIMIT_RESPONSE_HEADERS_ENABLED sends. */
+  readonly responseHeadersStyle: ResponseHeadersStyle;
+}
+
+/** The operator settings, one block: ORPHAN_SCAN_* and RESPONSE_HEADERS_STYLE. */
+function operatorSettings(env: Env, backendType: BackendType): Pick<Settings, 'orphanScan' | 'responseHeadersStyle'> {
+  const responseHeadersStyle = oneOf<ResponseHeadersStyle>(env, 'RESPONSE_HEADERS_STYLE', 'reference', ['reference', 'ietf', 'x-ratelimit']);
+  const intervalMs = duration(env, 'ORPHAN_SCAN_INTERVAL', 0);
+  if (intervalMs === 0) return { responseHeadersStyle };
+  const raw = str(env, 'ORPHAN_SCAN_INTERVAL', '');
+  if (backendType !== 'redis') throw new SettingsError(`invalid value for ORPHAN_SCAN_INTERVAL: '${raw}' (the orphan scan needs BACKEND_TYPE=redis)`);
+  // A full scan every few ms would be a load, not a check.
+  if (intervalMs < 1000) throw new SettingsError(`invalid value for ORPHAN_SCAN_INTERVAL: '${raw}' (expected 0 (off) or at least 1s)`);
+  const pauseMs = duration(env, 'ORPHAN_SCAN_PAUSE', 10);
+  if (pauseMs > 10_000) throw new SettingsError(`invalid value for ORPHAN_SCAN_PAUSE: '${str(env, 'ORPHAN_SCAN_PAUSE', '')}' (expected at most 10s)`);
+  const orphanScan: OrphanScanSettings = Object.freeze({
+    intervalMs,
+    count: int(env, 'ORPHAN_SCAN_COUNT', 100, 1, 1000),
+    pauseMs,
+    replicas: bool(env, 'ORPHAN_SCAN_REPLICAS', false),
+  });
+  return { orphanScan, responseHeadersStyle };
 }
 
 /** `password` or `user:password` (REDIS_AUTH form), split at the first colon. */
@@ -103,16 +137,26 @@ function credentials(auth: string): { username?: string; password: string } | un
   return colon >= 0 ? { username: auth.slice(0, colon), password: auth.slice(colon + 1) } : { password: auth };
 }
 
-function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: string): RedisSettings {
-  const type = oneOf<RedisType>(env, `${prefix}_TYPE`, 'SINGLE', ['SINGLE', 'SENTINEL', 'CLUSTER']);
-  // A path (`/run/redis.sock`, `./redis.sock`) is a unix socket; `host:port` and `redis://host:port` are tcp.
-  const inferred = type === 'SINGLE' && /^\.{0,2}\//.test(url) ? 'unix' : 'tcp';
-  const fromUrl = splitRedisUrl(url, `${prefix}_URL`, type === 'SINGLE');
+type RedisPrefix = 'REDIS' | 'REDIS_PERSECOND';
+type RedisCredentials = Pick<RedisSettings, 'username' | 'password' | 'sentinelUsername' | 'sentinelPassword'>;
+type RedisTlsFiles = Pick<RedisSettings, 'tlsCaCert' | 'tlsClientCert' | 'tlsClientKey'>;
+
+/** The master's credentials, from `<prefix>_AUTH` or the URL (never both), and the sentinels' own. */
+function redisCredentials(env: Env, prefix: RedisPrefix, fromUrl: SplitRedisUrl): RedisCredentials {
   const auth = credentials(str(env, `${prefix}_AUTH`, ''));
   if (auth !== undefined && fromUrl.password !== undefined) {
     throw new SettingsError(`invalid value for ${prefix}_URL: it carries a password and ${prefix}_AUTH is set too (use one of them)`);
   }
   const sentinelAuth = credentials(str(env, prefix === 'REDIS' ? 'REDIS_SENTINEL_AUTH' : 'REDIS_PERSECOND_SENTINEL_AUTH', ''));
+  return {
+    ...(auth ?? { ...(fromUrl.username ? { username: fromUrl.username } : {}), ...(fromUrl.password ? { password: fromUrl.password } : {}) }),
+    ...(sentinelAuth?.username ? { sentinelUsername: sentinelAuth.username } : {}),
+    ...(sentinelAuth ? { sentinelPassword: sentinelAuth.password } : {}),
+  };
+}
+
+/** The TLS files; a client certificate comes with its key. */
+function redisTlsFiles(env: Env, prefix: RedisPrefix): RedisTlsFiles {
   // The reference has one set of REDIS_TLS_* files for both connections; REDIS_PERSECOND_TLS_*
   // (ours) may override them for the per-second one.
   const tlsFile = (suffix: string) => str(env, `${prefix}_${suffix}`, '') || str(env, `REDIS_${suffix}`, '') || undefined;
@@ -122,17 +166,27 @@ function redisSettings(env: Env, prefix: 'REDIS' | 'REDIS_PERSECOND', url: strin
   if ((tlsClientCert === undefined) !== (tlsClientKey === undefined)) {
     throw new SettingsError(`invalid value for ${prefix}_TLS_CLIENT_CERT/${prefix}_TLS_CLIENT_KEY: both or neither must be set`);
   }
+  return {
+    ...(tlsCaCert ? { tlsCaCert } : {}),
+    ...(tlsClientCert ? { tlsClientCert } : {}),
+    ...(tlsClientKey ? { tlsClientKey } : {}),
+  };
+}
+
+function redisSettings(env: Env, prefix: RedisPrefix, url: string): RedisSettings {
+  const type = oneOf<RedisType>(env, `${prefix}_TYPE`, 'SINGLE', ['SINGLE', 'SENTINEL', 'CLUSTER']);
+  // A path (`/run/redis.sock`, `./redis.sock`) is a unix socket; `host:port` and `redis://host:port` are tcp.
+  const inferred = type === 'SINGLE' && /^\.{0,2}\//.test(url) ? 'unix' : 'tcp';
+  const fromUrl = splitRedisUrl(url, `${prefix}_URL`, type === 'SINGLE');
+  const auth = redisCredentials(env, prefix, fromUrl);
+  const tlsFiles = redisTlsFiles(env, prefix);
   return Object.freeze({
     type,
     url: fromUrl.url,
     socketType: oneOf(env, `${prefix}_SOCKET_TYPE`, inferred, ['tcp', 'unix']),
-    ...(auth ?? { ...(fromUrl.username ? { username: fromUrl.username } : {}), ...(fromUrl.password ? { password: fromUrl.password } : {}) }),
-    ...(sentinelAuth?.username ? { sentinelUsername: sentinelAuth.username } : {}),
-    ...(sentinelAuth ? { sentinelPassword: sentinelAuth.password } : {}),
+    ...auth,
     tls: bool(env, `${prefix}_TLS`, false),
-    ...(tlsCaCert ? { tlsCaCert } : {}),
-    ...(tlsClientCert ? { tlsClientCert } : {}),
-    ...(tlsClientKey ? { tlsClientKey } : {}),
+    ...tlsFiles,
     tlsSkipHostnameVerification: bool(env, 'REDIS_TLS_SKIP_HOSTNAME_VERIFICATION', false),
     poolSize: int(env, `${prefix}_POOL_SIZE`, 10, 1, 1024),
     timeoutMs: duration(env, `${prefix}_TIMEOUT`, 10_000),
@@ -174,6 +228,109 @@ function grpcTls(env: Env): Settings['grpcTls'] {
   }
   return Object.freeze({ cert, key, ...(clientCaCert ? { clientCaCert } : {}), ...(clientSan ? { clientSan } : {}) });
 }
+
+// ---- CONFIG_TYPE=GRPC_XDS_SOTW: rules from an xDS management server (the reference's names and defaults) ----
+
+export type ConfigType = 'FILE' | 'GRPC_XDS_SOTW';
+
+/** `key=value,key2=value2`; like the reference, an entry without `=` is skipped. */
+function xdsNodeMetadata(env: Env): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  for (const entry of str(env, 'CONFIG_GRPC_XDS_NODE_METADATA', '').split(',')) {
+    const eq = entry.indexOf('=');
+    if (eq >= 0) metadata[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return metadata;
+}
+
+/** `name:value,name2:value2` (the reference's map syntax); names become lower-case gRPC metadata keys. */
+function xdsAdditionalHeaders(env: Env): Record<string, string> {
+  const name = 'CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS';
+  const raw = str(env, name, '');
+  const headers: Record<string, string> = {};
+  if (raw === '') return headers;
+  for (const entry of raw.split(',')) {
+    const colon = entry.indexOf(':');
+    const key = entry.slice(0, colon).trim().toLowerCase();
+    // -bin keys carry bytes and grpc- keys are reserved: neither can be sent as text.
+    if (colon < 0 || !/^[0-9a-z_.-]+$/.test(key) || key.endsWith('-bin') || key.startsWith('grpc-')) {
+      throw new SettingsError(`invalid value for ${name}: '${raw}' (expected name:value pairs separated by commas; bad entry '${entry}')`);
+    }
+    headers[key] = entry.slice(colon + 1);
+  }
+  return headers;
+}
+
+function xdsTls(env: Env): XdsSettings['tls'] {
+  // As in the reference, the TLS files mean nothing unless CONFIG_GRPC_XDS_SERVER_USE_TLS is true.
+  if (!bool(env, 'CONFIG_GRPC_XDS_SERVER_USE_TLS', false)) return undefined;
+  const caCert = str(env, 'CONFIG_GRPC_XDS_SERVER_TLS_CACERT', '');
+  const clientCert = str(env, 'CONFIG_GRPC_XDS_CLIENT_TLS_CERT', '');
+  const clientKey = str(env, 'CONFIG_GRPC_XDS_CLIENT_TLS_KEY', '');
+  const serverSan = str(env, 'CONFIG_GRPC_XDS_SERVER_TLS_SAN', '');
+  if ((clientCert === '') !== (clientKey === '')) {
+    throw new SettingsError(`invalid value for CONFIG_GRPC_XDS_CLIENT_TLS_CERT/CONFIG_GRPC_XDS_CLIENT_TLS_KEY: both or neither must be set`);
+  }
+  return Object.freeze({
+    ...(caCert ? { caCert } : {}),
+    ...(clientCert ? { clientCert, clientKey } : {}),
+    ...(serverSan ? { serverSan } : {}),
+  });
+}
+
+function nonNegativeDuration(env: Env, name: string, fallbackMs: number): number {
+  const ms = duration(env, name, fallbackMs);
+  if (ms > 24 * 3_600_000) throw new SettingsError(`invalid value for ${name}: '${env[name]}' (expected a duration up to 24h)`);
+  return ms;
+}
+
+/** Every CONFIG_GRPC_XDS_* and XDS_CLIENT_* setting; read (and so validated) whatever CONFIG_TYPE is, as the reference does. */
+function xdsSettings(env: Env): XdsSettings {
+  const tls = xdsTls(env);
+  return Object.freeze({
+    serverUrl: str(env, 'CONFIG_GRPC_XDS_SERVER_URL', 'localhost:18000'),
+    nodeId: str(env, 'CONFIG_GRPC_XDS_NODE_ID', 'default'),
+    nodeMetadata: Object.freeze(xdsNodeMetadata(env)),
+    additionalHeaders: Object.freeze(xdsAdditionalHeaders(env)),
+    connectRetryIntervalMs: nonNegativeDuration(env, 'CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL', 3_000),
+    backoff: Object.freeze({
+      initialMs: nonNegativeDuration(env, 'XDS_CLIENT_BACKOFF_INITIAL_INTERVAL', 10_000),
+      maxMs: nonNegativeDuration(env, 'XDS_CLIENT_BACKOFF_MAX_INTERVAL', 60_000),
+      factor: float(env, 'XDS_CLIENT_BACKOFF_RANDOM_FACTOR', 0.5, 0, 1000),
+      jitter: bool(env, 'XDS_CLIENT_BACKOFF_JITTER', true),
+    }),
+    maxReceiveMessageBytes: int(env, 'XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', 0, 0, 2 ** 31 - 1),
+    ...(tls ? { tls } : {}),
+  });
+}
+
+function rulesSource(env: Env): Pick<Settings, 'configType' | 'xds'> {
+  const xds = xdsSettings(env);
+  const configType = oneOf<ConfigType>(env, 'CONFIG_TYPE', 'FILE', ['FILE', 'GRPC_XDS_SOTW']);
+  return configType === 'GRPC_XDS_SOTW' ? { configType, xds } : { configType };
+}
+
+// ---- end of the xDS settings ----
+
+// ---- TRACING_*: OpenTelemetry traces (the reference's names and defaults) ----
+
+/**
+ * TRACING_SERVICE_* and the sampling rate. Read whatever TRACING_ENABLED says, as envconfig
+ * reads every variable; the OTLP endpoint and the rest are the SDK's own OTEL_* variables.
+ */
+function tracingSettings(env: Env): Pick<Settings, 'tracing'> {
+  const tracing: TracingSettings = Object.freeze({
+    serviceName: str(env, 'TRACING_SERVICE_NAME', 'RateLimit'),
+    serviceNamespace: str(env, 'TRACING_SERVICE_NAMESPACE', ''),
+    serviceInstanceId: str(env, 'TRACING_SERVICE_INSTANCE_ID', ''),
+    // Any number, as in the reference: >= 1 samples every root trace, <= 0 none.
+    samplingRate: float(env, 'TRACING_SAMPLING_RATE', 1, -Number.MAX_VALUE, Number.MAX_VALUE),
+    exporterProtocol: oneOf<TracingSettings['exporterProtocol']>(env, 'TRACING_EXPORTER_PROTOCOL', 'http', ['http', 'grpc']),
+  });
+  return bool(env, 'TRACING_ENABLED', false) ? { tracing } : {};
+}
+
+// ---- end of the tracing settings ----
 
 // 64 KiB holds any request Envoy sends (a few descriptors of short values) many times over,
 // while a 4 MiB message of empty descriptors took 600 MB and 1.4 s to decode.
@@ -376,6 +533,8 @@ export function loadSettings(env: Env = process.env): Settings {
     mergeDomainConfig: bool(env, 'MERGE_DOMAIN_CONFIG', false),
     forceStartWithoutInitialConfig: bool(env, 'FORCE_START_WITHOUT_INITIAL_CONFIG', false),
     healthyWithAtLeastOneConfigLoaded: bool(env, 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
+    ...rulesSource(env),
+    ...tracingSettings(env),
     ...backend,
     cacheKeyPrefix: cacheKeyPrefix(env),
     backendFailureMode: oneOf<FailureMode>(env, 'BACKEND_FAILURE_MODE', 'error', ['error', 'allow', 'deny', 'local']),
@@ -404,5 +563,6 @@ export function loadSettings(env: Env = process.env): Settings {
     memoryMaxCounters: int(env, 'MEMORY_MAX_COUNTERS', 100_000, 1, 100_000_000),
     metricsMaxSeries: int(env, 'METRICS_MAX_SERIES', 1000, 1, 1_000_000),
     ...issue13Settings(env),
+    ...operatorSettings(env, backend.backendType),
   } satisfies Settings);
 }

@@ -2,7 +2,7 @@ import { ConfigError } from '../errors';
 import { UNIT_SECONDS } from '../domain/units';
 import { keyValue, type DescriptorEntry } from '../domain/descriptor';
 import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './parse-rule-file';
-import type { RateLimitRule, RuleMatch, RuleSet } from './rule-types';
+import type { EntryStep, RateLimitRule, RuleMatch, RuleSet } from './rule-types';
 import type { PolicyConfig } from '../domain/policy-config';
 import { WildcardPattern } from './wildcard-pattern';
 
@@ -56,6 +56,7 @@ interface DomainTree {
 export function compileRules(configs: readonly DomainConfig[], options: { mergeDomainConfig: boolean }): RuleSet {
   const domains = new Map<string, DomainTree>();
   const rules: RateLimitRule[] = [];
+  const byDomain = new Map<string, RateLimitRule[]>();
   for (const config of configs) {
     let tree = domains.get(config.domain);
     if (tree !== undefined && !options.mergeDomainConfig) {
@@ -65,14 +66,16 @@ export function compileRules(configs: readonly DomainConfig[], options: { mergeD
       tree = { level: new Map(), compositeKeys: new Set() };
       domains.set(config.domain, tree);
     }
+    const first = rules.length;
     if (config.policy !== undefined) {
       // Merged files of one domain may declare its policy once.
       if (tree.policy !== undefined) throw new ConfigError(`${config.fileName}: duplicate policy for domain '${config.domain}'`);
       tree.policy = config.policy;
     }
     addTopLevel(tree, config, rules);
+    byDomain.set(config.domain, [...(byDomain.get(config.domain) ?? []), ...rules.slice(first)]);
   }
-  return ruleSet(domains, Object.freeze(rules));
+  return ruleSet(domains, Object.freeze(rules), byDomain);
 }
 
 function addTopLevel(tree: DomainTree, config: DomainConfig, rules: RateLimitRule[]): void {
@@ -169,12 +172,17 @@ export function wildcardPattern(value: string): WildcardPattern {
 
 // ---- matching ----
 
-function ruleSet(domains: Map<string, DomainTree>, rules: readonly RateLimitRule[]): RuleSet {
+function ruleSet(domains: Map<string, DomainTree>, rules: readonly RateLimitRule[], byDomain: ReadonlyMap<string, readonly RateLimitRule[]>): RuleSet {
   const policies = Object.freeze([...domains.values()].flatMap((t) => (t.policy ? [t.policy] : [])));
   return Object.freeze({
     rules,
     policies,
     domainCount: domains.size,
+    rulesByDomain: byDomain,
+    trace: (domain: string, entries: readonly DescriptorEntry[]): EntryStep[] => {
+      const tree = domains.get(domain);
+      return tree === undefined ? [] : traceSteps(tree.level, entries);
+    },
     hasDomain: (domain: string): boolean => domains.has(domain),
     policy: (domain: string): PolicyConfig | undefined => domains.get(domain)?.policy,
     match: (domain: string, entries: readonly DescriptorEntry[]): RuleMatch | undefined => {
@@ -197,6 +205,20 @@ function walk(top: Level, entries: readonly DescriptorEntry[]): RuleNode | undef
     level = node.children;
   }
   return node;
+}
+
+/** `walk`, step by step, saying how each entry matched. */
+function traceSteps(top: Level, entries: readonly DescriptorEntry[]): EntryStep[] {
+  const steps: EntryStep[] = [];
+  let level: Level | undefined = top;
+  for (const entry of entries) {
+    const node: RuleNode | undefined = level && step(level, entry);
+    if (node === undefined) break;
+    const matchedBy = node.kind === 'any' ? 'key-only' : node.kind;
+    steps.push({ key: entry.key, value: entry.value, matchedBy, fileValue: node.value, fullKey: node.fullKey });
+    level = node.children;
+  }
+  return steps;
 }
 
 /** Exact value first, then wildcards in file order, then the key alone. */

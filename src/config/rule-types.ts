@@ -39,6 +39,17 @@ export interface RuleMatch {
   readonly metadata?: Readonly<Record<string, unknown>>;
 }
 
+/** How one request entry reached its node: the file's exact value, a `*` pattern, or the key alone. */
+export interface EntryStep {
+  readonly key: string;
+  readonly value: string;
+  readonly matchedBy: 'exact' | 'wildcard' | 'key-only';
+  /** The file's value for `wildcard` (the pattern); '' for `key-only`. */
+  readonly fileValue: string;
+  /** `domain.key_value...` of the node reached. */
+  readonly fullKey: string;
+}
+
 /** An immutable, compiled set of rules. A reload builds a new one and swaps one reference. */
 export interface RuleSet {
   hasDomain(domain: string): boolean;
@@ -52,4 +63,11 @@ export interface RuleSet {
   readonly policies: readonly PolicyConfig[];
   /** Number of domains loaded. */
   readonly domainCount: number;
+  /** Each domain's rules with a limit, in file order (CLI, debug page, metrics). */
+  readonly rulesByDomain: ReadonlyMap<string, readonly RateLimitRule[]>;
+  /**
+   * The nodes `match` walks through, entry by entry, with the same lookups; the steps up to the
+   * first entry nothing matches (so a shorter list than `entries` means no match).
+   */
+  trace(domain: string, entries: readonly DescriptorEntry[]): EntryStep[];
 }

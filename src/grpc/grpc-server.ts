@@ -3,7 +3,7 @@ import { errTypeOf, grpcStatusOf } from '../error-status';
 import type { HealthState } from '../health';
 import type { Logger } from '../log';
 import type { ServiceMetrics } from '../metrics/metrics';
-import type { RateLimitService } from '../service/rate-limit-service';
+import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { requestFromWire, responseToWire } from '../rls/convert';
 import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
@@ -21,7 +21,7 @@ export interface GrpcLimits {
 }
 
 export interface GrpcServerDeps {
-  readonly service: RateLimitService;
+  readonly service: RateLimitHandler;
   readonly health: HealthState;
   readonly metrics: ServiceMetrics;
   readonly logger: Logger;
@@ -123,7 +123,7 @@ export class GrpcServer {
     // One chain ending in fail: an error while answering (not only while counting) reaches the
     // caller as a status instead of becoming an unhandled rejection.
     service
-      .shouldRateLimit(request, deadlineOf(call, this.deps.defaultDeadlineMs))
+      .shouldRateLimit(request, deadlineOf(call, this.deps.defaultDeadlineMs), call.metadata)
       .then((response) => {
         const wire = call.cancelled ? undefined : responseToWire(response);
         metrics.requestDone(METHOD, (performance.now() - started) / 1000);

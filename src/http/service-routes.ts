@@ -3,7 +3,7 @@ import { httpStatusOf } from '../error-status';
 import { FloodgateError, InvalidRequestError } from '../errors';
 import { requestFromWire } from '../rls/convert';
 import type { HealthState } from '../health';
-import type { RateLimitService } from '../service/rate-limit-service';
+import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { readBody, type Route } from './http-listener';
 import { loopbackOnly } from './loopback-only';
 import { responseToJson, wireRequestFromJson } from './json-codec';
@@ -21,7 +21,7 @@ export function healthcheckRoute(health: HealthState): Route {
 }
 
 /** `/json` (POST): the RLS call in protobuf JSON; 200 OK, 429 OVER_LIMIT, 400 bad request. */
-export function jsonRoute(service: RateLimitService, defaultDeadlineMs: number, maxBodyBytes: number): Route {
+export function jsonRoute(service: RateLimitHandler, defaultDeadlineMs: number, maxBodyBytes: number): Route {
   return (req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== 'POST') {
       res.writeHead(405, { allow: 'POST', 'content-type': 'text/plain' }).end('method not allowed\n');
@@ -31,7 +31,7 @@ export function jsonRoute(service: RateLimitService, defaultDeadlineMs: number, 
       .catch((err: unknown) => {
         throw err instanceof FloodgateError ? err : new InvalidRequestError('request body was not received');
       })
-      .then((body) => service.shouldRateLimit(requestFromWire(wireRequestFromJson(body)), Date.now() + defaultDeadlineMs))
+      .then((body) => service.shouldRateLimit(requestFromWire(wireRequestFromJson(body)), Date.now() + defaultDeadlineMs, req.headers))
       .then(
         (response) => sendJson(res, response.overallCode === 'OVER_LIMIT' ? 429 : 200, responseToJson(response)),
         (err: unknown) => sendJson(res, httpStatusOf(err), { error: err instanceof Error ? err.message : String(err) }),
@@ -50,7 +50,7 @@ export interface JsonRouteOptions {
  * `/json` as the settings ask. It answers the same calls as gRPC: while gRPC requires client
  * certificates, it answers peers on this host only, so the HTTP port is not a way around mTLS.
  */
-export function jsonRouteFor(options: JsonRouteOptions, service: RateLimitService): Route {
+export function jsonRouteFor(options: JsonRouteOptions, service: RateLimitHandler): Route {
   const route = jsonRoute(service, options.defaultDeadlineMs, options.maxBodyBytes);
   if (!options.grpcRequiresClientCerts) return route;
   return loopbackOnly(route, '/json answers loopback clients only while gRPC requires client certificates (GRPC_CLIENT_TLS_CACERT)');

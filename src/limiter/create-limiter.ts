@@ -1,11 +1,13 @@
 import type { Logger } from '../log';
 import type { RedisPool, ServiceMetrics } from '../metrics/metrics';
+import type { OperatorMetrics } from '../metrics/operator-metrics';
 import { FailureModeLimiter, type FailureMode } from './failure-mode-limiter';
 import type { Limiter } from './limiter';
 import { MemoryLimiter } from './memory/memory-limiter';
 import { OverLimitCache } from './over-limit-cache';
 import { Cluster } from 'ioredis';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
+import type { WrapScript } from './redis/algorithm-scripts';
 import { RedisLimiter } from './redis/redis-limiter';
 
 export type BackendType = 'memory' | 'redis';
@@ -25,6 +27,10 @@ export interface LimiterSettings {
 export interface LimiterDeps {
   readonly logger: Logger;
   readonly metrics: ServiceMetrics;
+  /** Redis latency and errors, breaker states, failure-mode answers, cache hits. */
+  readonly operator?: OperatorMetrics;
+  /** TRACING_ENABLED: wraps each Redis script call in a span. */
+  readonly wrapScript?: WrapScript;
 }
 
 function logConnectionErrors(client: RedisClient, name: string, logger: Logger): void {
@@ -82,16 +88,26 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
     logConnectionErrors(perSecondClient, 'redis (per second)', deps.logger);
     reportConnections(perSecondClient, 'redis_per_second_pool', deps.metrics);
   }
-  let limiter: Limiter = new RedisLimiter({
+  const operator = deps.operator;
+  const redisLimiter = new RedisLimiter({
     client,
     ...(perSecondClient ? { perSecondClient } : {}),
     keyPrefix: settings.cacheKeyPrefix,
+    ...(deps.wrapScript ? { wrapScript: deps.wrapScript } : {}),
     coalescing: { windowMs: settings.redis.pipelineWindowMs, maxKeys: settings.redis.pipelineLimit },
+    ...(operator ? { observer: operator } : {}),
   });
-  if (settings.localCacheSizeInBytes > 0) limiter = new OverLimitCache(limiter, { maxBytes: settings.localCacheSizeInBytes });
+  operator?.watchBreakers(() => redisLimiter.breakerStates());
+  let limiter: Limiter = redisLimiter;
+  if (settings.localCacheSizeInBytes > 0) {
+    limiter = new OverLimitCache(limiter, { maxBytes: settings.localCacheSizeInBytes, ...(operator ? { onHit: () => operator.localCacheHit() } : {}) });
+  }
   return new FailureModeLimiter(limiter, {
     mode: settings.backendFailureMode,
     ...(settings.backendFailureMode === 'local' ? { local: memoryLimiter() } : {}),
-    onFallback: (mode, err) => deps.logger.debug(`backend failed, answering with failure mode ${mode}`, { error: err.message }),
+    onFallback: (mode, err) => {
+      operator?.failureModeAnswer(mode);
+      deps.logger.debug(`backend failed, answering with failure mode ${mode}`, { error: err.message });
+    },
   });
 }

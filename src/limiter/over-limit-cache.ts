@@ -26,6 +26,8 @@ export interface OverLimitCacheOptions {
   readonly maxBytes: number;
   /** Monotonic clock in ms (default performance.now): a wall-clock step must not move entries. */
   readonly now?: () => number;
+  /** Called for each check answered from the cache (operator metrics). */
+  readonly onHit?: () => void;
 }
 
 /**
@@ -74,9 +76,9 @@ export class OverLimitCache implements Limiter {
       if (check.hits > 0) {
         const key = entryKey(check);
         keys[i] = key;
-        const entry = this.lookup(key, now);
-        if (entry !== undefined) {
-          results[i] = answer(entry, now);
+        const cached = this.cachedAnswer(key, now);
+        if (cached !== undefined) {
+          results[i] = cached;
           continue;
         }
       }
@@ -107,6 +109,14 @@ export class OverLimitCache implements Limiter {
     this.oldest = this.newest = undefined;
     this.bytes = 0;
     return this.inner.close();
+  }
+
+  /** The answer of a live entry of `key`, counted as a cache hit (operator metrics). */
+  private cachedAnswer(key: string, now: number): LimitResult | undefined {
+    const entry = this.lookup(key, now);
+    if (entry === undefined) return undefined;
+    this.options.onHit?.();
+    return answer(entry, now);
   }
 
   /** The live entry of `key`, made the most recently used; an expired one is dropped. */

@@ -57,7 +57,7 @@ function numbers(v: unknown, what: string, path: string): number[] | undefined {
 function quantileList(v: unknown, path: string): number[] | undefined {
   if (v === undefined) return undefined;
   if (!Array.isArray(v)) throw bad(path, 'quantiles must be a list');
-  return v.map((q) => {
+  return v.map((q: unknown) => {
     const value = isObj(q) ? q['quantile'] : q;
     if (typeof value !== 'number') throw bad(path, 'a quantile must be a number');
     return value;
@@ -67,7 +67,12 @@ function quantileList(v: unknown, path: string): number[] | undefined {
 function observerType(v: unknown, path: string): 'histogram' | 'summary' | undefined {
   if (v === undefined || v === '') return undefined;
   if (v === 'histogram' || v === 'summary') return v;
-  throw bad(path, `observer_type must be histogram or summary, not '${String(v)}'`);
+  throw bad(path, `observer_type must be histogram or summary, not '${shown(v)}'`);
+}
+
+/** A YAML value in an error message: a string as it is, anything else as JSON. */
+function shown(v: unknown): string {
+  return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
 /** A glob as the exporter's FSM reads it: `*` stands for (part of) one dot-separated field. */
@@ -85,6 +90,108 @@ function expand(template: string, captures: readonly (string | undefined)[]): st
   });
 }
 
+/** What `defaults` gives every mapping that does not say otherwise. */
+interface MappingDefaults {
+  readonly matchType: 'glob' | 'regex';
+  readonly observer: Observer['type'] | undefined;
+  readonly buckets: readonly number[];
+  readonly quantiles: readonly number[];
+}
+
+function parseMappingFile(yamlText: string): Obj {
+  let doc: unknown;
+  try {
+    doc = parse(yamlText);
+  } catch (err) {
+    throw bad('file', (err as Error).message.split('\n')[0] ?? 'not YAML');
+  }
+  return isObj(doc) ? doc : {};
+}
+
+function mappingDefaults(root: Obj): MappingDefaults {
+  const defaults = isObj(root['defaults']) ? root['defaults'] : {};
+  const matchType = defaults['match_type'] === 'regex' ? 'regex' : 'glob';
+  const observer = observerType(defaults['observer_type'] ?? defaults['timer_type'], 'defaults');
+  const histogram = isObj(defaults['histogram_options']) ? defaults['histogram_options'] : {};
+  const summary = isObj(defaults['summary_options']) ? defaults['summary_options'] : {};
+  const buckets = numbers(histogram['buckets'] ?? defaults['buckets'], 'buckets', 'defaults') ?? DEFAULT_BUCKETS;
+  const quantiles = quantileList(summary['quantiles'] ?? defaults['quantiles'], 'defaults') ?? DEFAULT_QUANTILES;
+  return { matchType, observer, buckets, quantiles };
+}
+
+function mappingPattern(match: string, glob: boolean, path: string): RegExp {
+  try {
+    return glob ? globToRegExp(match) : new RegExp(match);
+  } catch (err) {
+    throw bad(path, `invalid regex ${match}: ${(err as Error).message}`);
+  }
+}
+
+function mappingLabels(m: Obj, path: string): [string, string][] {
+  const labelsObj = isObj(m['labels']) ? m['labels'] : {};
+  return Object.entries(labelsObj).map(([k, v]): [string, string] => {
+    if (!LABEL_NAME.test(k)) throw bad(path, `invalid label key: ${k}`);
+    return [k, String(v)];
+  });
+}
+
+function matchMetricType(m: Obj, path: string): StatType | undefined {
+  const metricType = m['match_metric_type'];
+  if (metricType !== undefined && metricType !== 'counter' && metricType !== 'gauge' && metricType !== 'observer') {
+    throw bad(path, `match_metric_type must be counter, gauge or observer, not '${shown(metricType)}'`);
+  }
+  return metricType;
+}
+
+function mappingScale(m: Obj, path: string): number {
+  const scale = m['scale'];
+  if (scale !== undefined && typeof scale !== 'number') throw bad(path, 'scale must be a number');
+  return scale ?? 1;
+}
+
+function mappingObserver(m: Obj, path: string, defaults: MappingDefaults): Observer {
+  const histogram = isObj(m['histogram_options']) ? m['histogram_options'] : {};
+  const summary = isObj(m['summary_options']) ? m['summary_options'] : {};
+  return {
+    // The exporter's default observer is a summary.
+    type: observerType(m['observer_type'] ?? m['timer_type'], path) ?? defaults.observer ?? 'summary',
+    buckets: numbers(histogram['buckets'] ?? m['buckets'], 'buckets', path) ?? defaults.buckets,
+    quantiles: quantileList(summary['quantiles'] ?? m['quantiles'], path) ?? defaults.quantiles,
+  };
+}
+
+/** The required `match` and `name` of a mapping. */
+function matchAndName(m: Obj, path: string): { match: string; name: string } {
+  const match = m['match'];
+  const name = m['name'];
+  if (typeof match !== 'string' || match === '') throw bad(path, 'match is required');
+  if (typeof name !== 'string' || name === '') throw bad(path, "metric mapping didn't set a metric name");
+  return { match, name };
+}
+
+function compileMapping(m: unknown, i: number, defaults: MappingDefaults): CompiledMapping {
+  const path = `mappings[${i}]`;
+  if (!isObj(m)) throw bad(path, 'must be a map');
+  const { match, name } = matchAndName(m, path);
+  const glob = (m['match_type'] ?? defaults.matchType) !== 'regex';
+  const pattern = mappingPattern(match, glob, path);
+  // A name made of captures is checked once expanded; a literal one now.
+  if (!name.includes('$') && !METRIC_NAME.test(name)) throw bad(path, `metric name '${name}' is not a valid Prometheus name`);
+  const labels = mappingLabels(m, path);
+  const metricType = matchMetricType(m, path);
+  const scale = mappingScale(m, path);
+  return {
+    glob,
+    pattern,
+    ...(metricType !== undefined ? { metricType: metricType } : {}),
+    drop: m['action'] === 'drop',
+    name,
+    labels,
+    scale,
+    observer: mappingObserver(m, path, defaults),
+  };
+}
+
 export class StatsdMapping {
   private readonly globs: CompiledMapping[];
   private readonly regexes: CompiledMapping[];
@@ -92,67 +199,11 @@ export class StatsdMapping {
   private readonly labelUnion = new Map<string, string[]>();
 
   constructor(yamlText: string) {
-    let doc: unknown;
-    try {
-      doc = parse(yamlText);
-    } catch (err) {
-      throw bad('file', (err as Error).message.split('\n')[0] ?? 'not YAML');
-    }
-    const root = isObj(doc) ? doc : {};
-    const defaults = isObj(root['defaults']) ? root['defaults'] : {};
-    const defaultMatchType = defaults['match_type'] === 'regex' ? 'regex' : 'glob';
-    const defaultObserver = observerType(defaults['observer_type'] ?? defaults['timer_type'], 'defaults');
-    const defaultHistogram = isObj(defaults['histogram_options']) ? defaults['histogram_options'] : {};
-    const defaultSummary = isObj(defaults['summary_options']) ? defaults['summary_options'] : {};
-    const defaultBuckets = numbers(defaultHistogram['buckets'] ?? defaults['buckets'], 'buckets', 'defaults') ?? DEFAULT_BUCKETS;
-    const defaultQuantiles = quantileList(defaultSummary['quantiles'] ?? defaults['quantiles'], 'defaults') ?? DEFAULT_QUANTILES;
+    const root = parseMappingFile(yamlText);
+    const defaults = mappingDefaults(root);
     const mappings = root['mappings'] ?? [];
     if (!Array.isArray(mappings)) throw bad('mappings', 'must be a list');
-    const compiled = mappings.map((m: unknown, i): CompiledMapping => {
-      const path = `mappings[${i}]`;
-      if (!isObj(m)) throw bad(path, 'must be a map');
-      const match = m['match'];
-      const name = m['name'];
-      if (typeof match !== 'string' || match === '') throw bad(path, 'match is required');
-      if (typeof name !== 'string' || name === '') throw bad(path, "metric mapping didn't set a metric name");
-      const glob = (m['match_type'] ?? defaultMatchType) !== 'regex';
-      let pattern: RegExp;
-      try {
-        pattern = glob ? globToRegExp(match) : new RegExp(match);
-      } catch (err) {
-        throw bad(path, `invalid regex ${match}: ${(err as Error).message}`);
-      }
-      // A name made of captures is checked once expanded; a literal one now.
-      if (!name.includes('$') && !METRIC_NAME.test(name)) throw bad(path, `metric name '${name}' is not a valid Prometheus name`);
-      const labelsObj = isObj(m['labels']) ? m['labels'] : {};
-      const labels = Object.entries(labelsObj).map(([k, v]): [string, string] => {
-        if (!LABEL_NAME.test(k)) throw bad(path, `invalid label key: ${k}`);
-        return [k, String(v)];
-      });
-      const metricType = m['match_metric_type'];
-      if (metricType !== undefined && metricType !== 'counter' && metricType !== 'gauge' && metricType !== 'observer') {
-        throw bad(path, `match_metric_type must be counter, gauge or observer, not '${String(metricType)}'`);
-      }
-      const histogram = isObj(m['histogram_options']) ? m['histogram_options'] : {};
-      const summary = isObj(m['summary_options']) ? m['summary_options'] : {};
-      const scale = m['scale'];
-      if (scale !== undefined && typeof scale !== 'number') throw bad(path, 'scale must be a number');
-      return {
-        glob,
-        pattern,
-        ...(metricType !== undefined ? { metricType: metricType } : {}),
-        drop: m['action'] === 'drop',
-        name,
-        labels,
-        scale: scale ?? 1,
-        observer: {
-          // The exporter's default observer is a summary.
-          type: observerType(m['observer_type'] ?? m['timer_type'], path) ?? defaultObserver ?? 'summary',
-          buckets: numbers(histogram['buckets'] ?? m['buckets'], 'buckets', path) ?? defaultBuckets,
-          quantiles: quantileList(summary['quantiles'] ?? m['quantiles'], path) ?? defaultQuantiles,
-        },
-      };
-    });
+    const compiled = mappings.map((m: unknown, i) => compileMapping(m, i, defaults));
     for (const c of compiled) {
       if (c.drop || c.name.includes('$')) continue;
       const names = new Set([...(this.labelUnion.get(c.name) ?? []), ...c.labels.map(([k]) => k)]);

@@ -25,7 +25,7 @@ export class MemoryPolicyStore implements PolicyStore {
     this.maxClients = options.maxClients ?? 100_000;
   }
 
-  decide(policy: PolicyConfig, params: PolicyParams, client: string, input: PolicyInput, _deadline?: number): Promise<PolicyOutcome> {
+  decide(policy: PolicyConfig, params: PolicyParams, client: string, input: PolicyInput): Promise<PolicyOutcome> {
     const now = this.now();
     const id = clientId(policy, client);
     let entry = this.live(id, now);

@@ -107,42 +107,13 @@ function targetTier(p: PolicyParams, score: number): number {
  */
 export function decide(s: PolicyState, p: PolicyParams, input: PolicyInput, now: number, update: boolean): PolicyOutcome {
   const previousTier = s.tier;
-  if (s.tier === TIER_BLOCKED && now >= s.until) {
-    s.tier = TIER_SUSPICIOUS;
-    s.calm = s.until;
-  }
-  if (s.tier > TIER_NORMAL && s.tier < TIER_BLOCKED && now - s.calm >= p.quietMs) {
-    const steps = Math.floor((now - s.calm) / p.quietMs);
-    s.tier = Math.max(TIER_NORMAL, s.tier - steps);
-    s.calm += steps * p.quietMs;
-  }
-  const window = now - (now % p.windowMs);
-  if (s.window !== window) {
-    s.window = window;
-    s.requests = s.repeats = s.denials = 0;
-    s.routes.clear();
-    s.fingerprints.clear();
-  }
-  if (update && s.tier < TIER_BLOCKED) {
-    s.requests += 1;
-    s.denials += input.denials;
-    if (input.routeHash !== 0 && p.routeCap > 0 && s.routes.size < p.routeCap) s.routes.add(input.routeHash);
-    if (input.fingerprintHash !== 0 && p.fingerprintCap > 0) {
-      if (s.fingerprints.has(input.fingerprintHash)) s.repeats += 1;
-      else if (s.fingerprints.size < p.fingerprintCap) s.fingerprints.add(input.fingerprintHash);
-    }
-  }
-  const score = p.weightRequests * s.requests + p.weightRepeats * s.repeats + p.weightRoutes * s.routes.size + p.weightDenials * s.denials;
-  if (update && s.tier < TIER_BLOCKED) {
-    const target = targetTier(p, score);
-    if (target > s.tier) {
-      s.tier += 1;
-      s.calm = now;
-      if (s.tier === TIER_BLOCKED) s.until = now + p.blockedMs;
-    } else if (target === s.tier) {
-      s.calm = now;
-    }
-  }
+  endBlockWhenDue(s, now);
+  stepDownWhenQuiet(s, p, now);
+  enterWindow(s, p, now);
+  const counts = update && s.tier < TIER_BLOCKED;
+  if (counts) countRequest(s, p, input);
+  const score = scoreOf(s, p);
+  if (counts) stepUpTowards(s, p, targetTier(p, score), now);
   return {
     tier: s.tier,
     previousTier,
@@ -153,6 +124,60 @@ export function decide(s: PolicyState, p: PolicyParams, input: PolicyInput, now:
     denials: s.denials,
     score,
   };
+}
+
+/** A block that has run its time becomes suspicious, calm since the block ended. */
+function endBlockWhenDue(s: PolicyState, now: number): void {
+  if (s.tier === TIER_BLOCKED && now >= s.until) {
+    s.tier = TIER_SUSPICIOUS;
+    s.calm = s.until;
+  }
+}
+
+/** Below blocked, each full quiet period since the last calm moment lowers the tier one step. */
+function stepDownWhenQuiet(s: PolicyState, p: PolicyParams, now: number): void {
+  if (s.tier > TIER_NORMAL && s.tier < TIER_BLOCKED && now - s.calm >= p.quietMs) {
+    const steps = Math.floor((now - s.calm) / p.quietMs);
+    s.tier = Math.max(TIER_NORMAL, s.tier - steps);
+    s.calm += steps * p.quietMs;
+  }
+}
+
+/** A new window starts every count from zero. */
+function enterWindow(s: PolicyState, p: PolicyParams, now: number): void {
+  const window = now - (now % p.windowMs);
+  if (s.window !== window) {
+    s.window = window;
+    s.requests = s.repeats = s.denials = 0;
+    s.routes.clear();
+    s.fingerprints.clear();
+  }
+}
+
+/** Counts one request: its denials, its route (up to the cap), a repeated fingerprint. */
+function countRequest(s: PolicyState, p: PolicyParams, input: PolicyInput): void {
+  s.requests += 1;
+  s.denials += input.denials;
+  if (input.routeHash !== 0 && p.routeCap > 0 && s.routes.size < p.routeCap) s.routes.add(input.routeHash);
+  if (input.fingerprintHash !== 0 && p.fingerprintCap > 0) {
+    if (s.fingerprints.has(input.fingerprintHash)) s.repeats += 1;
+    else if (s.fingerprints.size < p.fingerprintCap) s.fingerprints.add(input.fingerprintHash);
+  }
+}
+
+function scoreOf(s: PolicyState, p: PolicyParams): number {
+  return p.weightRequests * s.requests + p.weightRepeats * s.repeats + p.weightRoutes * s.routes.size + p.weightDenials * s.denials;
+}
+
+/** One step up at most per request; a score that holds the tier keeps it calm. */
+function stepUpTowards(s: PolicyState, p: PolicyParams, target: number, now: number): void {
+  if (target > s.tier) {
+    s.tier += 1;
+    s.calm = now;
+    if (s.tier === TIER_BLOCKED) s.until = now + p.blockedMs;
+  } else if (target === s.tier) {
+    s.calm = now;
+  }
 }
 
 /** When the state stops mattering (ms): the window's end, or when the tier is back to normal. */

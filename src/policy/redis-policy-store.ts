@@ -19,6 +19,16 @@ export interface RedisPolicyStoreOptions {
   readonly pinnedNow?: () => number;
 }
 
+/** One call of lua/policy.lua: mode 0 counts and decides, 1 only looks up. */
+interface ScriptCall {
+  readonly mode: 0 | 1;
+  readonly policy: PolicyConfig;
+  readonly params: PolicyParams;
+  readonly client: string;
+  readonly input: PolicyInput;
+  readonly deadline: number;
+}
+
 /**
  * Policy state in Redis: one call of lua/policy.lua per decision, on the client's three keys.
  * A Redis that keeps failing or hanging opens a circuit: decisions then fail at once (and the
@@ -45,11 +55,11 @@ export class RedisPolicyStore implements PolicyStore {
   }
 
   decide(policy: PolicyConfig, params: PolicyParams, client: string, input: PolicyInput, deadline: number): Promise<PolicyOutcome> {
-    return this.run(0, policy, params, client, input, deadline);
+    return this.run({ mode: 0, policy, params, client, input, deadline });
   }
 
   lookUp(policy: PolicyConfig, params: PolicyParams, client: string, deadline: number): Promise<PolicyOutcome> {
-    return this.run(1, policy, params, client, NO_INPUT, deadline);
+    return this.run({ mode: 1, policy, params, client, input: NO_INPUT, deadline });
   }
 
   isReady(): boolean {
@@ -61,7 +71,7 @@ export class RedisPolicyStore implements PolicyStore {
     if (c !== undefined) await c.quit().catch(() => c.disconnect());
   }
 
-  private async run(mode: number, policy: PolicyConfig, p: PolicyParams, client: string, input: PolicyInput, deadline: number): Promise<PolicyOutcome> {
+  private async run({ mode, policy, params: p, client, input, deadline }: ScriptCall): Promise<PolicyOutcome> {
     const keys = policyKeys(this.options.keyPrefix, policy.domain, policy.client, client);
     const args: number[] = [
       mode, p.windowMs, p.weightRequests, p.weightRepeats, p.weightRoutes, p.weightDenials,
@@ -90,17 +100,9 @@ function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
     work.catch(() => undefined);
     return Promise.reject(new DeadlineExceededError('no time left for the policy'));
   }
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new DeadlineExceededError(`policy state not read within ${budget} ms`)), budget);
-    work.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(timer);
-        reject(e);
-      },
-    );
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new DeadlineExceededError(`policy state not read within ${budget} ms`)), budget);
   });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }

@@ -1,10 +1,13 @@
-import type { Code, DescriptorStatus, HeaderPair } from './types';
+import { styledLimitHeaders, type ResponseHeadersStyle } from './header-styles';
+import type { Code, DescriptorStatus, HeaderPair, RateLimitRequest } from './types';
 
 /** Header names from LIMIT_LIMIT_HEADER / LIMIT_REMAINING_HEADER / LIMIT_RESET_HEADER. */
 export interface HeaderNames {
   readonly limit: string;
   readonly remaining: string;
   readonly reset: string;
+  /** RESPONSE_HEADERS_STYLE; absent = reference. */
+  readonly style?: ResponseHeadersStyle;
 }
 
 /** One response's statuses and what the headers need to know about them. */
@@ -16,6 +19,8 @@ export interface HeaderInput {
   readonly overall: Code;
   /** Time until the whole request would be allowed; used only when `overall` is OVER_LIMIT. */
   readonly retryAfterMs: number;
+  /** The request, so the ietf style can derive the chosen descriptor's partition key. */
+  readonly request?: RateLimitRequest;
 }
 
 const MAX_UINT32 = 4294967295;
@@ -45,19 +50,13 @@ function chooseStatus(statuses: readonly DescriptorStatus[], quota: readonly boo
 }
 
 /**
- * RateLimit-* headers (limit, remaining, seconds until reset, as plain integers) of the chosen
- * status. Ours in addition: on OVER_LIMIT, Retry-After in whole seconds (at least 1).
+ * The rate-limit headers of the chosen status in the configured RESPONSE_HEADERS_STYLE
+ * (header-styles.ts formats them). On OVER_LIMIT, Retry-After in whole seconds (at least 1), ours.
  */
 export function limitHeaders(names: HeaderNames, input: HeaderInput): HeaderPair[] {
   const chosen = chooseStatus(input.statuses, input.quota);
-  const headers: HeaderPair[] = [];
-  if (chosen?.currentLimit !== undefined) {
-    headers.push(
-      { key: names.limit, value: String(chosen.currentLimit.requestsPerUnit) },
-      { key: names.remaining, value: String(chosen.limitRemaining) },
-      { key: names.reset, value: String(chosen.durationUntilResetSeconds) },
-    );
-  }
-  if (input.overall === 'OVER_LIMIT') headers.push({ key: 'Retry-After', value: String(Math.max(1, Math.ceil(input.retryAfterMs / 1000))) });
-  return headers;
+  const request = input.request;
+  const entries = chosen && request?.descriptors[input.statuses.indexOf(chosen)]?.entries;
+  const described = chosen && { status: chosen, ...(request !== undefined && entries !== undefined ? { domain: request.domain, entries } : {}) };
+  return styledLimitHeaders(names.style ?? 'reference', names, described, input.overall, input.retryAfterMs);
 }

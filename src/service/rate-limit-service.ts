@@ -1,5 +1,5 @@
 import { NotReadyError } from '../errors';
-import type { RuleSet } from '../config/rule-types';
+import type { RateLimitRule, RuleSet } from '../config/rule-types';
 import type { Limiter, LimitResult } from '../limiter/limiter';
 import type { ServiceMetrics } from '../metrics/metrics';
 import { UINT32_MAX } from '../domain/uint32';
@@ -8,7 +8,8 @@ import { buildDynamicMetadata } from './dynamic-metadata';
 import { planRequest, type DescriptorPlan } from './descriptor-plan';
 import { limitHeaders, type HeaderNames } from './limit-headers';
 import { validateRequest, type RequestLimits } from './validate-request';
-import type { Code, DescriptorStatus, RateLimitRequest, RateLimitResponse } from './types';
+import type { Code, DescriptorStatus, HeaderPair, RateLimitRequest, RateLimitResponse } from './types';
+import { OverallTally } from './overall-tally';
 import type { PolicyDecision, PolicyEngine } from '../policy/policy-engine';
 import { penaltyBoxResults, scaleChecks, scaleLimit } from '../policy/scale-limits';
 import type { LimitCheck } from '../limiter/limiter';
@@ -87,14 +88,27 @@ export class RateLimitService {
 
   private respond(request: RateLimitRequest, plans: readonly DescriptorPlan[], results: readonly LimitResult[], decision?: PolicyDecision): RateLimitResponse {
     const { config, metrics } = this.deps;
+    const { statuses, tally, quotaFlags, passedMetadata } = this.judgeAll(request, plans, results, decision);
+    const boxMs = decision?.blockedMsLeft ?? 0;
+    const limited = tally.limited(boxMs);
+    const overallCode: Code = config.shadowMode ? 'OK' : limited;
+    if (config.shadowMode && limited === 'OVER_LIMIT') metrics.globalShadowMode();
+    const headers = this.responseHeaders({ statuses, quota: quotaFlags, overall: overallCode, retryAfterMs: tally.retryAfterMs(boxMs), request }, decision);
+    const dynamicMetadata = responseMetadata(request, passedMetadata, decision);
+    return {
+      overallCode,
+      statuses,
+      responseHeadersToAdd: headers,
+      requestHeadersToAdd: [],
+      ...(dynamicMetadata !== undefined ? { dynamicMetadata } : {}),
+    };
+  }
+
+  /** Every descriptor's status, the tally of the counted ones, their quota flags and the metadata of those that passed. */
+  private judgeAll(request: RateLimitRequest, plans: readonly DescriptorPlan[], results: readonly LimitResult[], decision?: PolicyDecision): Judgement {
+    const config = this.deps.config;
     const statuses: DescriptorStatus[] = new Array<DescriptorStatus>(plans.length);
-    let nonQuotaOver = false;
-    let quotaCount = 0;
-    let quotaOver = 0;
-    // Retry-After: the request is allowed again once every non-quota rule over its limit is,
-    // and (when all quota rules are over) one of the quota rules is.
-    let retryNonQuotaMs = 0;
-    let retryQuotaMs = Number.POSITIVE_INFINITY;
+    const tally = new OverallTally();
     const quotaFlags: boolean[] | undefined = config.headers ? new Array<boolean>(plans.length).fill(false) : undefined;
     // Metadata of the rules whose descriptor passed, in descriptor order; only when it is asked for.
     const passedMetadata: Readonly<Record<string, unknown>>[] | undefined = config.responseDynamicMetadata ? [] : undefined;
@@ -110,58 +124,90 @@ export class RateLimitService {
         continue;
       }
       const result = results[plan.checkIndex] as LimitResult;
-      const limit = decision === undefined ? rule.requestsPerUnit : scaleLimit(rule.requestsPerUnit, decision.limitPercent);
-      const counts = hitCounts({
-        limit,
-        used: result.used,
-        hits: plan.hits,
-        allowed: result.allowed,
-        nearLimitRatio: config.nearLimitRatio,
-        fromLocalCache: result.fromLocalCache === true,
-        shadow: rule.shadowMode,
-      });
-      metrics.recordRule(request.domain, plan.metricKey, counts);
-      const over = !result.allowed && !rule.shadowMode;
-      const quota = rule.quotaMode || config.quotaMode;
+      const { status, over, quota } = this.judge({ domain: request.domain, plan, rule, result, decision });
+      statuses[i] = status;
       if (quotaFlags !== undefined) quotaFlags[i] = quota;
-      if (quota) {
-        quotaCount++;
-        if (over) {
-          quotaOver++;
-          retryQuotaMs = Math.min(retryQuotaMs, result.retryAfterMs);
-        }
-      } else if (over) {
-        nonQuotaOver = true;
-        retryNonQuotaMs = Math.max(retryNonQuotaMs, result.retryAfterMs);
-      }
+      tally.add(quota, over, result.retryAfterMs);
       if (!over && plan.metadata !== undefined) passedMetadata?.push(plan.metadata);
-      statuses[i] = {
-        code: over ? 'OVER_LIMIT' : 'OK',
-        currentLimit: { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: limit, unit: rule.unit ?? 'SECOND' },
-        limitRemaining: result.remaining,
-        durationUntilResetSeconds: Math.ceil(result.resetMs / 1000),
-      };
     }
-    const allQuotaOver = quotaCount > 0 && quotaOver === quotaCount;
-    // The penalty box denies the whole request, also when no rule matched.
-    const boxMs = decision?.blockedMsLeft ?? 0;
-    const limited: Code = nonQuotaOver || allQuotaOver || boxMs > 0 ? 'OVER_LIMIT' : 'OK';
-    const overallCode: Code = config.shadowMode ? 'OK' : limited;
-    if (config.shadowMode && limited === 'OVER_LIMIT') metrics.globalShadowMode();
-    const retryAfterMs = Math.max(retryNonQuotaMs, allQuotaOver ? retryQuotaMs : 0, boxMs);
-    const headers = config.headers && quotaFlags !== undefined ? limitHeaders(config.headers, { statuses, quota: quotaFlags, overall: overallCode, retryAfterMs }) : [];
-    if (config.headers && decision !== undefined) headers.push({ key: TIER_HEADER, value: decision.tier });
-    let dynamicMetadata: Record<string, unknown> | undefined;
-    if (passedMetadata !== undefined) {
-      dynamicMetadata = buildDynamicMetadata(request, passedMetadata);
-      if (decision !== undefined) dynamicMetadata[TIER_METADATA_KEY] = decision.tier;
-    }
-    return {
-      overallCode,
-      statuses,
-      responseHeadersToAdd: headers,
-      requestHeadersToAdd: [],
-      ...(dynamicMetadata !== undefined ? { dynamicMetadata } : {}),
-    };
+    return { statuses, tally, quotaFlags, passedMetadata };
   }
+
+  /** One counted descriptor: records its rule metrics and returns its status. */
+  private judge({ domain, plan, rule, result, decision }: CountedDescriptor): Judged {
+    const { config, metrics } = this.deps;
+    const limit = decision === undefined ? rule.requestsPerUnit : scaleLimit(rule.requestsPerUnit, decision.limitPercent);
+    const counts = hitCounts({
+      limit,
+      used: result.used,
+      hits: plan.hits,
+      allowed: result.allowed,
+      nearLimitRatio: config.nearLimitRatio,
+      fromLocalCache: result.fromLocalCache === true,
+      shadow: rule.shadowMode,
+    });
+    metrics.recordRule(domain, plan.metricKey, counts);
+    const over = !result.allowed && !rule.shadowMode;
+    const status: DescriptorStatus = {
+      code: over ? 'OVER_LIMIT' : 'OK',
+      currentLimit: { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: limit, unit: rule.unit ?? 'SECOND' },
+      limitRemaining: result.remaining,
+      durationUntilResetSeconds: Math.ceil(result.resetMs / 1000),
+    };
+    return { status, over, quota: rule.quotaMode || config.quotaMode };
+  }
+
+  /** The RateLimit-* headers and the policy's tier, when response headers are on. */
+  private responseHeaders({ statuses, quota, overall, retryAfterMs, request }: HeaderFacts, decision?: PolicyDecision): HeaderPair[] {
+    const names = this.deps.config.headers;
+    if (names === undefined || quota === undefined) return [];
+    const headers = limitHeaders(names, { statuses, quota, overall, retryAfterMs, request });
+    if (decision !== undefined) headers.push({ key: TIER_HEADER, value: decision.tier });
+    return headers;
+  }
+}
+
+/** A descriptor that was counted: its plan, rule and limiter result. */
+interface CountedDescriptor {
+  readonly domain: string;
+  readonly plan: DescriptorPlan;
+  readonly rule: RateLimitRule;
+  readonly result: LimitResult;
+  readonly decision: PolicyDecision | undefined;
+}
+
+interface Judged {
+  readonly status: DescriptorStatus;
+  /** Over its limit (a shadow-mode rule never is). */
+  readonly over: boolean;
+  readonly quota: boolean;
+}
+
+interface Judgement {
+  readonly statuses: DescriptorStatus[];
+  readonly tally: OverallTally;
+  /** Per descriptor, whether its rule is in quota mode; only when response headers are on. */
+  readonly quotaFlags: boolean[] | undefined;
+  readonly passedMetadata: Readonly<Record<string, unknown>>[] | undefined;
+}
+
+interface HeaderFacts {
+  readonly statuses: readonly DescriptorStatus[];
+  readonly quota: readonly boolean[] | undefined;
+  readonly overall: Code;
+  readonly retryAfterMs: number;
+  /** The ietf style's partition key is read from it. */
+  readonly request: RateLimitRequest;
+}
+
+/** The dynamic metadata, with the policy's tier; only when it is asked for. */
+function responseMetadata(
+  request: RateLimitRequest,
+  passedMetadata: readonly Readonly<Record<string, unknown>>[] | undefined,
+  decision: PolicyDecision | undefined,
+): Record<string, unknown> | undefined {
+  if (passedMetadata === undefined) return undefined;
+  const metadata = buildDynamicMetadata(request, passedMetadata);
+  if (decision !== undefined) metadata[TIER_METADATA_KEY] = decision.tier;
+  return metadata;
 }

@@ -207,6 +207,11 @@ function slidingLog(state: State | undefined, c: ModelCheck, now: number, pendin
   return next === undefined ? { result } : { result, next };
 }
 
+/** Compile-time: every algorithm has a case above; at run time, a clear error for one that does not. */
+function noModelFor(algorithm: never): never {
+  throw new Error(`no model for ${String(algorithm)}`);
+}
+
 function judge(state: State | undefined, c: ModelCheck, now: number, pending: number, charge: boolean): Judged {
   switch (c.algorithm) {
     case 'fixed_window':
@@ -219,7 +224,7 @@ function judge(state: State | undefined, c: ModelCheck, now: number, pending: nu
     case 'sliding_log':
       return slidingLog(state, c, now, pending, charge);
     default:
-      throw new Error(`no model for ${c.algorithm}`);
+      return noModelFor(c.algorithm);
   }
 }
 

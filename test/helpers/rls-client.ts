@@ -15,10 +15,16 @@ export interface TestRequest {
 }
 
 type Unary<Req, Res> = (request: Req, options: grpc.CallOptions, callback: (err: grpc.ServiceError | null, response: Res) => void) => grpc.ClientUnaryCall;
+type UnaryWithMetadata<Req, Res> = (
+  request: Req,
+  metadata: grpc.Metadata,
+  options: grpc.CallOptions,
+  callback: (err: grpc.ServiceError | null, response: Res) => void,
+) => grpc.ClientUnaryCall;
 
 /** The RLS client proto-loader builds at run time, with its one method typed. */
 export interface RlsStub extends grpc.Client {
-  ShouldRateLimit: Unary<TestRequest, WireResponse>;
+  ShouldRateLimit: Unary<TestRequest, WireResponse> & UnaryWithMetadata<TestRequest, WireResponse>;
 }
 
 /** The grpc.health.v1 client proto-loader builds at run time, with its methods typed. */

@@ -1,7 +1,7 @@
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startApp, type App } from '../../src/app';
+import { startApp, type App, type AppOptions } from '../../src/app';
 import { createLogger, type Logger } from '../../src/log';
 import { loadSettings } from '../../src/settings';
 import { rlsClient, type RlsTestClient } from './rls-client';
@@ -20,7 +20,7 @@ export interface TestApp {
  * Starts the real server in this process on ephemeral ports, with its rules in a fresh temp
  * directory (`files`), and a real gRPC client connected to it.
  */
-export async function startTestApp(files: Record<string, string>, env: Record<string, string> = {}, options: { logger?: Logger } = {}): Promise<TestApp> {
+export async function startTestApp(files: Record<string, string>, env: Record<string, string> = {}, options: { logger?: Logger; spanExporter?: AppOptions['spanExporter'] } = {}): Promise<TestApp> {
   const root = mkdtempSync(join(tmpdir(), 'floodgate-e2e-'));
   const rulesDir = join(root, 'config');
   mkdirSync(rulesDir);
@@ -39,7 +39,10 @@ export async function startTestApp(files: Record<string, string>, env: Record<st
     LOG_LEVEL: 'ERROR',
     ...env,
   });
-  const app = await startApp(settings, { logger: options.logger ?? createLogger('ERROR', 'text') });
+  const app = await startApp(settings, {
+    logger: options.logger ?? createLogger('ERROR', 'text'),
+    ...(options.spanExporter ? { spanExporter: options.spanExporter } : {}),
+  });
   const client = rlsClient(`127.0.0.1:${app.grpcPort}`);
   return {
     app,

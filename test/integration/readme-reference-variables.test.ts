@@ -13,7 +13,6 @@ const STATUS_BY_TEXT: Readonly<Record<string, ReferenceStatus>> = {
   supported: 'supported',
   'accepted, no effect': 'accepted',
   'not supported': 'unsupported',
-  'planned (issue 13)': 'planned',
 };
 
 /** Rows of the table in `### Every variable of the reference`. */

@@ -70,7 +70,7 @@ const exampleRules = compileExampleRules(new Map(RULE_FILES.map((n) => [n, read(
 
 // ---- Kubernetes ------------------------------------------------------------------------------
 
-const K8S_DIR = repoPath('deploy', 'kubernetes');
+const K8S_DIR = repoPath('deploy', 'kubernetes', 'base');
 const k8sFiles = readdirSync(K8S_DIR).filter((n) => /\.ya?ml$/.test(n) && n !== 'kustomization.yaml').sort();
 const k8sObjects: Obj[] = k8sFiles.flatMap((n) => yamlDocuments(join(K8S_DIR, n)));
 
@@ -351,7 +351,7 @@ describe('deploy/Dockerfile', () => {
 
 describe('deploy/kubernetes', () => {
   it('kustomization.yaml lists every manifest, and only existing ones', () => {
-    const kustomization = yamlDocument('deploy', 'kubernetes', 'kustomization.yaml');
+    const kustomization = yamlDocument('deploy', 'kubernetes', 'base', 'kustomization.yaml');
     expect(kustomization.kind).toBe('Kustomization');
     expect([...(kustomization.resources as string[])].sort()).toEqual(k8sFiles);
   });

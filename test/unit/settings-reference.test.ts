@@ -17,8 +17,10 @@ function readsOf(env: Record<string, string>): Set<string> {
   return reads;
 }
 
-// Every branch of loadSettings taken: redis with a per-second Redis, gRPC TLS, DogStatsD with a mogrifier.
+// Every branch of loadSettings taken: redis with a per-second Redis, gRPC TLS, DogStatsD with a
+// mogrifier, xDS over TLS.
 const EVERY_BRANCH = {
+  CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true',
   REDIS_URL: '127.0.0.1:6379',
   REDIS_PERSECOND: 'true',
   REDIS_PERSECOND_URL: '127.0.0.1:6380',
@@ -46,7 +48,7 @@ describe('the list of the reference variables (src/settings-reference.ts)', () =
     }
   });
 
-  it('agrees with what loadSettings reads: every supported or accepted variable is read, no planned or unsupported one is', () => {
+  it('agrees with what loadSettings reads: every supported or accepted variable is read, no unsupported one is', () => {
     const reads = readsOf(EVERY_BRANCH);
     for (const v of REFERENCE_VARIABLES) {
       const read = v.status === 'supported' || v.status === 'accepted';
@@ -72,17 +74,14 @@ describe('the start-up report of reference variables without effect', () => {
 
   it('logs one line per set variable that has no effect, and none for supported or unset ones', () => {
     const lines = report({ HOST: '0.0.0.0', USE_STATSD: 'true', REDIS_POOL_ON_EMPTY_BEHAVIOR: 'WAIT', MEMCACHE_HOST_PORT: 'm:11211', TRACING_ENABLED: 'true', REDIS_POOL_SIZE: '' });
-    expect(lines).toHaveLength(3);
+    expect(lines).toHaveLength(2);
     expect(lines[0]).toContain('REDIS_POOL_ON_EMPTY_BEHAVIOR is set but has no effect: a Go connection-pool setting');
     expect(lines[1]).toContain('MEMCACHE_HOST_PORT is set but not supported: the memcache backend is not offered');
-    expect(lines[2]).toContain('TRACING_ENABLED is set but not supported yet: OpenTelemetry tracing is planned (issue 13)');
   });
 
-  it('is silent for CONFIG_TYPE=FILE (what floodgate does), not for CONFIG_TYPE=GRPC_XDS_SOTW', () => {
+  it('is silent for CONFIG_TYPE and tracing: rule files, xDS and tracing are all supported', () => {
     expect(report({ CONFIG_TYPE: 'FILE' })).toEqual([]);
-    const lines = report({ CONFIG_TYPE: 'GRPC_XDS_SOTW' });
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toContain('CONFIG_TYPE is set but not supported yet: rules from an xDS management server are planned (issue 13)');
+    expect(report({ CONFIG_TYPE: 'GRPC_XDS_SOTW', TRACING_ENABLED: 'true' })).toEqual([]);
   });
 
   it('is silent for an environment of supported variables only', () => {

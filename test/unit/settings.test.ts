@@ -729,3 +729,121 @@ describe('LOG_LEVEL takes every level name the reference (logrus) takes', () => 
     expect(loadSettings({ LOG_LEVEL: value }).logLevel).toBe(level);
   });
 });
+
+describe('CONFIG_TYPE and the xDS settings (issue 13)', () => {
+  it('defaults: rules from files; the xDS settings keep the reference defaults', () => {
+    const s = loadSettings({});
+    expect(s.configType).toBe('FILE');
+    expect(s.xds).toBeUndefined();
+    const x = loadSettings({ CONFIG_TYPE: 'GRPC_XDS_SOTW' }).xds!;
+    expect(x).toEqual({
+      serverUrl: 'localhost:18000',
+      nodeId: 'default',
+      nodeMetadata: {},
+      additionalHeaders: {},
+      connectRetryIntervalMs: 3000,
+      backoff: { initialMs: 10_000, maxMs: 60_000, factor: 0.5, jitter: true },
+      maxReceiveMessageBytes: 0,
+    });
+    expect(Object.isFrozen(x)).toBe(true);
+    expect(Object.isFrozen(x.backoff)).toBe(true);
+  });
+
+  it('reads every CONFIG_GRPC_XDS_* and XDS_CLIENT_* variable', () => {
+    const x = loadSettings({
+      CONFIG_TYPE: 'grpc_xds_sotw',
+      CONFIG_GRPC_XDS_SERVER_URL: 'xds.internal:18001',
+      CONFIG_GRPC_XDS_NODE_ID: 'rls-1',
+      CONFIG_GRPC_XDS_NODE_METADATA: 'zone=a,broken,role=rls=x',
+      CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: 'X-Tenant:acme,authorization:Bearer a:b',
+      CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '250ms',
+      CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true',
+      CONFIG_GRPC_XDS_SERVER_TLS_CACERT: '/certs/ca.crt',
+      CONFIG_GRPC_XDS_CLIENT_TLS_CERT: '/certs/client.crt',
+      CONFIG_GRPC_XDS_CLIENT_TLS_KEY: '/certs/client.key',
+      CONFIG_GRPC_XDS_SERVER_TLS_SAN: 'xds.internal',
+      XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '1s',
+      XDS_CLIENT_BACKOFF_MAX_INTERVAL: '30s',
+      XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '2',
+      XDS_CLIENT_BACKOFF_JITTER: 'false',
+      XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '8388608',
+    });
+    expect(x.configType).toBe('GRPC_XDS_SOTW');
+    expect(x.xds).toEqual({
+      serverUrl: 'xds.internal:18001',
+      nodeId: 'rls-1',
+      // As in the reference: an entry without '=' is skipped, the value keeps later '='.
+      nodeMetadata: { zone: 'a', role: 'rls=x' },
+      additionalHeaders: { 'x-tenant': 'acme', authorization: 'Bearer a:b' },
+      connectRetryIntervalMs: 250,
+      backoff: { initialMs: 1000, maxMs: 30_000, factor: 2, jitter: false },
+      maxReceiveMessageBytes: 8388608,
+      tls: { caCert: '/certs/ca.crt', clientCert: '/certs/client.crt', clientKey: '/certs/client.key', serverSan: 'xds.internal' },
+    });
+  });
+
+  it('TLS files mean nothing without CONFIG_GRPC_XDS_SERVER_USE_TLS, as in the reference', () => {
+    expect(loadSettings({ CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_TLS_CACERT: '/ca.crt' }).xds!.tls).toBeUndefined();
+    expect(loadSettings({ CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true' }).xds!.tls).toEqual({});
+  });
+
+  it('bad values stop start-up, naming the variable (even with CONFIG_TYPE=FILE, as envconfig does)', () => {
+    expect(settingsErrorOf({ CONFIG_TYPE: 'ADS' }).message).toBe("invalid value for CONFIG_TYPE: 'ADS' (expected one of FILE, GRPC_XDS_SOTW)");
+    expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: 'soon' }).message).toMatch(/^invalid value for XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: 'soon'/);
+    expect(settingsErrorOf({ CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '3' }).message).toMatch(/^invalid value for CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '3'/);
+    expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_MAX_INTERVAL: '48h' }).message).toMatch(/^invalid value for XDS_CLIENT_BACKOFF_MAX_INTERVAL: '48h'/);
+    expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '-1' }).message).toMatch(/^invalid value for XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '-1'/);
+    expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_JITTER: 'maybe' }).message).toMatch(/^invalid value for XDS_CLIENT_BACKOFF_JITTER: 'maybe'/);
+    expect(settingsErrorOf({ XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '4MB' }).message).toMatch(/^invalid value for XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '4MB'/);
+    expect(settingsErrorOf({ CONFIG_GRPC_XDS_SERVER_USE_TLS: 'yes' }).message).toMatch(/^invalid value for CONFIG_GRPC_XDS_SERVER_USE_TLS: 'yes'/);
+  });
+
+  it('additional headers must be name:value pairs a gRPC client can send as text', () => {
+    for (const bad of ['novalue', 'x-a:1,', 'bad key:1', 'token-bin:abc', 'grpc-timeout:1S']) {
+      expect(settingsErrorOf({ CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: bad }).message).toMatch(/^invalid value for CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: /);
+    }
+  });
+
+  it('a client certificate needs its key and the other way round', () => {
+    const env = { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true' };
+    expect(settingsErrorOf({ ...env, CONFIG_GRPC_XDS_CLIENT_TLS_CERT: '/c.crt' }).message).toMatch(/CONFIG_GRPC_XDS_CLIENT_TLS_CERT\/CONFIG_GRPC_XDS_CLIENT_TLS_KEY: both or neither/);
+    expect(settingsErrorOf({ ...env, CONFIG_GRPC_XDS_CLIENT_TLS_KEY: '/c.key' }).message).toMatch(/both or neither/);
+  });
+});
+
+describe('TRACING_* (issue 13)', () => {
+  it('off by default: no tracing settings at all', () => {
+    expect(loadSettings({}).tracing).toBeUndefined();
+    expect(loadSettings({ TRACING_ENABLED: 'false', TRACING_SERVICE_NAME: 'x' }).tracing).toBeUndefined();
+  });
+
+  it('on: the reference defaults', () => {
+    const t = loadSettings({ TRACING_ENABLED: 'true' }).tracing;
+    expect(t).toEqual({ serviceName: 'RateLimit', serviceNamespace: '', serviceInstanceId: '', samplingRate: 1, exporterProtocol: 'http' });
+    expect(Object.isFrozen(t)).toBe(true);
+  });
+
+  it('reads every TRACING_* variable', () => {
+    expect(
+      loadSettings({
+        TRACING_ENABLED: 'True',
+        TRACING_SERVICE_NAME: 'rls',
+        TRACING_SERVICE_NAMESPACE: 'edge',
+        TRACING_SERVICE_INSTANCE_ID: 'rls-0',
+        TRACING_SAMPLING_RATE: '0.1',
+        TRACING_EXPORTER_PROTOCOL: 'GRPC',
+      }).tracing,
+    ).toEqual({ serviceName: 'rls', serviceNamespace: 'edge', serviceInstanceId: 'rls-0', samplingRate: 0.1, exporterProtocol: 'grpc' });
+  });
+
+  it('any sampling rate is accepted as in the reference (>= 1 always, <= 0 never)', () => {
+    expect(loadSettings({ TRACING_ENABLED: 'true', TRACING_SAMPLING_RATE: '5' }).tracing?.samplingRate).toBe(5);
+    expect(loadSettings({ TRACING_ENABLED: 'true', TRACING_SAMPLING_RATE: '-1' }).tracing?.samplingRate).toBe(-1);
+  });
+
+  it('bad values stop start-up, naming the variable (even with tracing off, as envconfig does)', () => {
+    expect(settingsErrorOf({ TRACING_ENABLED: 'on' }).message).toMatch(/^invalid value for TRACING_ENABLED: 'on'/);
+    expect(settingsErrorOf({ TRACING_SAMPLING_RATE: 'half' }).message).toMatch(/^invalid value for TRACING_SAMPLING_RATE: 'half'/);
+    expect(settingsErrorOf({ TRACING_EXPORTER_PROTOCOL: 'zipkin' }).message).toBe("invalid value for TRACING_EXPORTER_PROTOCOL: 'zipkin' (expected one of http, grpc)");
+  });
+});

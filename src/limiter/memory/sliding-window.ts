@@ -21,8 +21,11 @@ export const slidingWindow: MemoryAlgorithm<SlidingWindowState> = {
     if (limit === 0) return { result: zeroLimitResult(w, hits) };
     const start = now - (now % w);
     const elapsed = now - start;
-    let { curr, prev } = countsAt(state, start, w);
-    const allowed = hits <= limit && waitFor(limit, w, elapsed, curr + pending, prev, hits) === 0;
+    const counts = countsAt(state, start, w);
+    const prev = counts.prev;
+    let curr = counts.curr;
+    const at: WindowAt = { limit, w, elapsed };
+    const allowed = hits <= limit && waitFor(at, { curr: curr + pending, prev }, hits) === 0;
     let next: SlidingWindowState | undefined;
     if (allowed && charge && hits > 0) {
       curr += hits;
@@ -31,11 +34,18 @@ export const slidingWindow: MemoryAlgorithm<SlidingWindowState> = {
     const used = Math.ceil((prev * (w - elapsed) + curr * w) / w);
     const resetMs = untilReset(next ?? state, now, w);
     let retryAfterMs = 0;
-    if (!allowed) retryAfterMs = hits > limit ? Math.max(1, resetMs) : waitFor(limit, w, elapsed, curr + pending, prev, hits);
-    const result = { allowed, used, remaining: Math.max(0, limit - used), resetMs, retryAfterMs, blockedForMs: waitFor(limit, w, elapsed, curr, prev, 1) };
+    if (!allowed) retryAfterMs = hits > limit ? Math.max(1, resetMs) : waitFor(at, { curr: curr + pending, prev }, hits);
+    const result = { allowed, used, remaining: Math.max(0, limit - used), resetMs, retryAfterMs, blockedForMs: waitFor(at, { curr, prev }, 1) };
     return next === undefined ? { result } : { result, next };
   },
 };
+
+/** The limit, the window length (ms) and how far into the current window now is. */
+interface WindowAt {
+  readonly limit: number;
+  readonly w: number;
+  readonly elapsed: number;
+}
 
 interface Counts {
   readonly curr: number;
@@ -69,7 +79,7 @@ function untilReset(kept: SlidingWindowState | undefined, now: number, w: number
 }
 
 /** Milliseconds from now until `hits` more fit without more hits: prev decays, then curr does. */
-function waitFor(limit: number, w: number, elapsed: number, curr: number, prev: number, hits: number): number {
+function waitFor({ limit, w, elapsed }: WindowAt, { curr, prev }: Counts, hits: number): number {
   if (curr + hits <= limit && prev * (w - elapsed) + (curr + hits) * w <= limit * w) return 0;
   const room = limit - curr - hits;
   if (room >= 0 && prev > 0) {

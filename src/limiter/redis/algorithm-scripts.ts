@@ -19,6 +19,9 @@ const MODES: Readonly<Record<CallPass, number>> = { count: 0, stop: 1, look: 2 }
 /** Integers per key in every script's reply: used, remaining, reset, retry, denied, blocked. */
 export const REPLY_WIDTH = 6;
 
+/** Decorates a script once, when the table is built (tracing wraps each call in a span); identity otherwise. */
+export type WrapScript = (script: LuaScript, name: string) => LuaScript;
+
 /** How the Redis limiter talks to one algorithm's script: arguments in, results out. */
 export interface AlgorithmScript {
   readonly script: LuaScript;
@@ -39,9 +42,9 @@ export interface AlgorithmScript {
   decode(reply: readonly number[], j: number): LimitResult;
 }
 
-function algorithmScript(name: Algorithm, countsEveryHit: boolean): AlgorithmScript {
+function algorithmScript(name: Algorithm, countsEveryHit: boolean, wrap: WrapScript): AlgorithmScript {
   return {
-    script: loadLuaScript(name),
+    script: wrap(loadLuaScript(name), name),
     replyWidth: REPLY_WIDTH,
     // fixed_window: each key is one read and write in turn, a key that appears twice counts
     // twice. The others could be merged too, but stay one call per request.
@@ -69,12 +72,12 @@ function algorithmScript(name: Algorithm, countsEveryHit: boolean): AlgorithmScr
  * The script of every algorithm, loaded once (one table per limiter). The table is total: a new
  * Algorithm does not compile until it has an entry here and one in memory/memory-algorithms.ts.
  */
-export function algorithmScripts(): Readonly<Record<Algorithm, AlgorithmScript>> {
+export function algorithmScripts(wrap: WrapScript = (script) => script): Readonly<Record<Algorithm, AlgorithmScript>> {
   return {
-    fixed_window: algorithmScript('fixed_window', true),
-    sliding_window: algorithmScript('sliding_window', false),
-    token_bucket: algorithmScript('token_bucket', false),
-    gcra: algorithmScript('gcra', false),
-    sliding_log: algorithmScript('sliding_log', false),
+    fixed_window: algorithmScript('fixed_window', true, wrap),
+    sliding_window: algorithmScript('sliding_window', false, wrap),
+    token_bucket: algorithmScript('token_bucket', false, wrap),
+    gcra: algorithmScript('gcra', false, wrap),
+    sliding_log: algorithmScript('sliding_log', false, wrap),
   };
 }

@@ -68,8 +68,12 @@ function baseOptions(s: RedisSettings): RedisOptions {
   };
 }
 
-/** Builds the ioredis client for REDIS_TYPE SINGLE (tcp or unix), SENTINEL or CLUSTER. */
-export function createRedisClient(s: RedisSettings): RedisClient {
+/**
+ * Builds the ioredis client for REDIS_TYPE SINGLE (tcp or unix), SENTINEL or CLUSTER.
+ * `readReplicas` (the orphan scan) connects to a sentinel's replica, and keeps connections to a
+ * cluster's replicas; the limiter never uses it.
+ */
+export function createRedisClient(s: RedisSettings, extra: { readReplicas?: boolean } = {}): RedisClient {
   const options = baseOptions(s);
   switch (s.type) {
     case 'SINGLE':
@@ -83,6 +87,7 @@ export function createRedisClient(s: RedisSettings): RedisClient {
       return new Redis({
         ...options,
         name,
+        ...(extra.readReplicas ? { role: 'slave' as const } : {}),
         sentinels: sentinels.map((x) => hostPort(x, 'a sentinel')),
         // The sentinels have their own credentials (REDIS_SENTINEL_AUTH, as the reference);
         // REDIS_AUTH is the master's.
@@ -98,7 +103,7 @@ export function createRedisClient(s: RedisSettings): RedisClient {
       return new Cluster(seeds, {
         enableOfflineQueue: false,
         enableAutoPipelining: true,
-        scaleReads: 'master',
+        scaleReads: extra.readReplicas ? 'slave' : 'master',
         // No retries on a lost node or CLUSTERDOWN: every call has a deadline far below
         // ioredis' retry delays (Envoy's is 20 ms), so a retry only answers a caller that has
         // been answered already (by the failure mode) and would count its hits late. Worse,

@@ -5,9 +5,10 @@ import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
 import { BreakerCall, CircuitBreaker } from './circuit-breaker';
 import { counterKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
-import { algorithmScripts, type AlgorithmScript, type CallPass } from './algorithm-scripts';
+import { algorithmScripts, type AlgorithmScript, type CallPass, type WrapScript } from './algorithm-scripts';
 import { CallCoalescer, type CoalescerOptions } from './call-coalescer';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
+import type { BreakerState, RedisCallObserver } from '../../metrics/redis-call-observer';
 
 export interface RedisLimiterOptions {
   readonly client: RedisClient;
@@ -18,8 +19,12 @@ export interface RedisLimiterOptions {
   readonly newBreaker?: () => CircuitBreaker;
   /** REDIS_PIPELINE_WINDOW / REDIS_PIPELINE_LIMIT for merging concurrent calls. */
   readonly coalescing?: CoalescerOptions;
+  /** TRACING_ENABLED: each script call in a span. */
+  readonly wrapScript?: WrapScript;
   /** Test hook: pins the script's clock (epoch ms) instead of Redis TIME. */
   readonly pinnedNow?: () => number;
+  /** Operator metrics: script latency per script and node, errors by kind. */
+  readonly observer?: RedisCallObserver;
 }
 
 /** The checks of one call that go to one Redis node and slot with one algorithm: one atomic script call. */
@@ -29,6 +34,8 @@ interface SlotGroup {
   /** Client side, slot and algorithm: calls with the same one may be merged. */
   readonly batchKey: string;
   readonly breaker: CircuitBreaker;
+  /** The breaker's name: side and node (`m|127.0.0.1:7000`). */
+  readonly node: string;
   readonly keys: string[];
   readonly indexes: number[];
 }
@@ -41,12 +48,13 @@ interface SlotGroup {
  * masters keep answering.
  */
 export class RedisLimiter implements Limiter {
-  private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>> = algorithmScripts();
+  private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>>;
   private readonly breakers = new Map<string, CircuitBreaker>();
   private readonly coalescer: CallCoalescer;
   private readonly newBreaker: () => CircuitBreaker;
 
   constructor(private readonly options: RedisLimiterOptions) {
+    this.scripts = algorithmScripts(options.wrapScript);
     this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
     this.coalescer = new CallCoalescer(options.coalescing);
     // A (re)connected client is worth trying at once, not after the breaker's open time.
@@ -55,7 +63,12 @@ export class RedisLimiter implements Limiter {
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     const groups = this.group(checks);
-    admitOrThrow(groups);
+    try {
+      admitOrThrow(groups);
+    } catch (err) {
+      this.options.observer?.refused('breaker_open');
+      throw err;
+    }
     try {
       if (options.holdBack === true) return await this.runGroups(checks, groups, 'look', options.deadline);
       return options.stopIncrementWhenOverLimit && groups.length > 1
@@ -94,6 +107,11 @@ export class RedisLimiter implements Limiter {
     return open > 0 && open >= nodes;
   }
 
+  /** Every node's circuit breaker that has seen a call, for the operator metrics. */
+  breakerStates(): BreakerState[] {
+    return [...this.breakers].map(([node, breaker]) => ({ node, open: breaker.isOpen }));
+  }
+
   private breakerFor(name: string): CircuitBreaker {
     let breaker = this.breakers.get(name);
     if (breaker === undefined) this.breakers.set(name, (breaker = this.newBreaker()));
@@ -115,7 +133,7 @@ export class RedisLimiter implements Limiter {
       if (group === undefined) {
         const node = target instanceof Cluster ? (target.slots[slot]?.[0] ?? `slot ${slot}`) : 'server';
         const algorithm = this.scripts[check.spec.algorithm];
-        group = { client: target, algorithm, batchKey: groupKey, breaker: this.breakerFor(side + node), keys: [], indexes: [] };
+        group = { client: target, algorithm, batchKey: groupKey, breaker: this.breakerFor(side + node), node: side + node, keys: [], indexes: [] };
         groups.set(groupKey, group);
       }
       group.keys.push(key);
@@ -160,14 +178,33 @@ export class RedisLimiter implements Limiter {
   private async runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], pass: CallPass, deadline: number): Promise<LimitResult[]> {
     const results = new Array<LimitResult>(checks.length);
     const calls: BreakerCall[] = [];
-    const runs = groups.map((g) => this.runGroup(checks, g, pass, results, calls));
+    const pending = new Set(groups);
+    const runs = groups.map((g) => this.observedGroup(checks, g, pass, results, calls).finally(() => pending.delete(g)));
     try {
       await withDeadline(Promise.all(runs), deadline);
     } catch (err) {
-      if (err instanceof DeadlineExceededError) for (const call of calls) call.failed();
+      if (err instanceof DeadlineExceededError) {
+        for (const call of calls) call.failed();
+        if (pending.size > 0) this.options.observer?.refused('timeout');
+      }
       throw err;
     }
     return results;
+  }
+
+  /** runGroup, timed for the observer (operator metrics): one script call per group and node. */
+  private async observedGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[], calls: BreakerCall[]): Promise<void> {
+    const observer = this.options.observer;
+    if (observer === undefined) return this.runGroup(checks, group, pass, out, calls);
+    const started = performance.now();
+    const script = (checks[group.indexes[0] as number] as LimitCheck).spec.algorithm;
+    try {
+      await this.runGroup(checks, group, pass, out, calls);
+      observer.scriptCall(script, group.node, (performance.now() - started) / 1000);
+    } catch (err) {
+      observer.scriptCall(script, group.node, (performance.now() - started) / 1000, err);
+      throw err;
+    }
   }
 
   private async runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[], calls: BreakerCall[]): Promise<void> {

@@ -25,7 +25,7 @@ describe('policy model', () => {
     const clock = { now: TRACE_START };
     const store = new MemoryPolicyStore({ now: () => clock.now, maxClients: 3 });
     const params = policyParams(TRACE_POLICY);
-    for (let i = 0; i < 10; i++) await store.decide(TRACE_POLICY, params, `c${i}`, { routeHash: 0, fingerprintHash: 0, denials: 0 }, 0);
+    for (let i = 0; i < 10; i++) await store.decide(TRACE_POLICY, params, `c${i}`, { routeHash: 0, fingerprintHash: 0, denials: 0 });
     expect(store.size).toBe(3);
   });
 });

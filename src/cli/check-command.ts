@@ -1,0 +1,55 @@
+import { ConfigError } from '../errors';
+import { loadRuleDirectory } from '../config/load-rule-directory';
+import type { RuleSet } from '../config/rule-types';
+import { loadSettings } from '../settings';
+import { EXIT_FINDINGS, EXIT_OK, UsageError, parseArgs, type CliIo } from './cli-io';
+
+export const CHECK_USAGE = `usage: floodgate check <dir>
+
+Validates every rule file in <dir> exactly as the server loads them (same parser, same checks,
+same file order). MERGE_DOMAIN_CONFIG and RUNTIME_IGNOREDOTFILES are read from the environment,
+as the server reads them.
+
+Prints one line per domain and exits 0, or prints 'file: message' for the first error and
+exits 1.
+`;
+
+/** The rule files of `dir`, loaded and checked by the server's own code. */
+export async function loadRulesLikeServer(dir: string): Promise<RuleSet> {
+  const settings = loadSettings();
+  return loadRuleDirectory(dir, { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles });
+}
+
+/** `edge: 3 rules (2 fixed_window, 1 token_bucket), 1 unlimited, 1 shadow` */
+export function domainSummary(domain: string, rules: RuleSet): string {
+  const list = rules.rulesByDomain.get(domain) ?? [];
+  const limited = list.filter((r) => !r.unlimited);
+  const algorithms = new Map<string, number>();
+  for (const r of limited) algorithms.set(r.algorithm, (algorithms.get(r.algorithm) ?? 0) + 1);
+  const parts = [...algorithms].sort(([a], [b]) => (a < b ? -1 : 1)).map(([a, n]) => `${n} ${a}`);
+  let line = `${domain}: ${list.length} rule${list.length === 1 ? '' : 's'}`;
+  if (parts.length > 0) line += ` (${parts.join(', ')})`;
+  const unlimited = list.length - limited.length;
+  const shadow = list.filter((r) => r.shadowMode).length;
+  const replacing = list.filter((r) => r.replaces.length > 0).length;
+  if (unlimited > 0) line += `, ${unlimited} unlimited`;
+  if (shadow > 0) line += `, ${shadow} shadow`;
+  if (replacing > 0) line += `, ${replacing} replacing`;
+  return line;
+}
+
+export async function checkCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const parsed = parseArgs(args, [], []);
+  if (parsed.positional.length !== 1) throw new UsageError('check takes exactly one directory');
+  let rules: RuleSet;
+  try {
+    rules = await loadRulesLikeServer(parsed.positional[0] as string);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    io.err(`${err.message}\n`);
+    return EXIT_FINDINGS;
+  }
+  const domains = [...rules.rulesByDomain.keys()].sort();
+  for (const domain of domains) io.out(domainSummary(domain, rules) + '\n');
+  return EXIT_OK;
+}

@@ -1,0 +1,173 @@
+import type { EntryStep, RateLimitRule, RuleSet } from '../config/rule-types';
+import type { LimitCheck, LimitResult, Limiter } from '../limiter/limiter';
+import { counterKey } from '../limiter/counter-key';
+import { PrometheusMetrics } from '../metrics/metrics';
+import { RateLimitService } from '../service/rate-limit-service';
+import type { DescriptorEntry } from '../domain/descriptor';
+import type { DescriptorStatus, RequestDescriptor } from '../service/types';
+import { loadSettings } from '../settings';
+import { loadRulesLikeServer } from './check-command';
+import { EXIT_OK, UsageError, parseArgs, stringOption, type CliIo } from './cli-io';
+
+export const EXPLAIN_USAGE = `usage: floodgate explain <dir> <domain> k=v [k=v ...] [+ k=v ...] [--prefix P] [--json]
+
+Says which rule of the rule files in <dir> a request descriptor matches and why: per entry
+whether the file's exact value, a wildcard or the key alone matched; the limit, the algorithm,
+the Redis key the counter uses, and whether shadow mode or 'replaces' applies. A bare '+'
+starts another descriptor of the same request (needed to see 'replaces' at work).
+
+The request runs through the server's own matching and request code, with a counter that
+counts nothing, so the answer is the server's.
+
+  --prefix P   CACHE_KEY_PREFIX for the Redis key (default: $CACHE_KEY_PREFIX)
+  --json       one JSON object instead of text
+`;
+
+/** What one descriptor of the request came to. */
+export interface DescriptorExplanation {
+  readonly entries: readonly DescriptorEntry[];
+  readonly steps: readonly EntryStep[];
+  /**
+   * counted: a rule with a limit applies; unlimited: the rule says `unlimited`; no-limit: the
+   * node matched has no rate_limit; no-match: no node matches; replaced: a rule matched but
+   * another matched rule names it in `replaces`.
+   */
+  readonly outcome: 'counted' | 'unlimited' | 'no-limit' | 'no-match' | 'replaced';
+  readonly rule?: RateLimitRule;
+  readonly redisKey?: string;
+  /** Names of this request's other rules whose `replaces` drop this one. */
+  readonly replacedBy?: readonly string[];
+  readonly shadowMode?: boolean;
+}
+
+/** A limiter that records what the service would count and charges nothing. */
+class RecordingLimiter implements Limiter {
+  checks: LimitCheck[] = [];
+  check(checks: readonly LimitCheck[]): Promise<LimitResult[]> {
+    this.checks = [...checks];
+    return Promise.resolve(
+      checks.map((c) => ({ allowed: true, used: c.hits, remaining: Math.max(0, c.spec.limit - c.hits), resetMs: c.spec.windowSeconds * 1000, retryAfterMs: 0 })),
+    );
+  }
+  isHealthy(): boolean {
+    return true;
+  }
+  async close(): Promise<void> {}
+}
+
+/** Runs `descriptors` through the server's RateLimitService and reads back what each came to. */
+export async function explainRequest(rules: RuleSet, domain: string, descriptors: readonly RequestDescriptor[], prefix: string): Promise<DescriptorExplanation[]> {
+  const settings = loadSettings();
+  const limiter = new RecordingLimiter();
+  const service = new RateLimitService({
+    rules: () => rules,
+    limiter,
+    // A registry of its own that nobody reads: explain reports nothing.
+    metrics: new PrometheusMetrics(),
+    config: {
+      shadowMode: settings.shadowMode,
+      quotaMode: settings.quotaMode,
+      stopIncrementWhenOverLimit: false,
+      nearLimitRatio: settings.nearLimitRatio,
+      responseDynamicMetadata: false,
+      requestLimits: settings.requestLimits,
+    },
+  });
+  const response = await service.shouldRateLimit({ domain, descriptors, hitsAddend: 1 }, Date.now() + 60_000);
+  const matched = descriptors.map((d) => rules.match(domain, d.entries));
+  let checkIndex = 0;
+  return descriptors.map((d, i): DescriptorExplanation => {
+    const steps = rules.trace(domain, d.entries);
+    const match = matched[i];
+    const status = response.statuses[i] as DescriptorStatus;
+    const base = { entries: d.entries, steps };
+    if (match === undefined) return { ...base, outcome: 'no-match' };
+    const rule = match.rule;
+    if (rule === undefined) return { ...base, outcome: 'no-limit' };
+    if (status.currentLimit !== undefined) {
+      const check = limiter.checks[checkIndex++] as LimitCheck;
+      return { ...base, outcome: 'counted', rule, redisKey: counterKey(prefix, check.counter, check.spec), shadowMode: rule.shadowMode || settings.shadowMode };
+    }
+    const replacedBy = matched.flatMap((m, j) => (j !== i && m?.rule?.name && rule.name && m.rule.replaces.includes(rule.name) ? [m.rule.name] : []));
+    if (rule.unlimited && replacedBy.length === 0) return { ...base, outcome: 'unlimited', rule };
+    return { ...base, outcome: 'replaced', rule, replacedBy };
+  });
+}
+
+function parseDescriptors(words: readonly string[]): RequestDescriptor[] {
+  const descriptors: RequestDescriptor[] = [];
+  let entries: DescriptorEntry[] = [];
+  for (const word of [...words, '+']) {
+    if (word === '+') {
+      if (entries.length === 0) throw new UsageError('every descriptor needs at least one k=v entry');
+      descriptors.push({ entries });
+      entries = [];
+      continue;
+    }
+    const eq = word.indexOf('=');
+    // `k` alone is an entry with an empty value, as Envoy sends for some actions.
+    entries.push(eq < 0 ? { key: word, value: '' } : { key: word.slice(0, eq), value: word.slice(eq + 1) });
+  }
+  return descriptors;
+}
+
+function describeStep(s: EntryStep): string {
+  const entry = `${s.key}=${s.value}`;
+  if (s.matchedBy === 'exact') return `${entry}: exact value (${s.fullKey})`;
+  if (s.matchedBy === 'wildcard') return `${entry}: wildcard '${s.fileValue}' (${s.fullKey})`;
+  return `${entry}: key only, any value (${s.fullKey})`;
+}
+
+function describeRule(r: RateLimitRule): string {
+  const name = r.name ? ` '${r.name}'` : '';
+  if (r.unlimited) return `rule ${r.fullKey}${name}: unlimited`;
+  return `rule ${r.fullKey}${name}: ${r.requestsPerUnit} per ${r.windowSeconds} s (${r.unit ?? 'SECOND'}), algorithm ${r.algorithm}` + (r.algorithm === 'token_bucket' || r.algorithm === 'gcra' ? `, burst ${r.burst}` : '');
+}
+
+/** The text form: one block per descriptor. */
+export function formatExplanation(list: readonly DescriptorExplanation[]): string {
+  let out = '';
+  list.forEach((e, i) => {
+    out += `descriptor ${i + 1}: ${e.entries.map((x) => `${x.key}=${x.value}`).join(' ')}\n`;
+    for (const s of e.steps) out += `  ${describeStep(s)}\n`;
+    const r = e.rule;
+    switch (e.outcome) {
+      case 'no-match': {
+        const stop = e.entries[e.steps.length] as DescriptorEntry;
+        out += `  no rule: nothing matches ${stop.key}=${stop.value}\n`;
+        break;
+      }
+      case 'no-limit':
+        out += '  no limit: the matched descriptor has no rate_limit\n';
+        break;
+      case 'unlimited':
+        out += `  ${describeRule(r as RateLimitRule)}\n`;
+        break;
+      case 'replaced':
+        out += `  ${describeRule(r as RateLimitRule)}\n  replaced by ${(e.replacedBy ?? []).map((n) => `'${n}'`).join(', ')}: not evaluated\n`;
+        break;
+      case 'counted':
+        out += `  ${describeRule(r as RateLimitRule)}\n  redis key: ${e.redisKey}\n`;
+        out += `  shadow mode: ${e.shadowMode ? 'yes (over the limit is reported, not enforced)' : 'no'}\n`;
+        if ((r as RateLimitRule).replaces.length > 0) out += `  replaces: ${(r as RateLimitRule).replaces.map((n) => `'${n}'`).join(', ')}\n`;
+        break;
+    }
+  });
+  return out;
+}
+
+export async function explainCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const parsed = parseArgs(args, ['prefix'], ['json']);
+  const [dir, domain, ...words] = parsed.positional;
+  if (dir === undefined || domain === undefined || words.length === 0) throw new UsageError('explain needs <dir> <domain> and at least one k=v');
+  const descriptors = parseDescriptors(words);
+  const rules = await loadRulesLikeServer(dir);
+  if (!rules.hasDomain(domain)) {
+    io.err(`domain '${domain}' is not in ${dir} (domains: ${[...rules.rulesByDomain.keys()].sort().join(', ')})\n`);
+    return 1;
+  }
+  const prefix = stringOption(parsed, 'prefix') ?? loadSettings().cacheKeyPrefix;
+  const list = await explainRequest(rules, domain, descriptors, prefix);
+  io.out(parsed.options.has('json') ? JSON.stringify({ domain, descriptors: list }, null, 2) + '\n' : formatExplanation(list));
+  return EXIT_OK;
+}

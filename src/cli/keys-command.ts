@@ -1,0 +1,84 @@
+import Redis, { Cluster, type RedisOptions } from 'ioredis';
+import { scanCounterKeys, scanTargets, type ScanReport } from '../redis-keys/scan-keys';
+import { loadSettings } from '../settings';
+import { EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, intOption, parseArgs, stringOption, type CliIo } from './cli-io';
+
+export const KEYS_USAGE = `usage: floodgate keys --redis <url> [--cluster] [--fix] [options]
+
+Walks every counter key under the prefix with SCAN, a bounded COUNT per call and a pause
+between calls, and reports keys without a TTL and keys of an unknown shape (not
+'<prefix>rl:{...}:<algorithm>:<seconds>' holding its algorithm's type, nor a policy key
+'<prefix>rl:{...}:policy:state|routes|prints'). Exits 0 when nothing is
+left to report, 1 otherwise, 2 when Redis cannot be reached.
+
+  --redis URL      redis://[user:pass@]host:port, host:port, or a unix socket path
+  --cluster        URL is a seed of a Redis Cluster: scan every master
+  --prefix P       CACHE_KEY_PREFIX (default: $CACHE_KEY_PREFIX)
+  --fix            give each key without a TTL one (EXPIRE ... NX): two windows of its rule,
+                   or --ttl for a policy key or a key of unknown shape
+  --ttl S          TTL for keys of unknown shape with --fix (default 86400)
+  --count N        SCAN COUNT per call, 1..1000 (default 100)
+  --pause MS       pause between SCAN calls, 0..10000 ms (default 10)
+  --max-calls N    stop after N SCAN calls per node (default 1000000)
+`;
+
+function connectOptions(): RedisOptions {
+  // One attempt, no reconnect loop: a command-line tool should fail and say so.
+  return { lazyConnect: true, enableOfflineQueue: true, maxRetriesPerRequest: 0, connectTimeout: 5000, retryStrategy: () => null };
+}
+
+function clientFor(url: string, cluster: boolean): Redis | Cluster {
+  if (cluster) {
+    const m = /^(?:rediss?:\/\/)?(?:[^@/]*@)?\[?([^\]/]+?)\]?:(\d+)\/?$/.exec(url);
+    if (!m) throw new UsageError(`--redis ${url}: a cluster seed must be host:port`);
+    return new Cluster([{ host: m[1], port: Number(m[2]) }], { lazyConnect: true, clusterRetryStrategy: () => null });
+  }
+  if (url.startsWith('/') || url.startsWith('./')) return new Redis({ ...connectOptions(), path: url });
+  if (/^rediss?:\/\//.test(url)) return new Redis(url, connectOptions());
+  const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(url);
+  if (!m) throw new UsageError(`--redis ${url}: expected redis://host:port, host:port or a socket path`);
+  return new Redis({ ...connectOptions(), host: m[1], port: Number(m[2]) });
+}
+
+function formatReport(report: ScanReport, fix: boolean): string {
+  let out = '';
+  // SCAN's order is the hash table's: sorted, two runs can be compared line by line.
+  for (const f of [...report.findings].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
+    const problems = [f.noTtl ? 'no-ttl' : '', f.unknownShape ? 'unknown-shape' : ''].filter(Boolean).join(',');
+    out += `${problems} ${f.key} (${f.redisType})` + (f.fixedTtlSeconds !== undefined ? ` -> ttl ${f.fixedTtlSeconds}s` : '') + '\n';
+  }
+  out += `scanned ${report.scanned} key${report.scanned === 1 ? '' : 's'} on ${report.nodes} node${report.nodes === 1 ? '' : 's'}: ` +
+    `${report.withoutTtl} without TTL, ${report.unknownShape} of unknown shape` + (fix ? `, ${report.fixed} fixed` : '') + '\n';
+  return out;
+}
+
+export async function keysCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const parsed = parseArgs(args, ['redis', 'prefix', 'ttl', 'count', 'pause', 'max-calls'], ['cluster', 'fix']);
+  if (parsed.positional.length > 0) throw new UsageError(`unexpected argument ${parsed.positional[0]}`);
+  const url = stringOption(parsed, 'redis');
+  if (url === undefined) throw new UsageError('keys needs --redis <url>');
+  const fix = parsed.options.has('fix');
+  const options = {
+    prefix: stringOption(parsed, 'prefix') ?? loadSettings().cacheKeyPrefix,
+    count: intOption(parsed, 'count', 100, 1, 1000),
+    pauseMs: intOption(parsed, 'pause', 10, 0, 10_000),
+    maxCalls: intOption(parsed, 'max-calls', 1_000_000, 1, 1_000_000_000),
+    ...(fix ? { fix: { unknownTtlSeconds: intOption(parsed, 'ttl', 86_400, 1, 10 * 365 * 86_400) } } : {}),
+  };
+  const client = clientFor(url, parsed.options.has('cluster'));
+  // The connection's own error (ECONNREFUSED...) says more than the failed command's.
+  let connectionError: Error | undefined;
+  client.on('error', (err: Error) => (connectionError = err));
+  try {
+    await client.connect();
+    const report = await scanCounterKeys(scanTargets(client, false), client, options);
+    io.out(formatReport(report, fix));
+    const left = report.withoutTtl - report.fixed + report.unknownShape;
+    return left > 0 ? EXIT_FINDINGS : EXIT_OK;
+  } catch (err) {
+    io.err(`floodgate keys: redis ${url}: ${(connectionError ?? (err as Error)).message}\n`);
+    return EXIT_USAGE;
+  } finally {
+    client.disconnect();
+  }
+}

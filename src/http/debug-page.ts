@@ -1,0 +1,178 @@
+import type { Registry } from 'prom-client';
+import type { RateLimitRule, RuleSet } from '../config/rule-types';
+import { ruleLabels } from '../metrics/metrics';
+import type { Route } from './http-listener';
+
+/** What the debug page shows, read live on each refresh. */
+export interface DebugPageSources {
+  readonly rules: () => RuleSet | undefined;
+  readonly registry: Registry;
+  readonly backendType: string;
+  readonly backendHealthy: () => boolean;
+  readonly serving: () => boolean;
+  readonly breakers: () => readonly { node: string; open: boolean }[];
+  /** Epoch seconds of the last good rule load. */
+  readonly lastLoad: () => number | undefined;
+}
+
+interface RuleTotals {
+  hits: number;
+  overLimit: number;
+  nearLimit: number;
+  shadow: number;
+}
+
+// The reference's per-rule counters, by the totals field they feed.
+const TOTALS: Readonly<Record<keyof RuleTotals, string>> = {
+  hits: 'ratelimit_service_rate_limit_total_hits',
+  overLimit: 'ratelimit_service_rate_limit_over_limit',
+  nearLimit: 'ratelimit_service_rate_limit_near_limit',
+  shadow: 'ratelimit_service_rate_limit_shadow_mode',
+};
+
+/** Each counter's values by `domain\nkey1\nkey2`. */
+async function counterValues(registry: Registry): Promise<Record<keyof RuleTotals, Map<string, number>>> {
+  const out = {} as Record<keyof RuleTotals, Map<string, number>>;
+  for (const [field, name] of Object.entries(TOTALS) as [keyof RuleTotals, string][]) {
+    const values = new Map<string, number>();
+    const metric = registry.getSingleMetric(name);
+    if (metric !== undefined) {
+      for (const v of (await metric.get()).values) values.set(`${v.labels['domain']}\n${v.labels['key1']}\n${v.labels['key2']}`, v.value);
+    }
+    out[field] = values;
+  }
+  return out;
+}
+
+/** The page's data: domains, rules with live totals, backend health and breakers. */
+export async function debugState(sources: DebugPageSources): Promise<unknown> {
+  const rules = sources.rules();
+  const values = await counterValues(sources.registry);
+  const domains = [...(rules?.rulesByDomain ?? new Map<string, readonly RateLimitRule[]>())].sort(([a], [b]) => (a < b ? -1 : 1)).map(([domain, list]) => ({
+    domain,
+    rules: list.map((r) => {
+      // Rules whose metric key depends on request values (detailed_metric, value_to_metric)
+      // are counted under other labels; they show the totals of their file path only.
+      const l = ruleLabels(domain, r.fullKey);
+      const key = `${l.domain}\n${l.key1}\n${l.key2}`;
+      return {
+        fullKey: r.fullKey,
+        name: r.name ?? '',
+        limit: r.unlimited ? 'unlimited' : `${r.requestsPerUnit} / ${r.windowSeconds} s`,
+        algorithm: r.algorithm,
+        shadowMode: r.shadowMode,
+        totals: {
+          hits: values.hits.get(key) ?? 0,
+          overLimit: values.overLimit.get(key) ?? 0,
+          nearLimit: values.nearLimit.get(key) ?? 0,
+          shadow: values.shadow.get(key) ?? 0,
+        },
+      };
+    }),
+  }));
+  return {
+    generatedAt: new Date().toISOString(),
+    serving: sources.serving(),
+    backend: { type: sources.backendType, healthy: sources.backendHealthy() },
+    breakers: sources.breakers(),
+    lastLoad: sources.lastLoad() ?? null,
+    domains,
+  };
+}
+
+export function debugStateRoute(sources: DebugPageSources): Route {
+  return (_req, res) => {
+    debugState(sources).then(
+      (state) => res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store' }).end(JSON.stringify(state)),
+      (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(String(err)),
+    );
+  };
+}
+
+export const REFRESH_MS = 2000;
+
+// Plain DOM code, no framework; every value goes in through textContent, never as HTML.
+const PAGE = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>floodgate</title>
+<style>
+  body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
+  h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.5em; }
+  table { border-collapse: collapse; margin: .5em 0; }
+  th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; }
+  td.n { text-align: right; font-variant-numeric: tabular-nums; }
+  .bad { color: #b00; font-weight: bold; } .good { color: #070; }
+  #status { color: #666; }
+</style>
+</head>
+<body>
+<h1>floodgate</h1>
+<p id="status">loading…</p>
+<h2>Backend</h2>
+<p>type <span id="backend-type"></span>, <span id="backend-health"></span>, service <span id="serving"></span>, rules loaded <span id="last-load"></span></p>
+<table id="breakers"><thead><tr><th>Redis node</th><th>circuit</th></tr></thead><tbody></tbody></table>
+<div id="domains"></div>
+<script>
+"use strict";
+const REFRESH_MS = ${REFRESH_MS};
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+function row(cells) {
+  const tr = document.createElement("tr");
+  for (const c of cells) tr.appendChild(c);
+  return tr;
+}
+function render(state) {
+  document.getElementById("backend-type").textContent = state.backend.type;
+  const health = document.getElementById("backend-health");
+  health.textContent = state.backend.healthy ? "healthy" : "UNHEALTHY";
+  health.className = state.backend.healthy ? "good" : "bad";
+  document.getElementById("serving").textContent = state.serving ? "SERVING" : "NOT_SERVING";
+  document.getElementById("last-load").textContent = state.lastLoad ? new Date(state.lastLoad * 1000).toISOString() : "never";
+  const breakers = document.querySelector("#breakers tbody");
+  breakers.replaceChildren(...(state.breakers.length ? state.breakers.map((b) => row([el("td", b.node), el("td", b.open ? "OPEN" : "closed", b.open ? "bad" : "good")])) : [row([el("td", "no Redis node called yet"), el("td", "")])]));
+  const domains = document.getElementById("domains");
+  const sections = state.domains.map((d) => {
+    const section = document.createElement("section");
+    section.appendChild(el("h2", "domain " + d.domain));
+    const table = document.createElement("table");
+    table.appendChild(row(["rule", "name", "limit", "algorithm", "shadow", "hits", "over limit", "near limit", "shadow hits"].map((h) => el("th", h))));
+    for (const r of d.rules) {
+      const tr = row([el("td", r.fullKey), el("td", r.name), el("td", r.limit), el("td", r.algorithm), el("td", r.shadowMode ? "yes" : "no"),
+        el("td", r.totals.hits, "n hits"), el("td", r.totals.overLimit, "n over"), el("td", r.totals.nearLimit, "n near"), el("td", r.totals.shadow, "n shadow")]);
+      tr.dataset.rule = r.fullKey;
+      table.appendChild(tr);
+    }
+    section.appendChild(table);
+    return section;
+  });
+  domains.replaceChildren(...sections);
+  document.getElementById("status").textContent = "updated " + state.generatedAt + ", every " + REFRESH_MS / 1000 + " s";
+}
+async function refresh() {
+  try {
+    const res = await fetch("debug/state", { cache: "no-store" });
+    render(await res.json());
+  } catch (err) {
+    document.getElementById("status").textContent = "cannot reach floodgate: " + err;
+  } finally {
+    setTimeout(refresh, REFRESH_MS);
+  }
+}
+refresh();
+</script>
+</body>
+</html>
+`;
+
+export function debugPageRoute(): Route {
+  return (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(PAGE);
+  };
+}

@@ -1,0 +1,131 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { DeadlineExceededError } from '../errors';
+import type { BreakerState, RedisCallObserver } from './redis-call-observer';
+
+/** What rulesLoaded reads of a RuleSet: its rules per domain. */
+export interface LoadedRules {
+  readonly rulesByDomain: ReadonlyMap<string, readonly { readonly unlimited: boolean }[]>;
+}
+
+/** Kinds of Redis errors; a fixed set, so the label stays bounded. */
+export type RedisErrorKind = 'timeout' | 'breaker_open' | 'connection' | 'noscript' | 'cluster' | 'readonly' | 'oom' | 'other';
+
+/** Sorts an error from ioredis / Redis into one RedisErrorKind. */
+export function redisErrorKind(err: unknown): RedisErrorKind {
+  if (err instanceof DeadlineExceededError) return 'timeout';
+  const message = err instanceof Error ? err.message : String(err);
+  if (/^NOSCRIPT/.test(message)) return 'noscript';
+  if (/^(MOVED|ASK|CLUSTERDOWN|TRYAGAIN|CROSSSLOT)\b/.test(message)) return 'cluster';
+  if (/^READONLY\b/.test(message)) return 'readonly';
+  if (/^OOM\b/.test(message)) return 'oom';
+  if (/timed? ?out/i.test(message)) return 'timeout';
+  if (/Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|ENOTFOUND|Stream isn't writeable|offline queue|not connected/i.test(message)) return 'connection';
+  return 'other';
+}
+
+// Node labels come from the Redis topology (a cluster has a few dozen masters at most); past
+// this many, new ones fold into 'other' so a flapping topology cannot grow the series forever.
+const MAX_NODE_LABELS = 64;
+
+/** `m|host:port` → `host:port`; the per-second deployment's nodes get a `persecond/` prefix. */
+function nodeLabel(node: string): string {
+  if (node.startsWith('m|')) return node.slice(2);
+  if (node.startsWith('s|')) return 'persecond/' + node.slice(2);
+  return node;
+}
+
+/**
+ * Metrics an operator needs beyond the reference's names: Redis script latency per script and
+ * node, Redis errors by kind, circuit breaker state per node, failure-mode answers, local
+ * cache hits, rules loaded per domain and the time of the last good load. Event-loop lag and
+ * the process metrics are prom-client's default metrics (nodejs_eventloop_lag_*, process_*).
+ */
+export class OperatorMetrics implements RedisCallObserver {
+  private readonly scriptSeconds: Histogram<'script' | 'node'>;
+  private readonly redisErrors: Counter<'kind'>;
+  private readonly failureModeAnswers: Counter<'mode'>;
+  private readonly localCacheHits: Counter;
+  private readonly rulesLoadedGauge: Gauge<'domain'>;
+  private readonly lastReload: Gauge;
+  private readonly nodes = new Set<string>();
+  private breakers: () => readonly BreakerState[] = () => [];
+  /** Epoch seconds of the last good rule load. */
+  lastLoad: number | undefined;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.scriptSeconds = new Histogram({
+      name: 'floodgate_redis_script_duration_seconds',
+      help: 'Time of one Lua script call, per script (algorithm) and Redis node',
+      labelNames: ['script', 'node'],
+      buckets: [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
+      registers,
+    });
+    this.redisErrors = new Counter({ name: 'floodgate_redis_errors_total', help: 'Redis calls that failed, by kind', labelNames: ['kind'], registers });
+    const breakers = (): readonly BreakerState[] => this.breakers();
+    new Gauge({
+      name: 'floodgate_redis_circuit_open',
+      help: '1 while the circuit breaker of a Redis node is open (calls to it fail fast)',
+      labelNames: ['node'],
+      registers,
+      collect() {
+        this.reset();
+        for (const b of breakers()) this.set({ node: nodeLabel(b.node) }, b.open ? 1 : 0);
+      },
+    });
+    this.failureModeAnswers = new Counter({
+      name: 'floodgate_backend_failure_mode_answers_total',
+      help: 'Calls answered by BACKEND_FAILURE_MODE because the backend could not answer in time',
+      labelNames: ['mode'],
+      registers,
+    });
+    this.localCacheHits = new Counter({ name: 'floodgate_local_cache_hits_total', help: 'Checks answered over-limit from the local cache, without Redis', registers });
+    this.rulesLoadedGauge = new Gauge({ name: 'floodgate_rules_loaded', help: 'Rules with a limit in the current rule set, per domain', labelNames: ['domain'], registers });
+    this.lastReload = new Gauge({ name: 'floodgate_config_last_success_timestamp_seconds', help: 'When the current rule set was loaded', registers });
+    for (const mode of ['allow', 'deny', 'local'] as const) this.failureModeAnswers.inc({ mode }, 0);
+    for (const kind of ['timeout', 'breaker_open', 'connection', 'other'] as const) this.redisErrors.inc({ kind }, 0);
+    this.localCacheHits.inc(0);
+  }
+
+  /** The Redis nodes' breaker states now (the debug page shows them). */
+  breakerStates(): { node: string; open: boolean }[] {
+    return this.breakers().map((b) => ({ node: nodeLabel(b.node), open: b.open }));
+  }
+
+  /** Where breaker states are read at scrape time (the Redis limiter). */
+  watchBreakers(states: () => readonly BreakerState[]): void {
+    this.breakers = states;
+  }
+
+  scriptCall(script: string, node: string, seconds: number, error?: unknown): void {
+    let label = nodeLabel(node);
+    if (!this.nodes.has(label)) {
+      if (this.nodes.size >= MAX_NODE_LABELS) label = 'other';
+      else this.nodes.add(label);
+    }
+    this.scriptSeconds.observe({ script, node: label }, seconds);
+    if (error !== undefined) this.redisErrors.inc({ kind: redisErrorKind(error) });
+  }
+
+  refused(kind: 'breaker_open' | 'timeout'): void {
+    this.redisErrors.inc({ kind });
+  }
+
+  /** `mode` is a BACKEND_FAILURE_MODE value, a fixed set, so the label stays bounded. */
+  failureModeAnswer(mode: string): void {
+    this.failureModeAnswers.inc({ mode });
+  }
+
+  localCacheHit(): void {
+    this.localCacheHits.inc();
+  }
+
+  /** A rule set is in service: its rules per domain (domains that left are dropped) and now. */
+  /** `rules` is the loaded RuleSet, seen through the one field counted (metrics sit below config). */
+  rulesLoaded(rules: LoadedRules): void {
+    this.rulesLoadedGauge.reset();
+    for (const [domain, list] of rules.rulesByDomain) this.rulesLoadedGauge.set({ domain }, list.filter((r) => !r.unlimited).length);
+    this.lastLoad = Date.now() / 1000;
+    this.lastReload.set(this.lastLoad);
+  }
+}

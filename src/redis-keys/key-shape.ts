@@ -1,0 +1,65 @@
+import type { Algorithm } from '../domain/algorithm';
+
+/** The Redis type each algorithm's script stores its counter in. */
+const TYPE_OF: Readonly<Record<Algorithm, string>> = {
+  fixed_window: 'string',
+  gcra: 'string',
+  sliding_window: 'hash',
+  token_bucket: 'hash',
+  sliding_log: 'zset',
+};
+
+/** What a key written by floodgate says about itself: a counter, or one of a client's policy keys. */
+export type CounterKeyShape = AlgorithmKeyShape | PolicyKeyShape;
+
+export interface AlgorithmKeyShape {
+  readonly algorithm: Algorithm;
+  readonly windowSeconds: number;
+}
+
+/** `<prefix>rl:{<domain>:<clientKey>=<client>}:policy:<part>` (limiter/counter-key.ts policyKeys). */
+export interface PolicyKeyShape {
+  readonly policyPart: 'state' | 'routes' | 'prints';
+}
+
+/** The Redis type lua/policy.lua keeps each policy key in. */
+const POLICY_TYPE_OF: Readonly<Record<PolicyKeyShape['policyPart'], string>> = { state: 'hash', routes: 'set', prints: 'set' };
+const POLICY_SHAPE = /^rl:\{[^{}]*\}:policy:(state|routes|prints)$/;
+
+// `<prefix>rl:{<tag>}:<algorithm>:<windowSeconds>` (see limiter/counter-key.ts); the tag holds no
+// braces because counter-key escapes them.
+const SHAPE = /^rl:\{[^{}]*\}:(fixed_window|gcra|sliding_window|token_bucket|sliding_log):([1-9]\d{0,9})$/;
+
+/** The pattern SCAN matches for every key floodgate may write under `prefix`. */
+export function counterKeyPattern(prefix: string): string {
+  return prefix.replace(/[*?[\]\\]/g, '\\$&') + 'rl:*';
+}
+
+/**
+ * The shape of `key` when it is one floodgate writes under `prefix` and holds the Redis type
+ * its algorithm uses; undefined otherwise ("unknown shape").
+ */
+export function counterKeyShape(prefix: string, key: string, redisType: string): CounterKeyShape | undefined {
+  if (!key.startsWith(prefix)) return undefined;
+  const rest = key.slice(prefix.length);
+  const policy = POLICY_SHAPE.exec(rest);
+  if (policy !== null) {
+    const policyPart = policy[1] as PolicyKeyShape['policyPart'];
+    return POLICY_TYPE_OF[policyPart] === redisType ? { policyPart } : undefined;
+  }
+  const m = SHAPE.exec(rest);
+  if (m === null) return undefined;
+  const algorithm = m[1] as Algorithm;
+  if (TYPE_OF[algorithm] !== redisType) return undefined;
+  return { algorithm, windowSeconds: Number(m[2]) };
+}
+
+/**
+ * The TTL `--fix` gives a counter without one: two of its windows cover every algorithm's
+ * state (sliding_window reads the previous window), after which the counter starts afresh.
+ * A policy key's lifetime comes from its domain's policy, which the key does not name:
+ * undefined, and the caller uses its TTL for keys of unknown shape.
+ */
+export function repairTtlSeconds(shape: CounterKeyShape): number | undefined {
+  return 'windowSeconds' in shape ? shape.windowSeconds * 2 : undefined;
+}

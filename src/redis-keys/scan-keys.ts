@@ -1,0 +1,154 @@
+import type Redis from 'ioredis';
+import { Cluster } from 'ioredis';
+import { counterKeyPattern, counterKeyShape, repairTtlSeconds } from './key-shape';
+
+/** How hard a scan may lean on Redis. */
+export interface ScanPace {
+  /** SCAN's COUNT hint: keys examined per call (bounded by the caller's validation). */
+  readonly count: number;
+  /** Pause between two SCAN calls on one node, so the scan never takes more than its share. */
+  readonly pauseMs: number;
+  /** Hard bound on SCAN calls per node, whatever the cursor says. */
+  readonly maxCalls: number;
+}
+
+export interface KeyFinding {
+  readonly key: string;
+  readonly node: string;
+  readonly noTtl: boolean;
+  readonly unknownShape: boolean;
+  /** PTTL in ms (-1: none). */
+  readonly pttl: number;
+  readonly redisType: string;
+  /** Set when a TTL was given (fix mode), in seconds. */
+  readonly fixedTtlSeconds?: number;
+}
+
+export interface ScanReport {
+  readonly nodes: number;
+  readonly scanned: number;
+  readonly withoutTtl: number;
+  readonly unknownShape: number;
+  readonly fixed: number;
+  readonly findings: readonly KeyFinding[];
+}
+
+export interface ScanOptions extends ScanPace {
+  readonly prefix: string;
+  /** Give every key without a TTL one (`EXPIRE ... NX`): its two windows, or `unknownTtlSeconds`. */
+  readonly fix?: { readonly unknownTtlSeconds: number };
+  /** Stop early (service shutdown). */
+  readonly signal?: AbortSignal;
+  /** Findings kept in the report; counts go on past it. */
+  readonly maxFindings?: number;
+}
+
+/**
+ * The nodes to scan: a standalone server itself, or every master of a cluster, or with
+ * `replicas` every replica of it (none while the client knows of none: primaries are never
+ * scanned when replicas were asked for).
+ */
+export function scanTargets(client: Redis | Cluster, replicas: boolean): Redis[] {
+  if (!(client instanceof Cluster)) return [client];
+  return client.nodes(replicas ? 'slave' : 'master');
+}
+
+function nodeName(node: Redis): string {
+  const o = node.options;
+  return o.path ?? `${o.host ?? '127.0.0.1'}:${o.port ?? 6379}`;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (ms <= 0 || signal?.aborted) return resolve();
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+  });
+}
+
+/** The report as it grows while a scan walks the nodes. */
+interface Tally {
+  scanned: number;
+  withoutTtl: number;
+  unknownShape: number;
+  fixed: number;
+  readonly findings: KeyFinding[];
+}
+
+/** One node being scanned, and where fixes are written. */
+interface NodeScan {
+  readonly node: Redis;
+  readonly writer: Redis | Cluster;
+  readonly options: ScanOptions;
+  readonly tally: Tally;
+}
+
+/**
+ * Walks every key floodgate may have written under the prefix with SCAN (COUNT-bounded and
+ * paused between calls), and reports those without a TTL and those of an unknown shape. With
+ * `fix`, writes go to `writer` (the client that routes to masters), never to a replica.
+ */
+export async function scanCounterKeys(nodes: readonly Redis[], writer: Redis | Cluster, options: ScanOptions): Promise<ScanReport> {
+  const tally: Tally = { scanned: 0, withoutTtl: 0, unknownShape: 0, fixed: 0, findings: [] };
+  for (const node of nodes) await scanNode({ node, writer, options, tally });
+  return { nodes: nodes.length, ...tally };
+}
+
+async function scanNode(scan: NodeScan): Promise<void> {
+  const { node, options } = scan;
+  const match = counterKeyPattern(options.prefix);
+  let cursor = '0';
+  for (let call = 0; call < options.maxCalls; call++) {
+    if (options.signal?.aborted) break;
+    const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', options.count);
+    cursor = next;
+    if (keys.length > 0) await examineKeys(scan, keys);
+    if (cursor === '0') break;
+    await sleep(options.pauseMs, options.signal);
+  }
+}
+
+/** PTTL and TYPE of each key in one pipeline, then each key judged (and repaired with `fix`). */
+async function examineKeys(scan: NodeScan, keys: readonly string[]): Promise<void> {
+  const pipeline = scan.node.pipeline();
+  for (const key of keys) pipeline.pttl(key).type(key);
+  const replies = (await pipeline.exec()) ?? [];
+  for (let i = 0; i < keys.length; i++) {
+    const pttlReply = replies[2 * i]?.[1];
+    const typeReply = replies[2 * i + 1]?.[1];
+    const pttl = typeof pttlReply === 'number' ? pttlReply : -2;
+    const redisType = typeof typeReply === 'string' ? typeReply : 'none';
+    if (pttl === -2 || redisType === 'none') continue; // expired meanwhile
+    await examineKey(scan, keys[i] as string, pttl, redisType);
+  }
+}
+
+async function examineKey(scan: NodeScan, key: string, pttl: number, redisType: string): Promise<void> {
+  const { options, tally } = scan;
+  tally.scanned++;
+  const shape = counterKeyShape(options.prefix, key, redisType);
+  if (shape !== undefined && pttl >= 0) return;
+  if (pttl < 0) tally.withoutTtl++;
+  if (shape === undefined) tally.unknownShape++;
+  let fixedTtlSeconds: number | undefined;
+  if (pttl < 0 && options.fix !== undefined) {
+    const ttl = (shape && repairTtlSeconds(shape)) ?? options.fix.unknownTtlSeconds;
+    // NX: a key the service re-created with its own TTL meanwhile keeps that one.
+    const set = await scan.writer.call('EXPIRE', key, String(ttl), 'NX');
+    if (set === 1) {
+      tally.fixed++;
+      fixedTtlSeconds = ttl;
+    }
+  }
+  if (tally.findings.length < (options.maxFindings ?? 1000)) {
+    tally.findings.push({
+      key,
+      node: nodeName(scan.node),
+      noTtl: pttl < 0,
+      unknownShape: shape === undefined,
+      pttl,
+      redisType,
+      ...(fixedTtlSeconds !== undefined ? { fixedTtlSeconds } : {}),
+    });
+  }
+}

@@ -1,0 +1,62 @@
+// The debug page `/` in a real headless Chromium: it lists the loaded domains and rules, and a
+// rule's live totals change after requests without reloading the page.
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import { waitUntil } from '../harness/wait';
+import { launchChromium, type Browser } from '../helpers/headless-chromium';
+import { oneDescriptor } from '../helpers/rls-client';
+import { startTestApp, type TestApp } from '../helpers/test-app';
+
+const RULES = {
+  'shop.yaml': `domain: shop
+descriptors:
+  - key: user
+    rate_limit: { name: per_user, unit: hour, requests_per_unit: 3 }
+  - key: tenant
+    shadow_mode: true
+    rate_limit: { unit: hour, requests_per_unit: 1 }
+`,
+  'search.yaml': 'domain: search\ndescriptors:\n  - key: q\n    rate_limit: { unit: second, requests_per_unit: 9 }\n',
+};
+
+let app: TestApp;
+let browser: Browser;
+beforeAll(async () => {
+  app = await startTestApp(RULES);
+  browser = await launchChromium();
+});
+afterAll(async () => {
+  await browser?.close();
+  await app?.stop();
+});
+
+interface RuleRow {
+  hits: string;
+  over: string;
+  near: string;
+  shadow: string;
+}
+
+const READ_ROW = (rule: string) => `(() => {
+  const tr = [...document.querySelectorAll('tr[data-rule]')].find((r) => r.dataset.rule === ${JSON.stringify(rule)});
+  if (!tr) return null;
+  const cell = (c) => tr.querySelector('td.' + c).textContent;
+  return { hits: cell('hits'), over: cell('over'), near: cell('near'), shadow: cell('shadow') };
+})()`;
+
+test('the page lists domains and rules and its counts follow requests live', async () => {
+  const page = await browser.open(`${app.debugUrl}/`);
+  const first = await waitUntil('rule row shop.user', () => page.evaluate<RuleRow | null>(READ_ROW('shop.user')).then((r) => r ?? undefined), { timeoutMs: 20_000, intervalMs: 200 });
+  expect(first).toEqual({ hits: '0', over: '0', near: '0', shadow: '0' });
+  const headings = await page.evaluate<string[]>(`[...document.querySelectorAll('h2')].map((h) => h.textContent)`);
+  expect(headings).toEqual(['Backend', 'domain search', 'domain shop']);
+  expect(await page.evaluate<string>(`document.getElementById('backend-type').textContent + ' ' + document.getElementById('backend-health').textContent`)).toBe('memory healthy');
+
+  for (let i = 0; i < 5; i++) await app.client.shouldRateLimit(oneDescriptor('shop', { user: 'ann' }));
+  for (let i = 0; i < 2; i++) await app.client.shouldRateLimit(oneDescriptor('shop', { tenant: 't' }));
+  // No reload: the page's own refresh brings the new totals.
+  const after = await waitUntil('hits 5', () => page.evaluate<RuleRow | null>(READ_ROW('shop.user')).then((r) => (r?.hits === '5' ? r : undefined)), { timeoutMs: 20_000, intervalMs: 200 });
+  // 3 per hour: hits 1-2 within, 3 near (ratio 0.8), 4-5 over.
+  expect(after).toEqual({ hits: '5', over: '2', near: '1', shadow: '0' });
+  const tenant = await waitUntil('tenant shadow', () => page.evaluate<RuleRow | null>(READ_ROW('shop.tenant')).then((r) => (r?.hits === '2' ? r : undefined)), { timeoutMs: 20_000, intervalMs: 200 });
+  expect(tenant.shadow).toBe('1');
+});

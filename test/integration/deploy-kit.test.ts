@@ -1,0 +1,199 @@
+// The Kubernetes kit: every manifest of the base, the overlays (redis-cluster, demo), the
+// ServiceMonitor component and the gateway examples is validated against the Kubernetes
+// (and Prometheus Operator, Istio) JSON schemas of kubernetes-models, offline; then the pieces
+// are checked to fit together: selectors, ports, the Redis seed list, Envoy's cluster and
+// descriptors against floodgate's own rule loader.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse, parseAllDocuments } from 'yaml';
+import { compileRules } from '../../src/config/compile-rules';
+import { parseRuleFile } from '../../src/config/parse-rule-file';
+import { projectRoot } from '../../src/paths';
+import { kustomize, type Manifest } from '../helpers/kustomize-lite';
+
+type Validatable = new (data: Manifest) => { validate(): void };
+
+async function schemaClasses(): Promise<Map<string, Validatable>> {
+  const modules: Record<string, Record<string, unknown>> = {
+    v1: await import('kubernetes-models/v1'),
+    'apps/v1': await import('kubernetes-models/apps/v1'),
+    'batch/v1': await import('kubernetes-models/batch/v1'),
+    'policy/v1': await import('kubernetes-models/policy/v1'),
+    'autoscaling/v2': await import('kubernetes-models/autoscaling/v2'),
+    'networking.k8s.io/v1': await import('kubernetes-models/networking.k8s.io/v1'),
+    'monitoring.coreos.com/v1': await import('@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1'),
+    'networking.istio.io/v1alpha3': await import('@kubernetes-models/istio/networking.istio.io/v1alpha3'),
+  };
+  const out = new Map<string, Validatable>();
+  for (const [apiVersion, mod] of Object.entries(modules)) {
+    for (const [kind, cls] of Object.entries(mod)) if (typeof cls === 'function') out.set(`${apiVersion}/${kind}`, cls as Validatable);
+  }
+  return out;
+}
+
+const K8S = join(projectRoot, 'deploy', 'kubernetes');
+const RENDERED: Record<string, Manifest[]> = {
+  base: kustomize(K8S),
+  'overlays/redis-cluster': kustomize(join(K8S, 'overlays', 'redis-cluster')),
+  'overlays/demo': kustomize(join(K8S, 'overlays', 'demo')),
+  'components/servicemonitor': kustomize(join(K8S, 'components', 'servicemonitor')),
+};
+const GATEWAYS = join(projectRoot, 'deploy', 'gateways');
+const ISTIO = parseAllDocuments(readFileSync(join(GATEWAYS, 'istio-envoyfilter.yaml'), 'utf8')).map((d) => d.toJS() as Manifest);
+
+function find(objects: readonly Manifest[], kind: string, name: string): Manifest {
+  const found = objects.filter((o) => o['kind'] === kind && o['metadata']?.name === name);
+  if (found.length !== 1) throw new Error(`expected one ${kind} ${name}, found ${found.length}`);
+  return found[0] as Manifest;
+}
+
+function selects(selector: Record<string, string>, labels: Record<string, string> | undefined): boolean {
+  return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+}
+
+function podTemplates(objects: readonly Manifest[]): Manifest[] {
+  return objects.filter((o) => ['Deployment', 'StatefulSet', 'Job'].includes(o['kind'])).map((o) => o['spec'].template);
+}
+
+describe('schemas (kubernetes-models, offline)', () => {
+  const all = [...Object.entries(RENDERED).flatMap(([name, objects]) => objects.map((o) => [name, o] as const)), ...ISTIO.map((o) => ['gateways/istio', o] as const)];
+  it.each(all.map(([where, o]) => [`${where}: ${o['kind']} ${o['metadata']?.name}`, o]))('%s validates', async (_name, o) => {
+    const classes = await schemaClasses();
+    const cls = classes.get(`${o['apiVersion']}/${o['kind']}`);
+    expect(cls, `no schema for ${o['apiVersion']}/${o['kind']}`).toBeDefined();
+    expect(() => new cls!(o).validate()).not.toThrow();
+  });
+
+  it('the validator does reject a broken manifest', async () => {
+    const classes = await schemaClasses();
+    const deployment = structuredClone(find(RENDERED['base']!, 'Deployment', 'floodgate'));
+    deployment['spec'].template.spec.containers[0].ports[0].containerPort = 'grpc-port';
+    expect(() => new (classes.get('apps/v1/Deployment')!)(deployment).validate()).toThrow();
+    const monitor = structuredClone(find(RENDERED['components/servicemonitor']!, 'ServiceMonitor', 'floodgate'));
+    monitor['spec'].endpoints = 'metrics';
+    expect(() => new (classes.get('monitoring.coreos.com/v1/ServiceMonitor')!)(monitor).validate()).toThrow();
+  });
+});
+
+describe('overlays/redis-cluster', () => {
+  const objects = RENDERED['overlays/redis-cluster']!;
+  const statefulSet = find(objects, 'StatefulSet', 'redis-cluster');
+
+  it('six Redis nodes and a Job that joins six', () => {
+    expect(statefulSet['spec'].replicas).toBe(6);
+    const script = find(objects, 'Job', 'redis-cluster-create')['spec'].template.spec.containers[0].command.join('\n') as string;
+    expect(script).toContain('for i in 0 1 2 3 4 5; do');
+    expect(script).toContain('--cluster-replicas 1');
+    const conf = (find(objects, 'ConfigMap', 'redis-cluster')['data']['redis.conf'] as string).split('\n');
+    expect(conf).toContain('cluster-enabled yes');
+    expect(conf).toContain('cluster-config-file /data/nodes.conf');
+  });
+
+  it('floodgate is pointed at pods of that StatefulSet, through its headless Service', () => {
+    const url = find(objects, 'ConfigMap', 'floodgate-redis')['data'].url as string;
+    const service = find(objects, 'Service', statefulSet['spec'].serviceName);
+    expect(service['spec'].clusterIP).toBe('None');
+    expect(selects(service['spec'].selector, statefulSet['spec'].template.metadata.labels)).toBe(true);
+    const seeds = url.split(',');
+    expect(seeds.length).toBeGreaterThanOrEqual(3);
+    for (const seed of seeds) {
+      const m = /^redis-cluster-(\d+)\.redis-cluster:6379$/.exec(seed);
+      expect(m, seed).not.toBeNull();
+      expect(Number(m![1])).toBeLessThan(6);
+    }
+    const env = find(objects, 'Deployment', 'floodgate')['spec'].template.spec.containers[0].env as { name: string; value?: string }[];
+    expect(env.find((e) => e.name === 'REDIS_TYPE')?.value).toBe('CLUSTER');
+  });
+});
+
+describe('overlays/demo', () => {
+  const objects = RENDERED['overlays/demo']!;
+  const envoyConfig = parse(find(objects, 'ConfigMap', 'envoy-gateway')['data']['envoy.yaml'] as string) as Manifest;
+
+  it('holds floodgate, the Redis Cluster and the Envoy gateway', () => {
+    for (const [kind, name] of [['Deployment', 'floodgate'], ['StatefulSet', 'redis-cluster'], ['Job', 'redis-cluster-create'], ['Deployment', 'envoy-gateway'], ['Service', 'envoy-gateway']]) {
+      expect(() => find(objects, kind!, name!)).not.toThrow();
+    }
+  });
+
+  it("floodgate's Services select only floodgate's pods", () => {
+    const floodgatePod = find(objects, 'Deployment', 'floodgate')['spec'].template.metadata.labels;
+    for (const name of ['floodgate', 'floodgate-headless']) {
+      const selector = find(objects, 'Service', name)['spec'].selector;
+      const matched = podTemplates(objects).filter((t) => selects(selector, t.metadata.labels));
+      expect(matched.map((t) => t.metadata.labels), name).toEqual([floodgatePod]);
+    }
+  });
+
+  it("Envoy reaches floodgate's headless Service over HTTP/2, and the NetworkPolicy lets it", () => {
+    const cluster = (envoyConfig['static_resources'].clusters as Manifest[]).find((c) => c['name'] === 'floodgate')!;
+    const address = cluster['load_assignment'].endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
+    const service = find(objects, 'Service', address.address);
+    expect(service['spec'].clusterIP).toBe('None');
+    expect((service['spec'].ports as Manifest[]).map((p) => p['port'])).toContain(address.port_value);
+    expect(cluster['typed_extension_protocol_options']['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config).toHaveProperty('http2_protocol_options');
+    const policy = find(objects, 'NetworkPolicy', 'floodgate');
+    const gatewayPod = find(objects, 'Deployment', 'envoy-gateway')['spec'].template.metadata.labels;
+    const grpcRule = (policy['spec'].ingress as Manifest[]).find((r) => (r['ports'] as Manifest[]).some((p) => p['port'] === address.port_value))!;
+    expect((grpcRule['from'] as Manifest[]).some((f) => selects(f['podSelector'].matchLabels, gatewayPod))).toBe(true);
+  });
+
+  it("every descriptor Envoy's routes produce has a rule in the domain it asks for (floodgate's own loader)", () => {
+    const listener = (envoyConfig['static_resources'].listeners as Manifest[]).find((l) => l['name'] === 'edge')!;
+    const hcm = listener['filter_chains'][0].filters[0].typed_config;
+    const filter = (hcm.http_filters as Manifest[]).find((f) => f['name'] === 'envoy.filters.http.ratelimit')!;
+    const domain = filter['typed_config'].domain as string;
+    const rulesData = find(objects, 'ConfigMap', 'floodgate-rules')['data'] as Record<string, string>;
+    const rules = compileRules(Object.entries(rulesData).map(([name, text]) => parseRuleFile(name, text)), { mergeDomainConfig: false });
+    expect(rules.hasDomain(domain)).toBe(true);
+    const routes = hcm.route_config.virtual_hosts[0].routes as Manifest[];
+    let checked = 0;
+    for (const route of routes) {
+      for (const rl of (route['route']?.rate_limits ?? []) as Manifest[]) {
+        const entries = (rl['actions'] as Manifest[]).map((a) => {
+          if ('remote_address' in a) return { key: 'remote_address', value: '10.0.0.1' };
+          if ('generic_key' in a) return { key: a['generic_key'].descriptor_key, value: a['generic_key'].descriptor_value };
+          return { key: a['request_headers'].descriptor_key, value: 'some-value' };
+        });
+        expect(rules.match(domain, entries)?.rule, JSON.stringify(entries)).toBeDefined();
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('components/servicemonitor', () => {
+  it("scrapes the floodgate Service's metrics port", () => {
+    const monitor = find(RENDERED['components/servicemonitor']!, 'ServiceMonitor', 'floodgate');
+    const service = find(RENDERED['base']!, 'Service', 'floodgate');
+    expect(selects(monitor['spec'].selector.matchLabels, service['metadata'].labels)).toBe(true);
+    const ports = (service['spec'].ports as Manifest[]).map((p) => p['name']);
+    for (const endpoint of monitor['spec'].endpoints as Manifest[]) expect(ports).toContain(endpoint['port']);
+    expect(find(RENDERED['base']!, 'Deployment', 'floodgate')['spec'].template.spec.containers[0].ports.find((p: Manifest) => p['name'] === 'metrics').containerPort).toBe(9090);
+  });
+});
+
+describe('gateways', () => {
+  it('Istio: the filter asks floodgate on its gRPC port in the domain of the example rules', () => {
+    const filter = ISTIO.find((o) => o['metadata'].name === 'floodgate-ratelimit')!['spec'].configPatches[0].patch.value;
+    expect(filter.name).toBe('envoy.filters.http.ratelimit');
+    expect(filter.typed_config.domain).toBe('edge');
+    expect(filter.typed_config.rate_limit_service.grpc_service.envoy_grpc.cluster_name).toMatch(/^outbound\|8081\|\|floodgate\.[a-z0-9-]+\.svc\.cluster\.local$/);
+  });
+
+  it('Envoy Gateway: the patch adds a floodgate cluster on the headless Service and the filter', () => {
+    // No published schema for EnvoyPatchPolicy in kubernetes-models: checked field by field.
+    const policy = parse(readFileSync(join(GATEWAYS, 'envoy-gateway-patchpolicy.yaml'), 'utf8')) as Manifest;
+    expect(policy['apiVersion']).toBe('gateway.envoyproxy.io/v1alpha1');
+    expect(policy['kind']).toBe('EnvoyPatchPolicy');
+    expect(policy['spec'].type).toBe('JSONPatch');
+    const patches = policy['spec'].jsonPatches as Manifest[];
+    const cluster = patches.find((p) => p['type'].endsWith('Cluster'))!['operation'].value;
+    expect(cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({ address: 'floodgate-headless.rl.svc.cluster.local', port_value: 8081 });
+    const filter = patches.find((p) => p['type'].endsWith('Listener'))!['operation'].value;
+    expect(filter.typed_config.domain).toBe('edge');
+    expect(filter.typed_config.rate_limit_service.grpc_service.envoy_grpc.cluster_name).toBe(cluster.name);
+  });
+});

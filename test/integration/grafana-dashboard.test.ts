@@ -1,0 +1,94 @@
+// deploy/grafana/floodgate.json: every metric its queries use is one that a live /metrics
+// scrape of the real server (Redis backend, local cache, orphan scan, failure mode) exports.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { projectRoot } from '../../src/paths';
+import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { waitUntil } from '../harness/wait';
+import { has, scrape, type Sample } from '../helpers/metrics-scrape';
+import { oneDescriptor } from '../helpers/rls-client';
+import { startTestApp, type TestApp } from '../helpers/test-app';
+
+interface Panel {
+  title: string;
+  targets?: { expr: string }[];
+}
+const dashboard = JSON.parse(readFileSync(join(projectRoot, 'deploy/grafana/floodgate.json'), 'utf8')) as {
+  panels: Panel[];
+  templating: { list: { type: string; query?: string | { query: string } }[] };
+};
+
+// PromQL words that look like metric names but are not.
+const NOT_METRICS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'offset', 'and', 'or', 'unless', 'le', 'inf', 'nan']);
+
+/** The metric names a PromQL expression reads. */
+export function metricNames(expr: string): string[] {
+  const stripped = expr
+    .replace(/label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,[^)]*\)/g, '$1') // Grafana's label_values(metric, label)
+    .replace(/"(?:[^"\\]|\\.)*"/g, '""') // string literals
+    .replace(/\{[^}]*\}/g, '') // label matchers
+    .replace(/\[[^\]]*\]/g, '') // range selectors
+    .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, '') // label lists
+    .replace(/\$\w+/g, ''); // Grafana variables
+  const names: string[] = [];
+  for (const m of stripped.matchAll(/[a-zA-Z_:][a-zA-Z0-9_:]*/g)) {
+    const followedBy = stripped.slice(m.index + m[0].length).trimStart();
+    if (followedBy.startsWith('(') || NOT_METRICS.has(m[0].toLowerCase())) continue; // a function or keyword
+    names.push(m[0]);
+  }
+  return [...new Set(names)];
+}
+
+const queries: string[] = [
+  ...dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr)),
+  ...dashboard.templating.list.filter((v) => v.type === 'query').map((v) => (typeof v.query === 'string' ? v.query : (v.query?.query ?? ''))),
+];
+
+describe('metricNames', () => {
+  it('finds the metrics of an expression, not its functions, labels or variables', () => {
+    expect(metricNames('histogram_quantile(0.99, sum by (le, node) (rate(a_bucket{job=~"$job",x="y"}[$__rate_interval])))')).toEqual(['a_bucket']);
+    expect(metricNames('sum(rate(a_total[5m])) / sum(rate(b_total{k="v"}[5m]))')).toEqual(['a_total', 'b_total']);
+    expect(metricNames('time() - max(c_seconds)')).toEqual(['c_seconds']);
+    expect(metricNames('label_values(d_total, job)')).toEqual(['d_total']);
+  });
+});
+
+let redis: RedisProcess;
+let app: TestApp;
+let samples: Sample[];
+beforeAll(async () => {
+  redis = await startStandalone();
+  app = await startTestApp(
+    { 'g.yaml': 'domain: g\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n' },
+    { REDIS_URL: redis.url, LOCAL_CACHE_SIZE_IN_BYTES: '100000', ORPHAN_SCAN_INTERVAL: '1s', BACKEND_FAILURE_MODE: 'allow' },
+  );
+  // Within, over (fills the cache), from the cache; then an invalid call (an error type).
+  for (let i = 0; i < 3; i++) await app.client.shouldRateLimit(oneDescriptor('g', { user: 'u' }));
+  await app.client.shouldRateLimit({ domain: '', descriptors: [] }).catch(() => undefined);
+  await waitUntil('orphan scan ran', async () => has(await scrape(`${app.debugUrl}/metrics`), 'floodgate_redis_keys_without_ttl') || false, { timeoutMs: 15_000 });
+  // Redis gone: failure-mode answers, errors, open breaker.
+  await redis.stop();
+  for (let i = 0; i < 4; i++) await app.client.shouldRateLimit(oneDescriptor('g', { user: `v${i}` }));
+  samples = await scrape(`${app.debugUrl}/metrics`);
+});
+afterAll(async () => {
+  await app?.stop();
+  await redis?.stop();
+});
+
+describe('deploy/grafana/floodgate.json', () => {
+  it('has the panels the issue asks for', () => {
+    const titles = dashboard.panels.map((p) => p.title.toLowerCase()).join('\n');
+    for (const word of ['decisions per second', 'over-limit ratio per rule', 'latency', 'redis script latency', 'redis errors', 'circuit breaker', 'cache hits', 'failure-mode answers']) {
+      expect(titles).toContain(word);
+    }
+  });
+
+  it('every metric in its queries is exported by a live scrape', () => {
+    const exported = new Set(samples.map((s) => s.name));
+    const used = [...new Set(queries.flatMap(metricNames))].sort();
+    expect(used.length).toBeGreaterThan(15);
+    expect(used.filter((n) => !exported.has(n))).toEqual([]);
+  });
+});

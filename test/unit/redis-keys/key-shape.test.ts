@@ -1,0 +1,53 @@
+import { describe, expect, test } from 'vitest';
+import { counterKey, policyKeys } from '../../../src/limiter/counter-key';
+import { counterKeyPattern, counterKeyShape, repairTtlSeconds } from '../../../src/redis-keys/key-shape';
+
+describe('counterKeyShape', () => {
+  test('every key the limiter builds is of known shape with its algorithm type', () => {
+    const cases = [
+      ['fixed_window', 'string'],
+      ['gcra', 'string'],
+      ['sliding_window', 'hash'],
+      ['token_bucket', 'hash'],
+      ['sliding_log', 'zset'],
+    ] as const;
+    for (const [algorithm, type] of cases) {
+      const key = counterKey('p:', { domain: 'd{x}', entries: [{ key: 'k', value: 'a:b=c%' }] }, { algorithm, limit: 1, windowSeconds: 60, burst: 1 });
+      expect(counterKeyShape('p:', key, type)).toEqual({ algorithm, windowSeconds: 60 });
+      expect(counterKeyShape('p:', key, type === 'zset' ? 'string' : 'zset')).toBeUndefined();
+    }
+  });
+
+  test('other keys are of unknown shape', () => {
+    for (const key of ['p:rl:garbage', 'p:rl:{d}:leaky:60', 'p:rl:{d}:fixed_window:0', 'p:rl:{d}:fixed_window:60:x', 'q:rl:{d}:fixed_window:60', 'p:rl:{a{b}:fixed_window:60']) {
+      expect(counterKeyShape('p:', key, 'string'), key).toBeUndefined();
+    }
+  });
+
+  test('the SCAN pattern escapes glob characters of the prefix', () => {
+    expect(counterKeyPattern('a*b?[c]\\')).toBe('a\\*b\\?\\[c\\]\\\\rl:*');
+    expect(counterKeyPattern('')).toBe('rl:*');
+  });
+
+  test('a repaired counter lives two windows', () => {
+    expect(repairTtlSeconds({ algorithm: 'fixed_window', windowSeconds: 60 })).toBe(120);
+  });
+});
+
+describe('policy keys (issue 11)', () => {
+  test('the three keys of a client policy are of known shape, with their Redis types', () => {
+    const [state, routes, prints] = policyKeys('p:', 'd{x}', 'api_key', 'a:b=c%');
+    expect(counterKeyShape('p:', state, 'hash')).toEqual({ policyPart: 'state' });
+    expect(counterKeyShape('p:', routes, 'set')).toEqual({ policyPart: 'routes' });
+    expect(counterKeyShape('p:', prints, 'set')).toEqual({ policyPart: 'prints' });
+    expect(counterKeyShape('p:', state, 'string')).toBeUndefined();
+    expect(counterKeyShape('p:', 'p:rl:{d}:policy:other', 'set')).toBeUndefined();
+  });
+
+  test('a policy key has no window of its own: --fix gives it the TTL of unknown keys', () => {
+    const [state] = policyKeys('p:', 'd', 'k', 'v');
+    const shape = counterKeyShape('p:', state, 'hash');
+    expect(shape).toBeDefined();
+    expect(repairTtlSeconds(shape!)).toBeUndefined();
+  });
+});
