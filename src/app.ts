@@ -352,7 +352,11 @@ function startMappedPrometheus(settings: Settings, running: Running): { metrics:
 
 /** The metric sinks: Prometheus always, statsd and the mapped registry when configured. */
 async function startMetrics(settings: Settings, logger: Logger, running: Running): Promise<{ core: Core; statsd: StatsdMetrics | undefined }> {
-  const prometheus = new PrometheusMetrics({ collectDefault: true, responseTimeInMilliseconds: settings.prometheusResponseTimeAsMilliseconds });
+  const prometheus = new PrometheusMetrics({
+    collectDefault: true,
+    maxSeries: settings.metricsMaxSeries,
+    responseTimeInMilliseconds: settings.prometheusResponseTimeAsMilliseconds,
+  });
   const statsd = startStatsd(settings, logger, running);
   let mapped;
   try {

@@ -5,7 +5,7 @@ import type { XdsSettings } from './config/xds/xds-rules-client';
 import type { GrpcTls } from './grpc/credentials';
 import type { GrpcLimits } from './grpc/grpc-server';
 import type { HttpLimits } from './http/http-listener';
-import type { BackendType } from './limiter/create-limiter';
+import type { BackendType, LimiterSettings } from './limiter/create-limiter';
 import type { FailureMode } from './limiter/failure-mode-limiter';
 import type { RedisSettings, RedisType } from './limiter/redis/redis-client';
 import type { LogFormat, LogLevel } from './log';
@@ -14,6 +14,7 @@ import { splitRedisUrl, type SplitRedisUrl } from './redis-url-credentials';
 import type { OrphanScanSettings } from './redis-keys/orphan-scan';
 import type { ResponseHeadersStyle } from './service/header-styles';
 import type { Mogrifier } from './metrics/dogstatsd-mogrifier';
+import type { PrometheusMetricsOptions } from './metrics/metrics';
 import type { StatsdSettings } from './metrics/statsd-metrics';
 import type { RequestLimits } from './service/validate-request';
 import { bool, duration, float, int, list, listenAddress, oneOf, port, str, stringMap, type Env } from './settings-parse';
@@ -77,6 +78,11 @@ export interface Settings {
   readonly workers: number;
   readonly grpcLimits: GrpcLimits;
   readonly httpLimits: HttpLimits;
+  // Bounds on the state that request values can create (issue 8).
+  /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most. */
+  readonly memoryMaxCounters: LimiterSettings['memoryMaxCounters'];
+  /** METRICS_MAX_SERIES: rule label sets (domain, key1, key2) the metrics keep at most. */
+  readonly metricsMaxSeries: Required<PrometheusMetricsOptions>['maxSeries'];
   // Reference settings added by issue 13 (see src/settings-reference.ts for the whole list).
   /** USE_STATSD (on by default, as in the reference) or USE_DOG_STATSD; undefined when off. */
   readonly statsd?: StatsdSettings;
@@ -554,6 +560,8 @@ export function loadSettings(env: Env = process.env): Settings {
     workers: workers(env, backend.backendType),
     grpcLimits: grpcLimits(env),
     httpLimits: httpLimits(env),
+    memoryMaxCounters: int(env, 'MEMORY_MAX_COUNTERS', 100_000, 1, 100_000_000),
+    metricsMaxSeries: int(env, 'METRICS_MAX_SERIES', 1000, 1, 1_000_000),
     ...issue13Settings(env),
     ...operatorSettings(env, backend.backendType),
   } satisfies Settings);

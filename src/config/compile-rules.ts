@@ -4,6 +4,7 @@ import { keyValue, type DescriptorEntry } from '../domain/descriptor';
 import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './parse-rule-file';
 import type { EntryStep, RateLimitRule, RuleMatch, RuleSet } from './rule-types';
 import type { PolicyConfig } from '../domain/policy-config';
+import { WildcardPattern } from './wildcard-pattern';
 
 /** How a node is reached from its request entry. */
 type NodeKind = 'exact' | 'wildcard' | 'any';
@@ -14,7 +15,7 @@ interface RuleNode {
   readonly key: string;
   /** The file's value: a literal, a `*` pattern, or '' (any). */
   readonly value: string;
-  readonly pattern?: RegExp;
+  readonly pattern?: WildcardPattern;
   readonly rule?: RateLimitRule;
   readonly children?: Level;
   /** `domain.key_value...` as written in the file; also the metric key when nothing is dynamic. */
@@ -165,12 +166,8 @@ function compileRule(d: DescriptorConfig, limit: RateLimitConfig, fullKey: strin
 }
 
 /** `*` matches any run of characters (also none), anywhere and any number of times. */
-export function wildcardPattern(value: string): RegExp {
-  const body = value
-    .split('*')
-    .map((part) => part.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&'))
-    .join('.*');
-  return new RegExp(`^${body}$`, 's');
+export function wildcardPattern(value: string): WildcardPattern {
+  return new WildcardPattern(value);
 }
 
 // ---- matching ----
@@ -231,7 +228,7 @@ function step(level: Level, entry: DescriptorEntry): RuleNode | undefined {
   const exact = group.exact.get(entry.value);
   if (exact !== undefined) return exact;
   for (const candidate of group.wildcards) {
-    if ((candidate.pattern as RegExp).test(entry.value)) return candidate;
+    if ((candidate.pattern as WildcardPattern).test(entry.value)) return candidate;
   }
   return group.any;
 }

@@ -46,6 +46,12 @@ export interface DomainConfig {
 }
 
 /**
+ * Far above any real rule file (a few KiB; 512 KiB holds some 10,000 descriptors), low enough
+ * that parsing one, synchronously on the event loop, cannot stall it for long.
+ */
+export const MAX_RULE_FILE_BYTES = 512 * 1024;
+
+/**
  * Parses and validates one rule file. Throws ConfigError `<fileName>: <message>` with the
  * reference's messages, checked in the reference's order: YAML syntax, keys, field types,
  * then the rules themselves in file order.
@@ -54,6 +60,9 @@ export function parseRuleFile(fileName: string, text: string): DomainConfig {
   const fail = (message: string): never => {
     throw new ConfigError(`${fileName}: ${message}`);
   };
+  // Parsing is synchronous on the event loop; a bound on the input bounds the stall.
+  const bytes = Buffer.byteLength(text);
+  if (bytes > MAX_RULE_FILE_BYTES) fail(`error loading config file: ${bytes} bytes, more than the limit of ${MAX_RULE_FILE_BYTES}`);
   const root = readRoot(text, fail);
   const keyProblem = validateYamlKeys(root);
   if (keyProblem !== undefined) fail(keyProblem);

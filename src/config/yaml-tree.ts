@@ -3,9 +3,9 @@ import {
   isMap,
   isScalar,
   isSeq,
+  Lexer,
   LineCounter,
   parseDocument,
-  type Document,
   type Node as YamlNode,
   type YAMLError,
 } from 'yaml';
@@ -51,9 +51,12 @@ export class YamlSyntaxError extends Error {}
 // small, so generous fixed bounds stop both without limiting real files.
 const MAX_NODES = 200_000;
 const MAX_DEPTH = 64;
+/** More aliases than any hand-written rule file needs; each one is resolved in O(1). */
+export const MAX_ALIASES = 1000;
 
 /** Parses one YAML document (YAML 1.1 rules, as yaml.v2) into a {@link YNode} tree; null for an empty document. */
 export function yamlTree(text: string): YNode | null {
+  if (tooManyAliases(text)) throw new YamlSyntaxError(`yaml: more than ${MAX_ALIASES} aliases`);
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, {
     version: '1.1',
@@ -65,14 +68,38 @@ export function yamlTree(text: string): YNode | null {
   const first = doc.errors[0];
   if (first !== undefined) throw new YamlSyntaxError(syntaxMessage(first, lineCounter));
   if (doc.contents === null) return null;
-  const state = { doc, lineCounter, budget: MAX_NODES };
+  const state: ConvertState = { lineCounter, budget: MAX_NODES, anchors: new Map(), aliases: 0, expanding: 0 };
   return convert(doc.contents, state, 0);
 }
 
+/**
+ * Counts alias tokens with the lexer alone, which stops at the first one too many: composing
+ * a large document costs several times more than lexing it, and an alias flood should be
+ * refused before that. (The content of a block scalar that starts with `*` counts too; the
+ * exact count is kept again while converting.)
+ */
+function tooManyAliases(text: string): boolean {
+  let aliases = 0;
+  for (const token of new Lexer().lex(text)) {
+    if (token.charCodeAt(0) === 42 /* '*' */ && ++aliases > MAX_ALIASES) return true;
+  }
+  return false;
+}
+
 interface ConvertState {
-  readonly doc: Document;
   readonly lineCounter: LineCounter;
   budget: number;
+  /**
+   * Anchors seen so far in document order: an alias means the latest one of its name before
+   * it. Kept here because the yaml package's `Alias.resolve` searches the whole document for
+   * every alias (16,000 aliases took 21.8 s).
+   */
+  readonly anchors: Map<string, YamlNode>;
+  /** Aliases written in the document (not counting the copies an expansion makes). */
+  aliases: number;
+  /** > 0 while converting an alias's target: its anchors are already known, and later
+   *  redefinitions of the same names must not be undone by a copy. */
+  expanding: number;
 }
 
 function syntaxMessage(err: YAMLError, lineCounter: LineCounter): string {
@@ -89,10 +116,17 @@ function convert(node: YamlNode | null, state: ConvertState, depth: number): YNo
   if (node === null) return { kind: 'scalar', line: 0, type: 'null', value: null, text: '' };
   const line = node.range ? state.lineCounter.linePos(node.range[0]).line : 0;
   if (isAlias(node)) {
-    const target = node.resolve(state.doc);
+    if (state.expanding === 0 && ++state.aliases > MAX_ALIASES) throw new YamlSyntaxError(`yaml: more than ${MAX_ALIASES} aliases`);
+    const target = state.anchors.get(node.source);
     if (target === undefined) throw new YamlSyntaxError(`yaml: line ${line}: unknown anchor '${node.source}' referenced`);
-    return convert(target, state, depth + 1);
+    state.expanding++;
+    try {
+      return convert(target, state, depth + 1);
+    } finally {
+      state.expanding--;
+    }
   }
+  if (state.expanding === 0 && node.anchor) state.anchors.set(node.anchor, node);
   if (isMap(node)) {
     const entries = node.items.map((pair) => ({
       key: convert(pair.key as YamlNode | null, state, depth + 1),

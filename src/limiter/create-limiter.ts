@@ -20,6 +20,8 @@ export interface LimiterSettings {
   readonly cacheKeyPrefix: string;
   readonly backendFailureMode: FailureMode;
   readonly localCacheSizeInBytes: number;
+  /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most. */
+  readonly memoryMaxCounters: number;
 }
 
 export interface LimiterDeps {
@@ -68,7 +70,9 @@ function reportConnections(client: RedisClient, pool: RedisPool, metrics: Servic
  * mode (so a fallback answer is never cached), the local over-limit cache, the Redis limiter.
  */
 export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Limiter {
-  if (settings.backendType === 'memory' || settings.redis === undefined) return new MemoryLimiter();
+  const memoryLimiter = (): MemoryLimiter =>
+    new MemoryLimiter({ maxCounters: settings.memoryMaxCounters, onEvict: (count) => deps.metrics.memoryCountersEvicted(count) });
+  if (settings.backendType === 'memory' || settings.redis === undefined) return memoryLimiter();
   const client = createRedisClient(settings.redis);
   logConnectionErrors(client, 'redis', deps.logger);
   reportConnections(client, 'redis_pool', deps.metrics);
@@ -100,7 +104,7 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
   }
   return new FailureModeLimiter(limiter, {
     mode: settings.backendFailureMode,
-    ...(settings.backendFailureMode === 'local' ? { local: new MemoryLimiter() } : {}),
+    ...(settings.backendFailureMode === 'local' ? { local: memoryLimiter() } : {}),
     onFallback: (mode, err) => {
       operator?.failureModeAnswer(mode);
       deps.logger.debug(`backend failed, answering with failure mode ${mode}`, { error: err.message });

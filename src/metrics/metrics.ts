@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { boundedLabel } from './bounded-label';
 
 /** Per-rule counters of one descriptor evaluation, in hits (not requests), as the reference counts. */
 export interface RuleHitCounts {
@@ -22,6 +23,8 @@ export interface ServiceMetrics {
   setBackendHealthy(healthy: boolean): void;
   /** A connection to Redis opened or closed (the reference's redis_pool / redis_per_second_pool stats). */
   redisConnection(pool: RedisPool, event: 'open' | 'close'): void;
+  /** The memory backend dropped `count` least recently used counters to stay within its bound. */
+  memoryCountersEvicted(count: number): void;
 }
 
 export type RedisPool = 'redis_pool' | 'redis_per_second_pool';
@@ -43,9 +46,17 @@ interface RuleTally {
 type RuleCounterName = Exclude<keyof RuleTally, 'labels'>;
 const RULE_COUNTER_NAMES: readonly RuleCounterName[] = ['total', 'within', 'near', 'over', 'overLocal', 'shadow'];
 
-// Label sets per rule path are few (rule paths, not raw values), so tallies are cached to keep
-// prom-client's label hashing off the request path.
-const MAX_CACHED_RULE_LABELS = 10_000;
+/**
+ * The `domain` label of ratelimit_service_domain_not_found: an unknown domain is request text,
+ * so it is never a label value.
+ */
+export const UNKNOWN_DOMAIN_LABEL = '(unknown)';
+
+/**
+ * Rule label sets kept by default (METRICS_MAX_SERIES); each is six counter series. At most
+ * 6,000 sample lines of at most ~450 bytes: a scrape stays a few MB and some tens of ms.
+ */
+export const DEFAULT_MAX_SERIES = 1000;
 
 // The reference's utils.SanitizeStatName, applied to every stat name before its statsd exporter
 // maps it: `:` and `|` become `_`, and so do the dots of anything shaped like an IPv4 address.
@@ -66,7 +77,24 @@ export function ruleLabels(domain: string, metricKey: string): { domain: string;
   return { domain: sanitizeStatName(domain), key1, key2 };
 }
 
-/** prom-client implementation with the reference's metric names. */
+export interface PrometheusMetricsOptions {
+  readonly collectDefault?: boolean;
+  /** METRICS_MAX_SERIES: rule label sets (domain, key1, key2) kept at most. */
+  readonly maxSeries?: number;
+  /** PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: the reference's legacy unit. */
+  readonly responseTimeInMilliseconds?: boolean;
+}
+
+/**
+ * prom-client implementation with the reference's metric names.
+ *
+ * Label values are never raw request text, with one opt-in exception: the rule counters'
+ * `key1`/`key2` are the rule's key from the file, except under `detailed_metric` or
+ * `value_to_metric`, where the file asks for request values (limit overrides are counted under
+ * the matched rule's key). Those values are cut to a bounded length (boundedLabel), and there
+ * are at most `maxSeries` rule label sets: beyond that a new label set is not created and the
+ * recording is counted in floodgate_metrics_series_dropped_total instead.
+ */
 export class PrometheusMetrics implements ServiceMetrics {
   readonly registry = new Registry();
   private readonly ruleCounters: Record<RuleCounterName, Counter<'domain' | 'key1' | 'key2'>>;
@@ -81,11 +109,14 @@ export class PrometheusMetrics implements ServiceMetrics {
   private readonly domainNotFoundCounter: Counter<'domain'>;
   private readonly globalShadowModeCounter: Counter;
   private readonly backendHealthy: Gauge;
+  private readonly seriesDropped: Counter;
+  private readonly countersEvicted: Counter;
+  private readonly maxSeries: number;
 
   private readonly responseTimeScale: number;
 
-  /** responseTimeInMilliseconds: PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS, the reference's legacy unit. */
-  constructor(options: { collectDefault?: boolean; responseTimeInMilliseconds?: boolean } = {}) {
+  constructor(options: PrometheusMetricsOptions = {}) {
+    this.maxSeries = options.maxSeries ?? DEFAULT_MAX_SERIES;
     this.responseTimeScale = options.responseTimeInMilliseconds ? 1000 : 1;
     const labelNames = ['domain', 'key1', 'key2'] as const;
     const rule = (suffix: string, help: string) =>
@@ -115,11 +146,25 @@ export class PrometheusMetrics implements ServiceMetrics {
     this.globalShadowModeCounter = new Counter({ name: 'ratelimit_service_global_shadow_mode', help: 'OVER_LIMIT answers sent as OK by SHADOW_MODE', registers: reg });
     this.backendHealthy = new Gauge({ name: 'floodgate_backend_healthy', help: '1 while the counter backend answers', registers: reg });
     this.backendHealthy.set(1);
+    this.seriesDropped = new Counter({
+      name: 'floodgate_metrics_series_dropped_total',
+      help: 'Rule counts not recorded because METRICS_MAX_SERIES label sets exist already',
+      registers: reg,
+    });
+    this.countersEvicted = new Counter({
+      name: 'floodgate_memory_counters_evicted_total',
+      help: 'Memory-backend counters dropped (least recently used) to stay within MEMORY_MAX_COUNTERS',
+      registers: reg,
+    });
     if (options.collectDefault) collectDefaultMetrics({ register: this.registry });
   }
 
   recordRule(domain: string, metricKey: string, counts: RuleHitCounts): void {
     const t = this.tallyFor(domain, metricKey);
+    if (t === undefined) {
+      this.seriesDropped.inc();
+      return;
+    }
     t.total += counts.totalHits;
     t.within += counts.withinLimit;
     t.near += counts.nearLimit;
@@ -128,8 +173,9 @@ export class PrometheusMetrics implements ServiceMetrics {
     t.shadow += counts.shadowMode;
   }
 
-  domainNotFound(domain: string): void {
-    this.domainNotFoundCounter.inc({ domain });
+  /** The domain is request text, so it is never a label value: one fixed series counts them all. */
+  domainNotFound(): void {
+    this.domainNotFoundCounter.inc({ domain: UNKNOWN_DOMAIN_LABEL });
   }
 
   globalShadowMode(): void {
@@ -162,15 +208,22 @@ export class PrometheusMetrics implements ServiceMetrics {
     // floodgate_backend_healthy says what matters here; the pool stats go to statsd only.
   }
 
-  private tallyFor(domain: string, metricKey: string): RuleTally {
+  memoryCountersEvicted(count: number): void {
+    this.countersEvicted.inc(count);
+  }
+
+  /**
+   * The tally of one label set; undefined when the cap forbids a new one. Tallies are never
+   * dropped: there are at most `maxSeries` of them, one per exported label set.
+   */
+  private tallyFor(domain: string, metricKey: string): RuleTally | undefined {
     const cacheKey = domain + '\n' + metricKey;
     let t = this.tallies.get(cacheKey);
     if (t === undefined) {
-      if (this.tallies.size >= MAX_CACHED_RULE_LABELS) {
-        this.flushRuleTallies();
-        this.tallies.clear();
-      }
-      t = { labels: ruleLabels(domain, metricKey), total: 0, within: 0, near: 0, over: 0, overLocal: 0, shadow: 0 };
+      if (this.tallies.size >= this.maxSeries) return undefined;
+      const raw = ruleLabels(domain, metricKey);
+      const labels = { domain: boundedLabel(raw.domain), key1: boundedLabel(raw.key1), key2: boundedLabel(raw.key2) };
+      t = { labels, total: 0, within: 0, near: 0, over: 0, overLocal: 0, shadow: 0 };
       this.tallies.set(cacheKey, t);
     }
     return t;

@@ -109,6 +109,10 @@ export class StatsdMetrics implements ServiceMetrics {
     // floodgate_backend_healthy is a Prometheus series of ours; the reference has no such stat.
   }
 
+  memoryCountersEvicted(): void {
+    // floodgate_memory_counters_evicted_total is a Prometheus series of ours; the reference has no memory backend.
+  }
+
   redisConnection(pool: RedisPool, event: 'open' | 'close'): void {
     const active = `ratelimit.${pool}.cx_active`;
     const now = this.gauges.get(active) ?? 0;

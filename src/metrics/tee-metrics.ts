@@ -35,4 +35,8 @@ export class TeeMetrics implements ServiceMetrics {
   redisConnection(pool: RedisPool, event: 'open' | 'close'): void {
     for (const s of this.sinks) s.redisConnection(pool, event);
   }
+
+  memoryCountersEvicted(count: number): void {
+    for (const s of this.sinks) s.memoryCountersEvicted(count);
+  }
 }

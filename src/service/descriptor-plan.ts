@@ -51,9 +51,20 @@ function overrideRule(domain: string, descriptor: RequestDescriptor): RateLimitR
   };
 }
 
+/**
+ * The metric key of a limit override: the rule file's key of the rule the descriptor would
+ * match, or one fixed key per domain. Never the request's values (the reference's runtime
+ * path): those would make one metric series per value.
+ */
+function overrideMetricKey(rules: RuleSet, domain: string, descriptor: RequestDescriptor): string {
+  return rules.match(domain, descriptor.entries)?.rule?.fullKey ?? `${domain}.limit_override`;
+}
+
 interface Resolved {
   readonly rule?: RateLimitRule;
   readonly match?: RuleMatch;
+  /** Set for a limit override only: see {@link overrideMetricKey}. */
+  readonly overrideMetricKey?: string;
 }
 
 /**
@@ -80,7 +91,7 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
       replaced ??= new Set();
       for (const name of rule.replaces) replaced.add(name);
     }
-    resolved[i] = { rule, match };
+    resolved[i] = override === undefined ? { rule, match } : { rule, overrideMetricKey: overrideMetricKey(rules, domain, d) };
   }
 
   const checks: LimitCheck[] = [];
@@ -92,7 +103,7 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
     if (rule === undefined || (replaced !== undefined && name !== undefined && name !== '' && replaced.has(name))) {
       return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
     }
-    const metricKey = r.match?.metricKey ?? rule.fullKey;
+    const metricKey = r.overrideMetricKey ?? r.match?.metricKey ?? rule.fullKey;
     const metadata = r.match?.metadata;
     if (rule.unlimited) return { rule, metricKey, metadata, hits, checkIndex: NOTHING_TO_COUNT };
     checks.push({

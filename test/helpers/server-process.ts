@@ -19,12 +19,18 @@ export interface ServerProcess {
   cleanup(): void;
 }
 
+/** A server spawned with its own rules directory. */
+export interface ServerWithRules extends ServerProcess {
+  /** The directory of its rule files (writing into it triggers a reload). */
+  readonly rulesDir: string;
+}
+
 /** Spawns the built server with its own rules directory and `env` (plus loopback ports 0). */
-export async function spawnServer(rules: Record<string, string>, env: Record<string, string>): Promise<ServerProcess> {
+export async function spawnServer(rules: Record<string, string>, env: Record<string, string>): Promise<ServerWithRules> {
   const root = mkdtempSync(join(tmpdir(), 'floodgate-proc-'));
   mkdirSync(join(root, 'config'));
   for (const [name, text] of Object.entries(rules)) writeFileSync(join(root, 'config', name), text);
-  return spawnWithEnv(
+  const server = await spawnWithEnv(
     {
       RUNTIME_ROOT: root,
       RUNTIME_WATCH_ROOT: 'false',
@@ -41,6 +47,7 @@ export async function spawnServer(rules: Record<string, string>, env: Record<str
     },
     () => rmSync(root, { recursive: true, force: true }),
   );
+  return { ...server, rulesDir: join(root, 'config') };
 }
 
 /** Parses a `KEY=value` environment file (as `docker run --env-file` reads one). */

@@ -85,6 +85,11 @@ describe('loadSettings defaults (empty environment)', () => {
     expect(s.shutdownGraceMs).toBe(10_000);
   });
 
+  it('bounds what requests can make the service keep: counters and metric series', () => {
+    expect(s.memoryMaxCounters).toBe(100_000);
+    expect(s.metricsMaxSeries).toBe(1000);
+  });
+
   it('treats an empty value like an unset one', () => {
     expect(loadSettings({ PORT: '', SHADOW_MODE: '', LOG_LEVEL: '' })).toMatchObject({ port: 8080, shadowMode: false, logLevel: 'WARN' });
   });
@@ -149,7 +154,11 @@ describe('loadSettings reads the variables', () => {
       LOCAL_CACHE_SIZE_IN_BYTES: '1048576',
       BACKEND_FAILURE_MODE: 'local',
       MAX_DESCRIPTOR_VALUE_BYTES: '1024',
+      MEMORY_MAX_COUNTERS: '5000',
+      METRICS_MAX_SERIES: '200',
     });
+    expect(s.memoryMaxCounters).toBe(5000);
+    expect(s.metricsMaxSeries).toBe(200);
     expect(s.nearLimitRatio).toBe(0.5);
     expect(s.expirationJitterMaxSeconds).toBe(0);
     expect(s.localCacheSizeInBytes).toBe(1048576);
@@ -188,6 +197,9 @@ describe('a bad value stops start-up with one message naming the variable and th
     [{ BACKEND_FAILURE_MODE: 'open' }, `invalid value for BACKEND_FAILURE_MODE: 'open' (expected one of error, allow, deny, local)`],
     [{ EXPIRATION_JITTER_MAX_SECONDS: '1.5' }, `invalid value for EXPIRATION_JITTER_MAX_SECONDS: '1.5' (expected an integer from 0 to 86400)`],
     [{ LOCAL_CACHE_SIZE_IN_BYTES: '-1' }, `invalid value for LOCAL_CACHE_SIZE_IN_BYTES: '-1' (expected an integer from 0 to 1099511627776)`],
+    [{ MEMORY_MAX_COUNTERS: '0' }, `invalid value for MEMORY_MAX_COUNTERS: '0' (expected an integer from 1 to 100000000)`],
+    [{ MEMORY_MAX_COUNTERS: 'lots' }, `invalid value for MEMORY_MAX_COUNTERS: 'lots' (expected an integer from 1 to 100000000)`],
+    [{ METRICS_MAX_SERIES: '-5' }, `invalid value for METRICS_MAX_SERIES: '-5' (expected an integer from 1 to 1000000)`],
     [{ PROMETHEUS_ADDR: '9090' }, `invalid value for PROMETHEUS_ADDR: '9090' (expected host:port or :port)`],
     [{ PROMETHEUS_PATH: 'metrics' }, `invalid value for PROMETHEUS_PATH: 'metrics' (must start with '/')`],
     [{ CACHE_KEY_PREFIX: 'rl{x}' }, `invalid value for CACHE_KEY_PREFIX: 'rl{x}' (must not contain '{' or '}')`],

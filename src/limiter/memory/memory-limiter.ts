@@ -1,5 +1,7 @@
+import { createHash } from 'node:crypto';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 import { counterIdentity } from '../counter-key';
+import { LruMap } from './lru-map';
 import type { AlgorithmState, MemoryAlgorithm } from './memory-algorithm';
 import { memoryAlgorithms } from './memory-algorithms';
 
@@ -8,20 +10,40 @@ export interface MemoryLimiterOptions {
   readonly now?: () => number;
   /** How often expired counters are swept, in ms. */
   readonly sweepIntervalMs?: number;
+  /** Most counters kept (MEMORY_MAX_COUNTERS); beyond it the least recently used is dropped. */
+  readonly maxCounters?: number;
+  /** Called with the number of counters just evicted to make room. */
+  readonly onEvict?: (count: number) => void;
+}
+
+/** Counters kept when no bound is given: some tens of MB at most. */
+export const DEFAULT_MAX_COUNTERS = 100_000;
+
+// A key is up to 32 entries of 4 KiB values: longer ones are kept as a digest, so a counter
+// costs the same small key whatever the request carried. SHA-256 keeps distinct descriptors
+// distinct; the `#` cannot start an identity (those start with `{`).
+const MAX_PLAIN_KEY_LENGTH = 128;
+
+function storageKey(check: LimitCheck): string {
+  const identity = counterIdentity(check.counter, check.spec);
+  return identity.length <= MAX_PLAIN_KEY_LENGTH ? identity : '#' + createHash('sha256').update(identity).digest('base64');
 }
 
 /**
  * In-process limiter: the same algorithms as lua/*.lua (one module per algorithm under
  * memory/), exact under concurrency because a check runs synchronously on the event loop, and
- * bounded in memory because every state is dropped once it is equal to a fresh counter.
+ * bounded in memory: every state is dropped once it is equal to a fresh counter, there are at
+ * most `maxCounters` of them (the least recently used is evicted and starts again from zero),
+ * and long keys are stored as digests.
  */
 export class MemoryLimiter implements Limiter {
-  private readonly states = new Map<string, AlgorithmState>();
+  private readonly states: LruMap<AlgorithmState>;
   private readonly now: () => number;
   private readonly sweepTimer: NodeJS.Timeout;
 
   constructor(options: MemoryLimiterOptions = {}) {
     this.now = options.now ?? Date.now;
+    this.states = new LruMap(options.maxCounters ?? DEFAULT_MAX_COUNTERS, options.onEvict);
     this.sweepTimer = setInterval(() => this.sweep(), options.sweepIntervalMs ?? 1000);
     this.sweepTimer.unref();
   }
@@ -33,7 +55,7 @@ export class MemoryLimiter implements Limiter {
 
   check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     if (options.holdBack === true) {
-      const keys = checks.map((c) => counterIdentity(c.counter, c.spec));
+      const keys = checks.map(storageKey);
       return Promise.resolve(this.look(checks, keys, this.now()));
     }
     return Promise.resolve(this.checkNow(checks, options.stopIncrementWhenOverLimit));
@@ -49,7 +71,7 @@ export class MemoryLimiter implements Limiter {
    */
   checkNow(checks: readonly LimitCheck[], stopIncrementWhenOverLimit: boolean): LimitResult[] {
     const now = this.now();
-    const keys = checks.map((c) => counterIdentity(c.counter, c.spec));
+    const keys = checks.map(storageKey);
     const charge = (i: number): LimitResult => this.step(keys[i] as string, checks[i] as LimitCheck, now, 0, true);
     if (!stopIncrementWhenOverLimit) return checks.map((_, i) => charge(i));
     const looked = this.look(checks, keys, now);
@@ -81,9 +103,7 @@ export class MemoryLimiter implements Limiter {
   /** Drops every state that has become equal to a fresh counter. */
   sweep(): void {
     const now = this.now();
-    for (const [key, state] of this.states) {
-      if (state.expiresAt <= now) this.states.delete(key);
-    }
+    this.states.deleteWhere((state) => state.expiresAt <= now);
   }
 
   private algorithm(check: LimitCheck): MemoryAlgorithm {

@@ -34,6 +34,9 @@ const CASES: readonly (readonly [string, string])[] = [
   ['requests_per_unit_negative', 'error loading config file: yaml: unmarshal errors:\n  line 6: cannot unmarshal !!int `-1` into uint32'],
   ['descriptors_not_list', 'error loading config file: yaml: unmarshal errors:\n  line 2: cannot unmarshal !!str `key1` into []config.YamlDescriptor'],
   ['bool_not_bool', 'error loading config file: yaml: unmarshal errors:\n  line 4: cannot unmarshal !!str `true` into bool'],
+  // bounds (ours; the reference has none and stalls on these)
+  ['too_many_aliases', 'error loading config file: yaml: more than 1000 aliases'],
+  ['alias_bomb', 'error loading config file: yaml: document is too large or too deeply nested (check aliases)'],
   // The reference's generic pre-check rejects floats before any field is read.
   ['requests_per_unit_float', 'error checking config'],
   // keys
@@ -111,6 +114,15 @@ describe('rule file errors', () => {
       '    rate_limit: {unit: second}',
     ].join('\n');
     expect(() => parseRuleFile('order.yaml', text)).toThrow("order.yaml: invalid rate limit unit 'fortnight'");
+  });
+
+  it('rejects a file over 512 KiB before parsing it', () => {
+    const text = 'domain: d\n#' + 'x'.repeat(512 * 1024);
+    expect(() => parseRuleFile('huge.yaml', text)).toThrow(
+      `huge.yaml: error loading config file: ${512 * 1024 + 11} bytes, more than the limit of 524288`,
+    );
+    // One byte less is parsed (and then fails only for what it says).
+    expect(() => parseRuleFile('big.yaml', text.slice(0, -12))).not.toThrow();
   });
 
   it('lists every wrong type at once, like yaml.v2', () => {

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Algorithm } from '../../../src/domain/algorithm';
 import type { LimitCheck } from '../../../src/limiter/limiter';
@@ -279,6 +281,78 @@ describe('MemoryLimiter results and concurrency', () => {
   it('is always healthy', () => {
     const { limiter } = setup();
     expect(limiter.isHealthy()).toBe(true);
+  });
+});
+
+/** A full garbage collection, so that heap figures show what is kept, not what is garbage. */
+function collectGarbage(): void {
+  setFlagsFromString('--expose-gc');
+  (runInNewContext('gc') as () => void)();
+}
+
+describe('MemoryLimiter bounds (issue 8, finding 3)', () => {
+  function bounded(maxCounters: number, onEvict?: (n: number) => void): { limiter: MemoryLimiter; clock: { now: number } } {
+    const clock = { now: NOON };
+    const limiter = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 3_600_000, maxCounters, ...(onEvict ? { onEvict } : {}) });
+    limiters.push(limiter);
+    return { limiter, clock };
+  }
+
+  it('keeps at most maxCounters counters, evicting the least recently used, and counts evictions', async () => {
+    let evicted = 0;
+    const { limiter } = bounded(3, (n) => (evicted += n));
+    for (const v of ['a', 'b', 'c']) await one(limiter, check(v, 10, 2));
+    // `a` is used again, so `b` is now the least recently used.
+    expect(await one(limiter, check('a', 10))).toMatchObject({ used: 3 });
+    await one(limiter, check('d', 10));
+    expect(limiter.size).toBe(3);
+    expect(evicted).toBe(1);
+    expect(await one(limiter, check('a', 10))).toMatchObject({ used: 4 });
+    expect(await one(limiter, check('c', 10))).toMatchObject({ used: 3 });
+    // `b` was evicted: it starts again from zero (and evicts `d`).
+    expect(await one(limiter, check('b', 10))).toMatchObject({ used: 1 });
+    expect(evicted).toBe(2);
+    expect(await one(limiter, check('d', 10))).toMatchObject({ used: 1 });
+  });
+
+  it('holds a flood of unique 4 KB values to the cap in bounded memory', async () => {
+    const { limiter } = bounded(1000);
+    const big = 'x'.repeat(4096);
+    collectGarbage();
+    const before = process.memoryUsage().heapUsed;
+    for (let i = 0; i < 20_000; i++) {
+      await limiter.check([check(`${i}:${big}`, 10, 1, { windowSeconds: 86_400 })], OPTIONS);
+    }
+    collectGarbage();
+    const grownMb = (process.memoryUsage().heapUsed - before) / 1e6;
+    console.log(`20,000 unique 4 KB values, cap 1000: ${limiter.size} counters, heap +${grownMb.toFixed(1)} MB`);
+    expect(limiter.size).toBe(1000);
+    // 1000 counters keyed by 4 KB strings would be 4 MB of keys alone; hashed keys are small.
+    expect(grownMb).toBeLessThan(5);
+  });
+
+  it('hashes long keys: two long values differing only at the end stay two counters', async () => {
+    const { limiter } = bounded(10);
+    const long = 'y'.repeat(5000);
+    expect(await one(limiter, check(long + 'a', 10, 3))).toMatchObject({ used: 3 });
+    expect(await one(limiter, check(long + 'b', 10, 1))).toMatchObject({ used: 1 });
+    expect(await one(limiter, check(long + 'a', 10, 1))).toMatchObject({ used: 4 });
+    expect(limiter.size).toBe(2);
+  });
+
+  it('evicts in O(1): 200,000 inserts over a full cache stay fast to the end', () => {
+    const { limiter } = bounded(50_000);
+    const batch = 50_000;
+    const times: number[] = [];
+    for (let round = 0; round < 4; round++) {
+      const start = performance.now();
+      for (let i = 0; i < batch; i++) limiter.checkNow([check(`${round}-${i}`, 10)], false);
+      times.push(performance.now() - start);
+    }
+    console.log(`50,000 inserts per round over a full cache: ${times.map((t) => t.toFixed(0)).join(', ')} ms`);
+    expect(limiter.size).toBe(50_000);
+    // The last round is no slower than a few times the first (no slots piling up).
+    expect(times[3] as number).toBeLessThan(Math.max(5 * (times[0] as number), 500));
   });
 });
 

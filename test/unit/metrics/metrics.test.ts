@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PrometheusMetrics, ruleLabels, type RuleHitCounts } from '../../../src/metrics/metrics';
+import { PrometheusMetrics, ruleLabels, UNKNOWN_DOMAIN_LABEL, type RuleHitCounts, type ServiceMetrics } from '../../../src/metrics/metrics';
 
 describe('ruleLabels', () => {
   // The statsd exporter mapping the reference ships (src/stats/prom/default_mapper.yaml):
@@ -94,7 +94,9 @@ describe('PrometheusMetrics', () => {
     m.shouldRateLimitError('invalid_request');
     m.requestDone('ShouldRateLimit', 0.003);
     m.requestDone('ShouldRateLimit', 0.2);
-    m.domainNotFound('ghost');
+    // The service calls every sink through ServiceMetrics, with the request's domain.
+    const sink: ServiceMetrics = m;
+    sink.domainNotFound('ghost');
     const text = await m.registry.metrics();
     expect(sample(text, 'ratelimit_service_config_load_success')).toBe(2);
     expect(sample(text, 'ratelimit_service_config_load_error')).toBe(1);
@@ -104,7 +106,7 @@ describe('PrometheusMetrics', () => {
     expect(sample(text, 'ratelimit_service_response_time_seconds_count', { grpc_method: 'ShouldRateLimit' })).toBe(2);
     expect(sample(text, 'ratelimit_service_response_time_seconds_bucket', { grpc_method: 'ShouldRateLimit', le: '0.005' })).toBe(1);
     expect(sample(text, 'ratelimit_service_response_time_seconds_sum', { grpc_method: 'ShouldRateLimit' })).toBeCloseTo(0.203, 9);
-    expect(sample(text, 'ratelimit_service_domain_not_found', { domain: 'ghost' })).toBe(1);
+    expect(sample(text, 'ratelimit_service_domain_not_found', { domain: UNKNOWN_DOMAIN_LABEL })).toBe(1);
   });
 
   it('observes response times in milliseconds with PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS, buckets scaled alike', async () => {
@@ -140,8 +142,8 @@ describe('PrometheusMetrics', () => {
     expect(await m.registry.getSingleMetricAsString('ratelimit_service_rate_limit_within_limit')).toContain('key1="k",key2=""} 12');
   });
 
-  it('loses no hits when more rule paths are seen than it keeps apart', async () => {
-    const m = new PrometheusMetrics();
+  it('loses no hits of any label set within METRICS_MAX_SERIES, however many there are', async () => {
+    const m = new PrometheusMetrics({ maxSeries: 20_000 });
     const one = { ...COUNTS, totalHits: 1, withinLimit: 1, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 };
     m.recordRule('d', 'd.first', one);
     for (let i = 0; i < 10_050; i++) m.recordRule('d', `d.k${i}`, one);
@@ -158,5 +160,66 @@ describe('PrometheusMetrics', () => {
     a.configLoad(true);
     expect(sample(await a.registry.metrics(), 'ratelimit_service_config_load_success')).toBe(1);
     expect(sample(await b.registry.metrics(), 'ratelimit_service_config_load_success')).toBe(0);
+  });
+});
+
+/** Number of sample lines of one metric. */
+function seriesCount(text: string, name: string): number {
+  return text.split('\n').filter((line) => line.startsWith(name + '{') || line.startsWith(name + ' ')).length;
+}
+
+describe('PrometheusMetrics bounds (issue 8, finding 2)', () => {
+  const ONE: RuleHitCounts = { totalHits: 1, withinLimit: 1, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 };
+
+  it('labels every unknown domain with one fixed value, never the request text', async () => {
+    const m = new PrometheusMetrics();
+    const sink: ServiceMetrics = m;
+    for (let i = 0; i < 1000; i++) sink.domainNotFound(`d${i}-${'x'.repeat(4096)}`);
+    const text = await m.registry.metrics();
+    console.log(`1000 unknown 4 KB domains: /metrics is ${text.length} bytes`);
+    expect(seriesCount(text, 'ratelimit_service_domain_not_found')).toBe(1);
+    expect(sample(text, 'ratelimit_service_domain_not_found', { domain: UNKNOWN_DOMAIN_LABEL })).toBe(1000);
+    expect(text).not.toContain('xxxx');
+  });
+
+  it('keeps at most maxSeries rule label sets and counts what it dropped', async () => {
+    const m = new PrometheusMetrics({ maxSeries: 100 });
+    for (let i = 0; i < 1000; i++) m.recordRule('d', `d.user_${i}`, ONE);
+    m.recordRule('d', 'd.user_5', ONE); // an existing series keeps counting
+    const text = await m.registry.metrics();
+    console.log(`1000 label sets, cap 100: ${seriesCount(text, 'ratelimit_service_rate_limit_total_hits')} series, /metrics ${text.length} bytes`);
+    expect(seriesCount(text, 'ratelimit_service_rate_limit_total_hits')).toBe(100);
+    expect(sample(text, 'ratelimit_service_rate_limit_total_hits', { domain: 'd', key1: 'user_5', key2: '' })).toBe(2);
+    expect(sample(text, 'floodgate_metrics_series_dropped_total')).toBe(900);
+  });
+
+  it('shortens a long label value to a bounded, distinct one', async () => {
+    const m = new PrometheusMetrics();
+    const long = 'v'.repeat(4096);
+    m.recordRule('d', `d.k_${long}a`, ONE);
+    m.recordRule('d', `d.k_${long}b`, ONE);
+    const text = await m.registry.metrics();
+    const lines = text.split('\n').filter((l) => l.startsWith('ratelimit_service_rate_limit_total_hits{'));
+    console.log(`two 4 KB label values: sample lines of ${lines.map((l) => l.length).join(', ')} bytes`);
+    expect(lines).toHaveLength(2);
+    for (const line of lines) expect(line.length).toBeLessThan(400);
+  });
+
+  it('keeps a scrape small and quick even when 10,000 requests each bring 4 KB detailed values', async () => {
+    const m = new PrometheusMetrics();
+    for (let i = 0; i < 10_000; i++) m.recordRule('d', `d.user_${i}-${'u'.repeat(4096)}.path_${'p'.repeat(4096)}`, ONE);
+    const start = performance.now();
+    const text = await m.registry.metrics();
+    const ms = performance.now() - start;
+    console.log(`10,000 label sets of 2 × 4 KB at the default cap: /metrics ${(text.length / 1e6).toFixed(2)} MB in ${ms.toFixed(0)} ms`);
+    expect(text.length).toBeLessThan(4_000_000);
+    expect(ms).toBeLessThan(500);
+  });
+
+  it('counts memory counters evicted', async () => {
+    const m = new PrometheusMetrics();
+    m.memoryCountersEvicted(3);
+    m.memoryCountersEvicted(1);
+    expect(sample(await m.registry.metrics(), 'floodgate_memory_counters_evicted_total')).toBe(4);
   });
 });

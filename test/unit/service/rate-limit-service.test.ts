@@ -114,6 +114,19 @@ describe('RateLimitService', () => {
     expect(unknown.statuses[0]!.currentLimit).toBeUndefined();
   });
 
+  test('an override is counted under the matched rule key, or one fixed key: never the request values (issue 8)', async () => {
+    const { call, metrics } = setup();
+    const override = { limit: { requestsPerUnit: 5, unit: 'SECOND' as const } };
+    for (let i = 0; i < 20; i++) await call([d({ user: `u${i}-${'x'.repeat(40)}` }, override), d({ nothing: `n${i}` }, override)]);
+    const text = await metrics.registry.getSingleMetricAsString('ratelimit_service_rate_limit_total_hits');
+    const series = text.split('\n').filter((l) => l.startsWith('ratelimit_service_rate_limit_total_hits{'));
+    console.log(`40 overrides with 40 distinct values: ${series.length} series`);
+    expect(text).not.toContain('xxxx');
+    expect(await metricValue(metrics, 'ratelimit_service_rate_limit_total_hits', 'domain="svc",key1="user",key2=""')).toBe(20);
+    expect(await metricValue(metrics, 'ratelimit_service_rate_limit_total_hits', 'domain="svc",key1="limit_override",key2=""')).toBe(20);
+    expect(series).toHaveLength(2);
+  });
+
   test('replaces removes the named rule from the request: no status limit, no counting', async () => {
     const { call } = setup();
     const res = await call([d({ user: 'dave' }), d({ plan: 'premium' })]);
@@ -133,7 +146,7 @@ describe('RateLimitService', () => {
       { code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 0 },
     ]);
     await call([d({ user: 'x' })], 1, 'ghost');
-    expect(await metricValue(metrics, 'ratelimit_service_domain_not_found', 'domain="ghost"')).toBe(1);
+    expect(await metricValue(metrics, 'ratelimit_service_domain_not_found', 'domain="(unknown)"')).toBe(1);
   });
 
   test('requests_per_unit 0 is always over', async () => {

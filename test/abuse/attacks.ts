@@ -1,0 +1,469 @@
+// The attacks of issue 8, each bounded in count and time, loopback only. `short` is the size
+// `npm test` runs (test/e2e/abuse-short.test.ts); `full` is `npm run abuse`.
+import * as grpc from '@grpc/grpc-js';
+import { randomBytes } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
+import { request, Agent } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import type { Attack, AttackContext } from './abuse-harness';
+
+const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
+
+// ---- a tiny protobuf encoder: the attacks need messages no well-behaved client would build ----
+
+function varint(n: number): Buffer {
+  const bytes: number[] = [];
+  while (n > 0x7f) {
+    bytes.push((n & 0x7f) | 0x80);
+    n = Math.floor(n / 128);
+  }
+  bytes.push(n);
+  return Buffer.from(bytes);
+}
+
+function bytesField(field: number, value: Buffer | string): Buffer {
+  const body = typeof value === 'string' ? Buffer.from(value) : value;
+  return Buffer.concat([varint((field << 3) | 2), varint(body.length), body]);
+}
+
+function varintField(field: number, value: number): Buffer {
+  return Buffer.concat([varint(field << 3), varint(value)]);
+}
+
+interface Descriptor {
+  readonly entries: readonly (readonly [string, string])[];
+  readonly override?: { readonly requestsPerUnit: number; readonly unit: number };
+}
+
+function encodeRequest(domain: string, descriptors: readonly Descriptor[], hitsAddend = 0): Buffer {
+  const parts: Buffer[] = [bytesField(1, domain)];
+  for (const d of descriptors) {
+    const inner: Buffer[] = d.entries.map(([k, v]) => bytesField(1, Buffer.concat([bytesField(1, k), bytesField(2, v)])));
+    if (d.override) inner.push(bytesField(2, Buffer.concat([varintField(1, d.override.requestsPerUnit), varintField(2, d.override.unit)])));
+    parts.push(bytesField(2, Buffer.concat(inner)));
+  }
+  if (hitsAddend > 0) parts.push(varintField(3, hitsAddend));
+  return Buffer.concat(parts);
+}
+
+/** Sends raw bytes as a ShouldRateLimit call; resolves with the status name. */
+function rawCall(client: grpc.Client, body: Buffer, timeoutMs = 10_000): Promise<string> {
+  return new Promise((resolve) => {
+    client.makeUnaryRequest(
+      METHOD,
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+      body,
+      { deadline: Date.now() + timeoutMs },
+      (err: grpc.ServiceError | null) => resolve(err ? (grpc.status[err.code] ?? String(err.code)) : 'OK'),
+    );
+  });
+}
+
+function grpcClient(ctx: AttackContext): grpc.Client {
+  return new grpc.Client(ctx.grpcAddress, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': -1 });
+}
+
+/** Runs `task(i)` for i < count with at most `concurrency` in flight. */
+async function pool(count: number, concurrency: number, task: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < count) await task(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const agent = new Agent({ keepAlive: true, maxSockets: 16 });
+
+function postJson(port: number, body: Buffer | string, timeoutMs = 10_000): Promise<string> {
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port, path: '/json', method: 'POST', agent, timeout: timeoutMs, headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(`http_${res.statusCode}`));
+      res.on('error', () => resolve('response_error'));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    req.end(body);
+  });
+}
+
+const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)] as T;
+const n = (ctx: AttackContext, short: number, full: number): number => (ctx.scale === 'short' ? short : full);
+
+/** Waits until the metric `name` (no labels) differs from `from`; returns its value. */
+async function metricChange(ctx: AttackContext, name: string, from: number, withinMs: number): Promise<number> {
+  const until = Date.now() + withinMs;
+  for (;;) {
+    const value = metricValue(await ctx.scrape(), name);
+    if (value !== from || Date.now() > until) return value;
+    await sleep(200);
+  }
+}
+
+export function metricValue(text: string, name: string): number {
+  const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+/**
+ * The attacks on what lies behind the transport (metric labels, memory counters, wildcard
+ * matching) send requests of up to 3.7 MiB, far over GRPC_MAX_RECEIVE_MESSAGE_BYTES (64 KiB by
+ * default), which would refuse them before they reach anything. They run with the largest
+ * allowed message size instead, so each bound is tested on its own, as an operator who raises
+ * the transport limit relies on it.
+ */
+const LARGE_MESSAGES = { GRPC_MAX_RECEIVE_MESSAGE_BYTES: String(16 * 1024 * 1024) };
+
+/** Throws when any answer is not `expected`: an attack refused at the door tests nothing behind it. */
+function requireOnly(ctx: AttackContext, expected: string): void {
+  const others = Object.entries(ctx.answers).filter(([name]) => name !== expected);
+  if (others.length > 0) throw new Error(`answers other than ${expected}: ${others.map(([k, v]) => `${k}=${v}`).join(' ')}`);
+}
+
+// ---- the attacks ----
+
+const emptyDescriptors: Attack = {
+  name: 'grpc: 4 MiB of empty descriptors',
+  // Refused with RESOURCE_EXHAUSTED before decoding (GRPC_MAX_RECEIVE_MESSAGE_BYTES, 64 KiB).
+  async run(ctx) {
+    const body = Buffer.concat([bytesField(1, 'abuse'), Buffer.alloc(4 * 1024 * 1024 - 16, Buffer.from([0x12, 0x00]))]);
+    const client = grpcClient(ctx);
+    for (let i = 0; i < n(ctx, 1, 3); i++) ctx.answer(await rawCall(client, body, 20_000));
+    client.close();
+  },
+};
+
+const unknownDomains: Attack = {
+  name: 'metrics: unknown 4 KB domains (/json)',
+  async run(ctx) {
+    const pad = 'd'.repeat(4000);
+    await pool(n(ctx, 500, 10_000), 16, async (i) => {
+      ctx.answer(await postJson(ctx.server.httpPort, JSON.stringify({ domain: `${i}${pad}`, descriptors: [{ entries: [{ key: 'user', value: 'x' }] }] })));
+    });
+    const text = await ctx.scrape();
+    ctx.note('metricsBytes', text.length);
+  },
+};
+
+const overrides: Attack = {
+  name: 'metrics: overrides and detailed_metric (gRPC)',
+  env: () => LARGE_MESSAGES,
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const value = (i: number, j: number) => `${i}-${j}-${'o'.repeat(4000)}`;
+    // Many requests of 64 descriptors with unique values and an override each, plus
+    // detailed_metric values; (full) a few requests of 3.7 MiB.
+    await pool(n(ctx, 40, 1000), 8, async (i) => {
+      const descriptors: Descriptor[] = Array.from({ length: 64 }, (_, j) =>
+        j % 2 === 0 ? { entries: [['user', value(i, j)]], override: { requestsPerUnit: 5, unit: 1 } } : { entries: [['detailed', value(i, j)]] },
+      );
+      ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors)));
+    });
+    if (ctx.scale === 'full') {
+      const big = 'B'.repeat(3900);
+      for (let i = 0; i < 8; i++) {
+        const descriptors: Descriptor[] = Array.from({ length: 30 }, (_, j) => ({
+          entries: Array.from({ length: 32 }, (_, k) => [`k${k}`, `${i}-${j}-${k}-${big}`] as const),
+          override: { requestsPerUnit: 5, unit: 6 },
+        }));
+        ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors), 20_000));
+      }
+    }
+    client.close();
+    requireOnly(ctx, 'OK');
+    ctx.note('metricsBytes', (await ctx.scrape()).length);
+  },
+};
+
+const memoryFlood: Attack = {
+  name: 'memory backend: unique 4 KB values',
+  env: () => LARGE_MESSAGES,
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const pad = 'm'.repeat(4000);
+    await pool(n(ctx, 60, 500), 8, async (i) => {
+      const descriptors: Descriptor[] = Array.from({ length: 64 }, (_, j) => ({ entries: [['user', `${i}-${j}-${pad}`]] }));
+      ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors)));
+    });
+    client.close();
+    requireOnly(ctx, 'OK');
+    const text = await ctx.scrape();
+    ctx.note('evicted', metricValue(text, 'floodgate_memory_counters_evicted_total'));
+  },
+};
+
+const overLimitCache: Attack = {
+  name: 'redis over-limit cache: hits_addend > limit',
+  needsRedis: true,
+  env: ({ redisUrl }) => ({ REDIS_URL: redisUrl as string, LOCAL_CACHE_SIZE_IN_BYTES: String(64 * 1024 * 1024) }),
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const stamp = Date.now();
+    await pool(n(ctx, 80, 800), 8, async (i) => {
+      const descriptors: Descriptor[] = Array.from({ length: 64 }, (_, j) => ({ entries: [['user', `${stamp}-${i}-${j}`]] }));
+      ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors, 2000)));
+    });
+    client.close();
+    requireOnly(ctx, 'OK');
+  },
+};
+
+/** Opens `count` sockets with `start`, holds them `holdMs`, and counts how many the server closed. */
+async function holdSockets(ctx: AttackContext, port: number, count: number, holdMs: number, start: (s: Socket, i: number) => void): Promise<void> {
+  const sockets: Socket[] = [];
+  let closedByServer = 0;
+  const statuses: Record<string, number> = {};
+  for (let i = 0; i < count; i++) {
+    const s = connect({ host: '127.0.0.1', port });
+    s.on('error', () => {});
+    let head = '';
+    s.on('data', (chunk: Buffer) => {
+      if (head.length < 64) {
+        head += chunk.toString('latin1');
+        const m = /^HTTP\/1\.1 (\d+)/.exec(head);
+        if (m) statuses[`http_${m[1]}`] = (statuses[`http_${m[1]}`] ?? 0) + 1;
+      }
+    });
+    s.on('close', () => {
+      if (!(s as Socket & { byUs?: boolean }).byUs) closedByServer++;
+    });
+    s.once('connect', () => start(s, i));
+    sockets.push(s);
+  }
+  await sleep(holdMs);
+  for (const s of sockets) {
+    (s as Socket & { byUs?: boolean }).byUs = true;
+    s.destroy();
+  }
+  ctx.answer('closedByServer', closedByServer);
+  ctx.answer('stillOpen', count - closedByServer);
+  for (const [k, v] of Object.entries(statuses)) ctx.answer(k, v);
+}
+
+const slowHttp: Attack = {
+  name: 'http: slow 1 MiB bodies',
+  // The connections the server closed (413 at once for a declared body over
+  // HTTP_MAX_BODY_BYTES, else 408 after HTTP_REQUEST_TIMEOUT) are reported; the targets are
+  // memory, stall and the ordinary client.
+  async run(ctx) {
+    const conns = n(ctx, 20, 100);
+    const holdMs = n(ctx, 3000, 15_000);
+    const total = 1024 * 1024 - 16;
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    const timers: NodeJS.Timeout[] = [];
+    await holdSockets(ctx, ctx.server.httpPort, conns, holdMs, (s) => {
+      s.write(`POST /json HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${1024 * 1024}\r\n\r\n`);
+      let sent = 0;
+      const steps = Math.ceil(total / chunk.length);
+      const timer = setInterval(() => {
+        if (s.destroyed || sent >= total) return clearInterval(timer);
+        const part = chunk.subarray(0, Math.min(chunk.length, total - sent));
+        s.write(part);
+        sent += part.length;
+      }, Math.max(10, Math.floor((holdMs * 0.6) / steps)));
+      timers.push(timer);
+    });
+    for (const t of timers) clearInterval(t);
+  },
+};
+
+const idleGrpc: Attack = {
+  name: 'grpc: idle raw TCP connections',
+  // Idle connections are closed after GRPC_MAX_CONNECTION_IDLE (60 s), longer than this attack
+  // holds them: the count still open is reported, the targets are memory, stall and the
+  // ordinary client.
+  async run(ctx) {
+    await holdSockets(ctx, ctx.server.grpcPort, 50, n(ctx, 3000, 20_000), () => {});
+  },
+};
+
+const wildcard: Attack = {
+  name: 'wildcard: *a*a*b and *a*b against 4 KB values',
+  env: () => LARGE_MESSAGES,
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const values = 'a'.repeat(4096);
+    await pool(n(ctx, 10, 100), 4, async (i) => {
+      const key = i % 2 === 0 ? 'wild' : 'wild2';
+      const descriptors: Descriptor[] = Array.from({ length: 64 }, () => ({ entries: [[key, values]] }));
+      ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors)));
+    });
+    client.close();
+    requireOnly(ctx, 'OK');
+  },
+};
+
+function aliasFile(count: number): string {
+  let text = 'domain: aliases\nlimits:\n  - &limit {unit: second, requests_per_unit: 1}\n';
+  for (let i = 0; i < count; i++) text += '  - *limit\n';
+  return text;
+}
+
+async function reloadWith(ctx: AttackContext, name: string, text: string): Promise<void> {
+  const before = await ctx.scrape();
+  const errors = metricValue(before, 'ratelimit_service_config_load_error');
+  const successes = metricValue(before, 'ratelimit_service_config_load_success');
+  writeFileSync(join(ctx.server.rulesDir, name), text);
+  const after = await metricChange(ctx, 'ratelimit_service_config_load_error', errors, 5000);
+  const text2 = await ctx.scrape();
+  ctx.answer('load_error', after - errors);
+  ctx.answer('load_success', metricValue(text2, 'ratelimit_service_config_load_success') - successes);
+}
+
+async function restoreRules(ctx: AttackContext, name: string): Promise<void> {
+  const successes = metricValue(await ctx.scrape(), 'ratelimit_service_config_load_success');
+  rmSync(join(ctx.server.rulesDir, name), { force: true });
+  await metricChange(ctx, 'ratelimit_service_config_load_success', successes, 5000);
+}
+
+const yamlAliases: Attack = {
+  name: 'reload: YAML alias flood (16,000)',
+  async run(ctx) {
+    for (let i = 0; i < n(ctx, 1, 3); i++) {
+      await reloadWith(ctx, 'aliases.yaml', aliasFile(16_000 + i));
+      await restoreRules(ctx, 'aliases.yaml');
+    }
+  },
+};
+
+function randomProtobuf(): Buffer {
+  return randomBytes(Math.floor(Math.random() * 2048));
+}
+
+const randomGrpc: Attack = {
+  name: 'grpc: random protobuf messages',
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    await pool(n(ctx, 300, 3000), 8, async () => ctx.answer(await rawCall(client, randomProtobuf())));
+    client.close();
+  },
+};
+
+function mutate(valid: Buffer): Buffer {
+  const out = Buffer.from(valid);
+  const edits = 1 + Math.floor(Math.random() * 4);
+  let b = out;
+  for (let e = 0; e < edits; e++) {
+    const at = Math.floor(Math.random() * b.length);
+    switch (Math.floor(Math.random() * 4)) {
+      case 0:
+        b[at] = Math.floor(Math.random() * 256);
+        break;
+      case 1:
+        b = b.subarray(0, at);
+        break;
+      case 2:
+        b = Buffer.concat([b.subarray(0, at), randomBytes(1 + Math.floor(Math.random() * 8)), b.subarray(at)]);
+        break;
+      default:
+        b = Buffer.concat([b.subarray(0, at), b.subarray(at, at + 16), b.subarray(at)]);
+    }
+  }
+  return b;
+}
+
+const mutatedGrpc: Attack = {
+  name: 'grpc: mutated protobuf messages',
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const samples = [
+      encodeRequest('abuse', [{ entries: [['user', 'alice']] }], 1),
+      encodeRequest('abuse', [{ entries: [['user', 'bob']], override: { requestsPerUnit: 10, unit: 2 } }, { entries: [['wild', 'xaab']] }]),
+      encodeRequest('abuse', [{ entries: [['detailed', 'v'], ['more', 'w']] }, { entries: [['zero', 'z']] }], 3),
+      encodeRequest('probe', [{ entries: [['k', 'v']] }]),
+    ];
+    await pool(n(ctx, 300, 3000), 8, async () => ctx.answer(await rawCall(client, mutate(pick(samples)))));
+    client.close();
+  },
+};
+
+function randomJson(depth = 0): unknown {
+  switch (Math.floor(Math.random() * (depth > 3 ? 4 : 7))) {
+    case 0:
+      return Math.random() < 0.5 ? null : Math.random() < 0.5;
+    case 1:
+      return Math.floor(Math.random() * 2 ** 40) * (Math.random() < 0.5 ? -1 : 1);
+    case 2:
+      return randomBytes(Math.floor(Math.random() * 64)).toString('latin1');
+    case 3:
+      return pick(['abuse', 'probe', 'user', '', 'SECOND', 'HOUR']);
+    case 4:
+      return Array.from({ length: Math.floor(Math.random() * 5) }, () => randomJson(depth + 1));
+    default: {
+      const keys = ['domain', 'descriptors', 'entries', 'key', 'value', 'hitsAddend', 'hits_addend', 'limit', 'requestsPerUnit', 'unit', '__proto__', 'x'];
+      const o: Record<string, unknown> = {};
+      for (let i = Math.floor(Math.random() * 5); i > 0; i--) Object.defineProperty(o, pick(keys), { value: randomJson(depth + 1), enumerable: true, configurable: true, writable: true });
+      return o;
+    }
+  }
+}
+
+const randomJsonBodies: Attack = {
+  name: 'http: random /json bodies',
+  async run(ctx) {
+    await pool(n(ctx, 300, 3000), 8, async (i) => {
+      const body = i % 3 === 0 ? randomBytes(Math.floor(Math.random() * 512)) : JSON.stringify(randomJson());
+      ctx.answer(await postJson(ctx.server.httpPort, body));
+    });
+  },
+};
+
+function randomRuleFile(): string {
+  const fragments = [
+    'domain: r\n',
+    'descriptors:\n',
+    '  - key: k\n',
+    '    value: "*x*"\n',
+    '    rate_limit: {unit: second, requests_per_unit: 5}\n',
+    '    rate_limit: &a {unit: minute, requests_per_unit: 1}\n',
+    '    rate_limit: *a\n',
+    '    descriptors:\n',
+    '      - key: j\n',
+    '    detailed_metric: true\n',
+    '    share_threshold: true\n',
+    'a: &b [*b]\n',
+    '- [[[[[[[[\n',
+    '{{{: }\n',
+    '  ? complex\n',
+    '!!binary aGVsbG8=\n',
+    '"\\u0000"\n',
+  ];
+  let text = '';
+  for (let i = Math.floor(Math.random() * 12); i > 0; i--) text += Math.random() < 0.85 ? pick(fragments) : randomBytes(16).toString('latin1');
+  return text;
+}
+
+const randomRules: Attack = {
+  name: 'reload: random rule files',
+  async run(ctx) {
+    for (let i = 0; i < n(ctx, 6, 40); i++) {
+      writeFileSync(join(ctx.server.rulesDir, 'random.yaml'), randomRuleFile());
+      await sleep(300);
+    }
+    const text = await ctx.scrape();
+    ctx.answer('load_error', metricValue(text, 'ratelimit_service_config_load_error'));
+    ctx.answer('load_success', metricValue(text, 'ratelimit_service_config_load_success'));
+    await restoreRules(ctx, 'random.yaml');
+  },
+};
+
+/** Every attack of issue 8, in the order they are run. */
+export const ATTACKS: readonly Attack[] = [
+  emptyDescriptors,
+  unknownDomains,
+  overrides,
+  memoryFlood,
+  overLimitCache,
+  slowHttp,
+  idleGrpc,
+  wildcard,
+  yamlAliases,
+  randomGrpc,
+  mutatedGrpc,
+  randomJsonBodies,
+  randomRules,
+];

@@ -1,0 +1,48 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { formatReport, missedStall, missedTargetsBesidesStall, runAttack, type AttackReport, type Scale } from './abuse-harness';
+import { ATTACKS } from './attacks';
+
+/**
+ * One test per attack: runs it against a fresh server, prints its figures, and asserts the
+ * targets of issue 8 (process alive, peak RSS < 300 MB, event-loop stall < 100 ms, an ordinary
+ * client answered within its deadline during the attack).
+ */
+export function abuseSuite(scale: Scale, timeoutMs: number): void {
+  describe(`abuse (${scale})`, () => {
+    let redis: RedisProcess | undefined;
+    const lines: string[] = [];
+    beforeAll(async () => {
+      if (ATTACKS.some((a) => a.needsRedis)) redis = await startStandalone();
+    });
+    afterAll(async () => {
+      await redis?.stop();
+      console.log(['', `abuse (${scale}) — per attack: peak resident memory, worst event-loop stall, ordinary client, answers`, ...lines].join('\n'));
+    });
+
+    for (const attack of ATTACKS) {
+      it(attack.name, async () => {
+        const run = async (label: string): Promise<AttackReport> => {
+          const report = await runAttack(attack, scale, redis?.url);
+          const line = formatReport(report) + label;
+          lines.push(line);
+          console.log(line);
+          return report;
+        };
+        const first = await run('');
+        const missed = missedTargetsBesidesStall(first);
+        let stall = missedStall(first);
+        if (missed.length === 0 && stall !== undefined) {
+          // Once more, on a fresh server: a stall the attack causes (a backtracking regex,
+          // an alias flood, a huge scrape) is the same work every time and repeats; a loaded
+          // machine's scheduler taking a core from the busy server at the wrong moment
+          // rarely does twice. Every other target must hold in both runs.
+          const again = await run('  (again: the first run missed the stall target)');
+          missed.push(...missedTargetsBesidesStall(again));
+          stall = missedStall(again);
+        }
+        expect([...missed, ...(stall === undefined ? [] : [stall])]).toEqual([]);
+      }, timeoutMs);
+    }
+  });
+}
