@@ -51,7 +51,11 @@ function layerZones() {
         });
       }
       if (peers.length > 0) {
-        zones.push({ target: group.map(asTarget), from: peers.map(asTarget), message: `${group.join(', ')} must not import from ${peers.join(', ')}` });
+        zones.push({
+          target: group.map(asTarget),
+          from: peers.map(asTarget),
+          message: `${group.join(', ')} must not import from ${peers.join(', ')}`,
+        });
       }
     }
   });

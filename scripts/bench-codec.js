@@ -30,11 +30,40 @@ const responseToWire = (r) => ({
 
 const limit = Object.freeze({ requestsPerUnit: 1000000000, unit: 'MINUTE' });
 const status = (code) => ({ code, currentLimit: limit, limitRemaining: 999999999, durationUntilResetSeconds: 42 });
-const answer = (n, code = 'OK') => ({ overallCode: code, statuses: Array.from({ length: n }, () => status(code)), responseHeadersToAdd: [], requestHeadersToAdd: [] });
+const answer = (n, code = 'OK') => ({
+  overallCode: code,
+  statuses: Array.from({ length: n }, () => status(code)),
+  responseHeadersToAdd: [],
+  requestHeadersToAdd: [],
+});
 const entries = (pairs) => ({ entries: pairs.map(([key, value]) => ({ key, value })) });
 const scenarios = {
-  uniform: [{ domain: 'bench', descriptors: [entries([['tenant', 't1234'], ['path', '/a']])] }, answer(1)],
-  multi3: [{ domain: 'bench', descriptors: [entries([['tenant', 't1234'], ['path', '/a']]), entries([['client', 'c1234']]), entries([['user', 'u1234']])] }, answer(3)],
+  uniform: [
+    {
+      domain: 'bench',
+      descriptors: [
+        entries([
+          ['tenant', 't1234'],
+          ['path', '/a'],
+        ]),
+      ],
+    },
+    answer(1),
+  ],
+  multi3: [
+    {
+      domain: 'bench',
+      descriptors: [
+        entries([
+          ['tenant', 't1234'],
+          ['path', '/a'],
+        ]),
+        entries([['client', 'c1234']]),
+        entries([['user', 'u1234']]),
+      ],
+    },
+    answer(3),
+  ],
   hot: [{ domain: 'bench', descriptors: [entries([['hot', 'h']])] }, answer(1, 'OVER_LIMIT')],
 };
 

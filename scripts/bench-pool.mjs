@@ -36,6 +36,8 @@ for (const scenario of scenarios) {
       }
     }
     if (vs.length === 0) continue;
-    console.log(`| ${scenario} | ${backend} | ${vs.length} | ${median(before).toFixed(2)} | ${median(after).toFixed(2)} | ${median(vs).toFixed(2)} |`);
+    console.log(
+      `| ${scenario} | ${backend} | ${vs.length} | ${median(before).toFixed(2)} | ${median(after).toFixed(2)} | ${median(vs).toFixed(2)} |`,
+    );
   }
 }

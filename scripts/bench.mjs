@@ -37,7 +37,12 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 4);
 const BACKENDS = (process.env.BENCH_BACKENDS ?? 'memory,redis,cluster').split(',').filter(Boolean);
 const SCENARIOS = (process.env.BENCH_SCENARIOS ?? 'uniform,multi3,hot').split(',').filter(Boolean);
 const LATENCY = process.env.BENCH_LATENCY !== '0';
-const EXTRA_ENV = Object.fromEntries((process.env.BENCH_ENV ?? '').split(/\s+/).filter(Boolean).map((kv) => kv.split(/=(.*)/s).slice(0, 2)));
+const EXTRA_ENV = Object.fromEntries(
+  (process.env.BENCH_ENV ?? '')
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((kv) => kv.split(/=(.*)/s).slice(0, 2)),
+);
 const GHZ_VERSION = 'v0.93.0';
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
 // Generous: a sick run must not hang the machine.
@@ -46,12 +51,27 @@ const GHZ_TIMEOUT_MS = (DURATION + 30) * 1000;
 const key = '{{randomInt 0 10000}}';
 const REQUESTS = {
   // 10,000 keys, one descriptor of two entries.
-  uniform: { domain: 'bench', descriptors: [{ entries: [{ key: 'tenant', value: `t${key}` }, { key: 'path', value: '/a' }] }] },
+  uniform: {
+    domain: 'bench',
+    descriptors: [
+      {
+        entries: [
+          { key: 'tenant', value: `t${key}` },
+          { key: 'path', value: '/a' },
+        ],
+      },
+    ],
+  },
   // Three descriptors per request, each its own counter.
   multi3: {
     domain: 'bench',
     descriptors: [
-      { entries: [{ key: 'tenant', value: `t${key}` }, { key: 'path', value: '/a' }] },
+      {
+        entries: [
+          { key: 'tenant', value: `t${key}` },
+          { key: 'path', value: '/a' },
+        ],
+      },
       { entries: [{ key: 'client', value: `c${key}` }] },
       { entries: [{ key: 'user', value: `u${key}` }] },
     ],
@@ -163,16 +183,22 @@ function buildSide(name, ref) {
 
 function gitHead() {
   const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT }).toString().trim();
-  const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', 'src', 'scripts', 'lua'], { cwd: ROOT }).toString().trim();
+  const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no', '--', 'src', 'scripts', 'lua'], { cwd: ROOT })
+    .toString()
+    .trim();
   return dirty ? `${head}+changes` : head;
 }
 
 // --- Redis ----------------------------------------------------------------------------------
 
 async function startRedis(port, dir, extra = []) {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--logfile', '', ...extra], {
-    stdio: 'ignore',
-  });
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--logfile', '', ...extra],
+    {
+      stdio: 'ignore',
+    },
+  );
   children.push(child);
   await waitForPort(port);
   return child;
@@ -192,7 +218,14 @@ async function startClusterRedis() {
     const dir = mkdtempSync(join(tmpdir(), `floodgate-bench-cluster${i}-`));
     tempDirs.push(dir);
     const port = await freePort();
-    const child = await startRedis(port, dir, ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--cluster-node-timeout', '2000']);
+    const child = await startRedis(port, dir, [
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      join(dir, 'nodes.conf'),
+      '--cluster-node-timeout',
+      '2000',
+    ]);
     nodes.push({ port, pid: child.pid });
   }
   const seeds = nodes.map((n) => `127.0.0.1:${n.port}`);
@@ -227,11 +260,15 @@ async function startFloodgate(side, backend, redis) {
     LOCAL_CACHE_SIZE_IN_BYTES: '1048576',
     ...EXTRA_ENV,
   };
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean), join(side.dir, 'dist', 'src', 'main.js')], {
-    env,
-    stdio: ['ignore', 'ignore', 'inherit'],
-    cwd: side.dir,
-  });
+  const child = spawn(
+    process.execPath,
+    [...(process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean), join(side.dir, 'dist', 'src', 'main.js')],
+    {
+      env,
+      stdio: ['ignore', 'ignore', 'inherit'],
+      cwd: side.dir,
+    },
+  );
   children.push(child);
   await waitForPort(port);
   return { name: `${side.name}/${backend}`, side: side.name, backend, port, pid: child.pid, redisPids: redis?.pids ?? [], child };
@@ -253,14 +290,22 @@ async function startBare() {
 function ghz(bin, target, scenario, seconds, rate) {
   const args = [
     '--insecure',
-    '--proto', 'proto/envoy/service/ratelimit/v3/rls.proto',
-    '--import-paths', 'proto',
-    '--call', 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
-    '-d', JSON.stringify(REQUESTS[scenario]),
-    '-c', String(CONCURRENCY),
-    '--connections', String(CONNECTIONS),
-    '-z', `${seconds}s`,
-    '-O', 'json',
+    '--proto',
+    'proto/envoy/service/ratelimit/v3/rls.proto',
+    '--import-paths',
+    'proto',
+    '--call',
+    'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
+    '-d',
+    JSON.stringify(REQUESTS[scenario]),
+    '-c',
+    String(CONCURRENCY),
+    '--connections',
+    String(CONNECTIONS),
+    '-z',
+    `${seconds}s`,
+    '-O',
+    'json',
     ...(rate ? ['-r', String(rate)] : []),
     `127.0.0.1:${target.port}`,
   ];
@@ -304,11 +349,20 @@ const f2 = (x) => (x === undefined ? '–' : x.toFixed(2));
 function markdown(result) {
   const lines = [];
   lines.push(`# floodgate benchmark ${result.date}`, '');
-  lines.push(`- machine: ${result.machine.nproc} cores, ${result.machine.cpu}, node ${result.machine.node}, ${result.machine.redis}, ghz ${GHZ_VERSION}`);
+  lines.push(
+    `- machine: ${result.machine.nproc} cores, ${result.machine.cpu}, node ${result.machine.node}, ${result.machine.redis}, ghz ${GHZ_VERSION}`,
+  );
   lines.push(`- load average at start / end: ${result.machine.loadStart.map(f2).join(' ')} / ${result.machine.loadEnd.map(f2).join(' ')}`);
-  lines.push(`- settings: ghz -c ${CONCURRENCY} --connections ${CONNECTIONS}, ${result.settings.rounds} alternating rounds of ${result.settings.duration} s per scenario and target (after a ${result.settings.warmup} s warm-up), server env: ${JSON.stringify(result.settings.env)}, LOCAL_CACHE_SIZE_IN_BYTES=1048576`);
+  lines.push(
+    `- settings: ghz -c ${CONCURRENCY} --connections ${CONNECTIONS}, ${result.settings.rounds} alternating rounds of ${result.settings.duration} s per scenario and target (after a ${result.settings.warmup} s warm-up), server env: ${JSON.stringify(result.settings.env)}, LOCAL_CACHE_SIZE_IN_BYTES=1048576`,
+  );
   lines.push(`- sides: ${result.sides.map((s) => `${s.name} = ${s.ref} (${s.commit})`).join(', ')}`);
-  lines.push('', 'Medians over the rounds. CPU per call: user + system time of every process of the server (or of every redis-server of the backend) over the round, divided by the calls answered. "× bare": the median of the per-round ratios of server CPU per call to the bare grpc-js server\'s' + (result.sides.length > 1 ? '; "× before": the same against the before side on the same backend.' : '.'), '');
+  lines.push(
+    '',
+    'Medians over the rounds. CPU per call: user + system time of every process of the server (or of every redis-server of the backend) over the round, divided by the calls answered. "× bare": the median of the per-round ratios of server CPU per call to the bare grpc-js server\'s' +
+      (result.sides.length > 1 ? '; "× before": the same against the before side on the same backend.' : '.'),
+    '',
+  );
   for (const scenario of result.settings.scenarios) {
     lines.push(`## ${scenario}`, '');
     const compare = result.sides.length > 1;
@@ -316,7 +370,9 @@ function markdown(result) {
     lines.push(`|---|---|---|---|---|---|${compare ? '---|' : ''}---|---|`);
     for (const row of result.rows.filter((r) => r.scenario === scenario)) {
       const vsBefore = compare ? ` ${f2(row.ratioToBefore)} |` : '';
-      lines.push(`| ${row.target} | ${f0(row.rps)} | ${f1(row.p50)} | ${f1(row.p99)} | ${f0(row.cpuUs)} | ${f2(row.ratio)} |${vsBefore} ${f1(row.redisUs)} | ${row.errors} |`);
+      lines.push(
+        `| ${row.target} | ${f0(row.rps)} | ${f1(row.p50)} | ${f1(row.p99)} | ${f0(row.cpuUs)} | ${f2(row.ratio)} |${vsBefore} ${f1(row.redisUs)} | ${row.errors} |`,
+      );
     }
     lines.push('');
   }
@@ -335,7 +391,13 @@ function markdown(result) {
 async function main() {
   const argv = process.argv.slice(2);
   const compareAt = argv.indexOf('--compare');
-  const sidesSpec = compareAt >= 0 ? [['before', argv[compareAt + 1]], ['after', undefined]] : [['current', undefined]];
+  const sidesSpec =
+    compareAt >= 0
+      ? [
+          ['before', argv[compareAt + 1]],
+          ['after', undefined],
+        ]
+      : [['current', undefined]];
   if (compareAt >= 0 && !argv[compareAt + 1]) throw new Error('--compare needs a git ref');
   const bin = ghzBinary();
   const sides = sidesSpec.map(([name, ref]) => buildSide(name, ref));
@@ -359,7 +421,9 @@ async function main() {
       for (const t of order) {
         const s = ghz(bin, t, scenario, DURATION);
         samples.push({ round, scenario, target: t.name, ...s });
-        log(`round ${round} ${scenario} ${t.name}: ${f0(s.rps)} req/s, p50 ${f1(s.p50)} ms, p99 ${f1(s.p99)} ms, ${f0(s.cpuUs)} µs CPU/call${s.redisUs !== undefined ? `, Redis ${f1(s.redisUs)} µs/call` : ''}${s.errors ? `, ${s.errors} errors` : ''}`);
+        log(
+          `round ${round} ${scenario} ${t.name}: ${f0(s.rps)} req/s, p50 ${f1(s.p50)} ms, p99 ${f1(s.p99)} ms, ${f0(s.cpuUs)} µs CPU/call${s.redisUs !== undefined ? `, Redis ${f1(s.redisUs)} µs/call` : ''}${s.errors ? `, ${s.errors} errors` : ''}`,
+        );
       }
     }
   }
@@ -398,7 +462,10 @@ async function main() {
     }
   }
 
-  const date = new Date().toISOString().replace(/:\d\d\.\d+Z$/, 'Z').replace(':', '');
+  const date = new Date()
+    .toISOString()
+    .replace(/:\d\d\.\d+Z$/, 'Z')
+    .replace(':', '');
   const result = {
     date,
     machine: {
@@ -409,7 +476,17 @@ async function main() {
       loadStart,
       loadEnd: loadavg(),
     },
-    settings: { quick: QUICK, duration: DURATION, rounds: ROUNDS, warmup: WARMUP, concurrency: CONCURRENCY, connections: CONNECTIONS, backends: BACKENDS, scenarios: SCENARIOS, env: EXTRA_ENV },
+    settings: {
+      quick: QUICK,
+      duration: DURATION,
+      rounds: ROUNDS,
+      warmup: WARMUP,
+      concurrency: CONCURRENCY,
+      connections: CONNECTIONS,
+      backends: BACKENDS,
+      scenarios: SCENARIOS,
+      env: EXTRA_ENV,
+    },
     sides: sides.map(({ name, ref, commit }) => ({ name, ref, commit })),
     rows,
     latency,

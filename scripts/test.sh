@@ -39,6 +39,8 @@ npx tsc -p tsconfig.json --noEmit
 # The linter before any test: a layer importing from above it, an import cycle, a floating
 # promise, too many parameters or too complex a function fails here with the file and the rule.
 npm run --silent lint
+# One formatter (Prettier, .prettierrc.json), applied to the whole tree: a file it would rewrite fails here.
+npm run --silent format:check
 
 # Suites that measure latency under injected faults run alone after the rest: on a 2-core
 # machine, another suite's Redis cluster starting beside them would stall the very processes

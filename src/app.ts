@@ -71,7 +71,12 @@ function ruleLoader(settings: Settings): () => Promise<RuleSet> {
 }
 
 /** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */
-async function loadStartupRules(load: () => Promise<RuleSet>, settings: Settings, logger: Logger, metrics: ServiceMetrics): Promise<RuleSet | undefined> {
+async function loadStartupRules(
+  load: () => Promise<RuleSet>,
+  settings: Settings,
+  logger: Logger,
+  metrics: ServiceMetrics,
+): Promise<RuleSet | undefined> {
   try {
     const rules = await load();
     metrics.configLoad(true);
@@ -105,7 +110,14 @@ function serviceConfig(settings: Settings): ServiceConfig {
     nearLimitRatio: settings.nearLimitRatio,
     responseDynamicMetadata: settings.responseDynamicMetadata,
     ...(settings.limitResponseHeadersEnabled
-      ? { headers: { limit: settings.limitLimitHeader, remaining: settings.limitRemainingHeader, reset: settings.limitResetHeader, style: settings.responseHeadersStyle } }
+      ? {
+          headers: {
+            limit: settings.limitLimitHeader,
+            remaining: settings.limitRemainingHeader,
+            reset: settings.limitResetHeader,
+            style: settings.responseHeadersStyle,
+          },
+        }
       : {}),
     requestLimits: settings.requestLimits,
   };
@@ -227,7 +239,9 @@ async function startLimiter(settings: Settings, options: AppOptions, { logger, m
     return limiter;
   }
   if (!(await backendReady(() => limiter.isHealthy(), BACKEND_STARTUP_WAIT_MS))) {
-    logger.warn(`backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`);
+    logger.warn(
+      `backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`,
+    );
   }
   return limiter;
 }
@@ -235,7 +249,13 @@ async function startLimiter(settings: Settings, options: AppOptions, { logger, m
 /** The background orphan-key scan, when ORPHAN_SCAN_INTERVAL is set: one per deployment of workers (the first worker, or the only process). */
 function startOrphanScan(settings: Settings, { logger, prometheus }: Core, running: Running): void {
   if (settings.orphanScan === undefined || settings.redis === undefined || (cluster.isWorker && cluster.worker?.id !== 1)) return;
-  running.orphanScan = new OrphanScan({ redis: settings.redis, scan: settings.orphanScan, prefix: settings.cacheKeyPrefix, registry: prometheus.registry, logger });
+  running.orphanScan = new OrphanScan({
+    redis: settings.redis,
+    scan: settings.orphanScan,
+    prefix: settings.cacheKeyPrefix,
+    registry: prometheus.registry,
+    logger,
+  });
   running.orphanScan.start();
 }
 
@@ -275,7 +295,12 @@ async function listenHttp(running: Running, routes: Record<string, Route>, setti
 }
 
 /** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
-async function openPorts(settings: Settings, { logger, metrics, prometheus, prometheusRegistry, operator }: Core, { service, policy, health, rules, limiter }: Served, running: Running): Promise<Ports> {
+async function openPorts(
+  settings: Settings,
+  { logger, metrics, prometheus, prometheusRegistry, operator }: Core,
+  { service, policy, health, rules, limiter }: Served,
+  running: Running,
+): Promise<Ports> {
   running.grpcServer = new GrpcServer({
     service,
     health,
@@ -288,11 +313,21 @@ async function openPorts(settings: Settings, { logger, metrics, prometheus, prom
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
-  const grpcPort = await running.grpcServer.listen(grpcAddress, await grpcServerCredentials(settings.grpcTls, settings.grpcLimits.maxConnectionIdleMs, logger));
-  const httpRoutes = { '/healthcheck': healthcheckRoute(health), '/json': jsonRouteFor(
-    { defaultDeadlineMs: settings.defaultDeadlineMs, maxBodyBytes: settings.httpLimits.maxBodyBytes, grpcRequiresClientCerts: settings.grpcTls?.clientCaCert !== undefined },
-    service,
-  ) };
+  const grpcPort = await running.grpcServer.listen(
+    grpcAddress,
+    await grpcServerCredentials(settings.grpcTls, settings.grpcLimits.maxConnectionIdleMs, logger),
+  );
+  const httpRoutes = {
+    '/healthcheck': healthcheckRoute(health),
+    '/json': jsonRouteFor(
+      {
+        defaultDeadlineMs: settings.defaultDeadlineMs,
+        maxBodyBytes: settings.httpLimits.maxBodyBytes,
+        grpcRequiresClientCerts: settings.grpcTls?.clientCaCert !== undefined,
+      },
+      service,
+    ),
+  };
   const httpPort = await listenHttp(running, httpRoutes, settings, settings.host, settings.port);
   const debugRoutes = {
     '/rlconfig': rlconfigRoute(rules),
@@ -327,7 +362,12 @@ function reportHealthChanges(health: HealthState, limiter: Limiter, { logger, me
 function startStatsd(settings: Settings, logger: Logger, running: Running): StatsdMetrics | undefined {
   const s = settings.statsd;
   if (s === undefined) return undefined;
-  const transport = createStatsdTransport({ host: s.host, port: s.port, protocol: s.protocol, onError: (message) => logger.warn(`stats not delivered: ${message}`) });
+  const transport = createStatsdTransport({
+    host: s.host,
+    port: s.port,
+    protocol: s.protocol,
+    onError: (message) => logger.warn(`stats not delivered: ${message}`),
+  });
   const statsd = new StatsdMetrics(s, transport);
   running.stats.push(statsd);
   logger.info(`stats: ${s.format} to ${s.host}:${s.port} (${s.protocol}) every ${s.flushIntervalMs} ms`);
@@ -367,7 +407,16 @@ async function startMetrics(settings: Settings, logger: Logger, running: Running
   }
   const sinks = [prometheus, ...(statsd ? [statsd] : []), ...(mapped ? [mapped.metrics] : [])];
   const prometheusRegistry = mapped?.registry ?? prometheus.registry;
-  return { core: { logger, prometheus, prometheusRegistry, metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus, operator: new OperatorMetrics(prometheus.registry) }, statsd };
+  return {
+    core: {
+      logger,
+      prometheus,
+      prometheusRegistry,
+      metrics: sinks.length > 1 ? new TeeMetrics(sinks) : prometheus,
+      operator: new OperatorMetrics(prometheus.registry),
+    },
+    statsd,
+  };
 }
 
 /** What the policy engine needs from the steps before it. */
@@ -376,7 +425,13 @@ interface PolicyNeeds {
   readonly limiter: Limiter;
 }
 
-async function startPolicy(settings: Settings, options: AppOptions, core: Core, { holder, limiter }: PolicyNeeds, running: Running): Promise<PolicyEngine> {
+async function startPolicy(
+  settings: Settings,
+  options: AppOptions,
+  core: Core,
+  { holder, limiter }: PolicyNeeds,
+  running: Running,
+): Promise<PolicyEngine> {
   const policy = new PolicyEngine({
     store: options.policyStore ?? createPolicyStore(settings, core.logger),
     metrics: new PrometheusPolicyMetrics(core.prometheusRegistry),

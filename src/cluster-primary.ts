@@ -38,14 +38,17 @@ export async function runClusterPrimary(settings: Settings, logger: Logger): Pro
   let prometheus: HttpListener | undefined;
   if (settings.usePrometheus) {
     const aggregator = new AggregatorRegistry();
-    prometheus = new HttpListener({
-      [settings.prometheusPath]: (_req, res) => {
-        aggregator.clusterMetrics().then(
-          (text) => res.writeHead(200, { 'content-type': aggregator.contentType }).end(text),
-          (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(String(err)),
-        );
+    prometheus = new HttpListener(
+      {
+        [settings.prometheusPath]: (_req, res) => {
+          aggregator.clusterMetrics().then(
+            (text) => res.writeHead(200, { 'content-type': aggregator.contentType }).end(text),
+            (err: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(String(err)),
+          );
+        },
       },
-    }, settings.httpLimits);
+      settings.httpLimits,
+    );
     metricsPort = await prometheus.listen(settings.prometheusHost, settings.prometheusPort);
   }
   process.stderr.write(

@@ -3,14 +3,7 @@
  * to gRPC status and HTTP status in one place each (src/error-status.ts).
  */
 export type ErrorCode =
-  | 'INVALID_REQUEST'
-  | 'TOO_LARGE'
-  | 'BACKEND_UNAVAILABLE'
-  | 'DEADLINE_EXCEEDED'
-  | 'NOT_READY'
-  | 'CONFIG'
-  | 'SETTINGS'
-  | 'INTERNAL';
+  'INVALID_REQUEST' | 'TOO_LARGE' | 'BACKEND_UNAVAILABLE' | 'DEADLINE_EXCEEDED' | 'NOT_READY' | 'CONFIG' | 'SETTINGS' | 'INTERNAL';
 
 export abstract class FloodgateError extends Error {
   abstract readonly code: ErrorCode;

@@ -28,7 +28,12 @@ export function createLogger(level: LogLevel, format: LogFormat, write: (line: s
     if (format === 'json') {
       write(JSON.stringify({ time, level: lvl.toLowerCase(), msg, ...fields }) + '\n');
     } else {
-      const extra = fields ? ' ' + Object.entries(fields).map(([k, v]) => `${k}=${textValue(v)}`).join(' ') : '';
+      const extra = fields
+        ? ' ' +
+          Object.entries(fields)
+            .map(([k, v]) => `${k}=${textValue(v)}`)
+            .join(' ')
+        : '';
       write(`time="${time}" level=${lvl.toLowerCase()} msg=${JSON.stringify(msg)}${extra}\n`);
     }
   };

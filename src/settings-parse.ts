@@ -103,7 +103,10 @@ export function listenAddress(env: Env, name: string, fallback: string): { host:
 export function list(env: Env, name: string): string[] {
   const v = raw(env, name);
   if (v === undefined) return [];
-  return v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  return v
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
 }
 
 /** `key:value,key2:value2`, as envconfig reads a map[string]string: each item is exactly one key and one value. */

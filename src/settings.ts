@@ -116,11 +116,13 @@ function operatorSettings(env: Env, backendType: BackendType): Pick<Settings, 'o
   const intervalMs = duration(env, 'ORPHAN_SCAN_INTERVAL', 0);
   if (intervalMs === 0) return { responseHeadersStyle };
   const raw = str(env, 'ORPHAN_SCAN_INTERVAL', '');
-  if (backendType !== 'redis') throw new SettingsError(`invalid value for ORPHAN_SCAN_INTERVAL: '${raw}' (the orphan scan needs BACKEND_TYPE=redis)`);
+  if (backendType !== 'redis')
+    throw new SettingsError(`invalid value for ORPHAN_SCAN_INTERVAL: '${raw}' (the orphan scan needs BACKEND_TYPE=redis)`);
   // A full scan every few ms would be a load, not a check.
   if (intervalMs < 1000) throw new SettingsError(`invalid value for ORPHAN_SCAN_INTERVAL: '${raw}' (expected 0 (off) or at least 1s)`);
   const pauseMs = duration(env, 'ORPHAN_SCAN_PAUSE', 10);
-  if (pauseMs > 10_000) throw new SettingsError(`invalid value for ORPHAN_SCAN_PAUSE: '${str(env, 'ORPHAN_SCAN_PAUSE', '')}' (expected at most 10s)`);
+  if (pauseMs > 10_000)
+    throw new SettingsError(`invalid value for ORPHAN_SCAN_PAUSE: '${str(env, 'ORPHAN_SCAN_PAUSE', '')}' (expected at most 10s)`);
   const orphanScan: OrphanScanSettings = Object.freeze({
     intervalMs,
     count: int(env, 'ORPHAN_SCAN_COUNT', 100, 1, 1000),
@@ -224,7 +226,9 @@ function grpcTls(env: Env): Settings['grpcTls'] {
     throw new SettingsError(`invalid value for GRPC_SERVER_TLS_CERT/GRPC_SERVER_TLS_KEY: both are required when GRPC_SERVER_USE_TLS is true`);
   }
   if (clientSan && !clientCaCert) {
-    throw new SettingsError(`invalid settings: GRPC_CLIENT_TLS_SAN is set without GRPC_CLIENT_TLS_CACERT, so no client certificate could carry it`);
+    throw new SettingsError(
+      `invalid settings: GRPC_CLIENT_TLS_SAN is set without GRPC_CLIENT_TLS_CACERT, so no client certificate could carry it`,
+    );
   }
   return Object.freeze({ cert, key, ...(clientCaCert ? { clientCaCert } : {}), ...(clientSan ? { clientSan } : {}) });
 }
@@ -339,7 +343,9 @@ const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
 function grpcLimits(env: Env): GrpcLimits {
   const idleMs = duration(env, 'GRPC_MAX_CONNECTION_IDLE', 60_000);
   if (idleMs < 1 || idleMs > 24 * 3_600_000) {
-    throw new SettingsError(`invalid value for GRPC_MAX_CONNECTION_IDLE: '${env.GRPC_MAX_CONNECTION_IDLE}' (expected a duration from 1ms to 24h)`);
+    throw new SettingsError(
+      `invalid value for GRPC_MAX_CONNECTION_IDLE: '${env.GRPC_MAX_CONNECTION_IDLE}' (expected a duration from 1ms to 24h)`,
+    );
   }
   return Object.freeze({
     maxReceiveMessageBytes: int(env, 'GRPC_MAX_RECEIVE_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024),
@@ -357,7 +363,9 @@ function httpLimits(env: Env): HttpLimits {
   const requestTimeoutMs = positive('HTTP_REQUEST_TIMEOUT', 10_000);
   const headersTimeoutMs = positive('HTTP_HEADERS_TIMEOUT', 5_000);
   if (headersTimeoutMs > requestTimeoutMs) {
-    throw new SettingsError(`invalid value for HTTP_HEADERS_TIMEOUT: '${env.HTTP_HEADERS_TIMEOUT}' (must not exceed HTTP_REQUEST_TIMEOUT, ${requestTimeoutMs} ms)`);
+    throw new SettingsError(
+      `invalid value for HTTP_HEADERS_TIMEOUT: '${env.HTTP_HEADERS_TIMEOUT}' (must not exceed HTTP_REQUEST_TIMEOUT, ${requestTimeoutMs} ms)`,
+    );
   }
   return Object.freeze({
     requestTimeoutMs,
@@ -385,7 +393,9 @@ function workers(env: Env, backendType: BackendType): number {
   const n = raw.toLowerCase() === 'auto' ? availableParallelism() : int(env, 'WORKERS', 1, 1, 256);
   // Memory counters live in one process: several workers would each grant the full limit.
   if (n > 1 && backendType === 'memory') {
-    throw new SettingsError(`invalid value for WORKERS: '${raw}' (more than one worker needs BACKEND_TYPE=redis; memory counters are per process)`);
+    throw new SettingsError(
+      `invalid value for WORKERS: '${raw}' (more than one worker needs BACKEND_TYPE=redis; memory counters are per process)`,
+    );
   }
   return n;
 }
@@ -398,7 +408,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function positiveDuration(env: Env, name: string, fallbackMs: number): number {
   const ms = duration(env, name, fallbackMs);
-  if (ms <= 0 || ms > MAX_TIMER_MS) throw new SettingsError(`invalid value for ${name}: '${env[name]}' (expected a duration above 0 and at most 596h)`);
+  if (ms <= 0 || ms > MAX_TIMER_MS)
+    throw new SettingsError(`invalid value for ${name}: '${env[name]}' (expected a duration above 0 and at most 596h)`);
   return ms;
 }
 
@@ -429,7 +440,8 @@ function dogStatsdMogrifiers(env: Env): Mogrifier[] {
     if (name === '') throw new SettingsError(`invalid value for ${prefix}_NAME: '' (required for mogrifier ${id})`);
     const tags = stringMap(env, `${prefix}_TAGS`);
     for (const [k, v] of tags) {
-      if (k === '' || v === '') throw new SettingsError(`invalid value for ${prefix}_TAGS: '${env[`${prefix}_TAGS`]}' (a tag needs a name and a value)`);
+      if (k === '' || v === '')
+        throw new SettingsError(`invalid value for ${prefix}_TAGS: '${env[`${prefix}_TAGS`]}' (a tag needs a name and a value)`);
     }
     return Object.freeze({ id, pattern, name, tags });
   });
@@ -469,7 +481,8 @@ function checkAcceptedVariables(env: Env): void {
   for (const name of ['REDIS_STARTUP_INITIAL_INTERVAL', 'REDIS_STARTUP_MAX_INTERVAL']) duration(env, name, 0);
   for (const name of ['REDIS_CLUSTER_PIPELINE_PARALLELISM', 'REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM']) int(env, name, 1, 0, 1_000_000);
   bool(env, 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false);
-  for (const name of ['REDIS_POOL_ON_EMPTY_BEHAVIOR', 'REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR']) oneOf(env, name, 'WAIT', ['WAIT', 'CREATE', 'ERROR']);
+  for (const name of ['REDIS_POOL_ON_EMPTY_BEHAVIOR', 'REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR'])
+    oneOf(env, name, 'WAIT', ['WAIT', 'CREATE', 'ERROR']);
 }
 
 // logrus level names, as the reference parses LOG_LEVEL, onto floodgate's four levels.

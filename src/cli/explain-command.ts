@@ -46,7 +46,13 @@ class RecordingLimiter implements Limiter {
   check(checks: readonly LimitCheck[]): Promise<LimitResult[]> {
     this.checks = [...checks];
     return Promise.resolve(
-      checks.map((c) => ({ allowed: true, used: c.hits, remaining: Math.max(0, c.spec.limit - c.hits), resetMs: c.spec.windowSeconds * 1000, retryAfterMs: 0 })),
+      checks.map((c) => ({
+        allowed: true,
+        used: c.hits,
+        remaining: Math.max(0, c.spec.limit - c.hits),
+        resetMs: c.spec.windowSeconds * 1000,
+        retryAfterMs: 0,
+      })),
     );
   }
   isHealthy(): boolean {
@@ -56,7 +62,12 @@ class RecordingLimiter implements Limiter {
 }
 
 /** Runs `descriptors` through the server's RateLimitService and reads back what each came to. */
-export async function explainRequest(rules: RuleSet, domain: string, descriptors: readonly RequestDescriptor[], prefix: string): Promise<DescriptorExplanation[]> {
+export async function explainRequest(
+  rules: RuleSet,
+  domain: string,
+  descriptors: readonly RequestDescriptor[],
+  prefix: string,
+): Promise<DescriptorExplanation[]> {
   const settings = loadSettings();
   const limiter = new RecordingLimiter();
   const service = new RateLimitService({
@@ -86,9 +97,17 @@ export async function explainRequest(rules: RuleSet, domain: string, descriptors
     if (rule === undefined) return { ...base, outcome: 'no-limit' };
     if (status.currentLimit !== undefined) {
       const check = limiter.checks[checkIndex++] as LimitCheck;
-      return { ...base, outcome: 'counted', rule, redisKey: counterKey(prefix, check.counter, check.spec), shadowMode: rule.shadowMode || settings.shadowMode };
+      return {
+        ...base,
+        outcome: 'counted',
+        rule,
+        redisKey: counterKey(prefix, check.counter, check.spec),
+        shadowMode: rule.shadowMode || settings.shadowMode,
+      };
     }
-    const replacedBy = matched.flatMap((m, j) => (j !== i && m?.rule?.name && rule.name && m.rule.replaces.includes(rule.name) ? [m.rule.name] : []));
+    const replacedBy = matched.flatMap((m, j) =>
+      j !== i && m?.rule?.name && rule.name && m.rule.replaces.includes(rule.name) ? [m.rule.name] : [],
+    );
     if (rule.unlimited && replacedBy.length === 0) return { ...base, outcome: 'unlimited', rule };
     return { ...base, outcome: 'replaced', rule, replacedBy };
   });
@@ -121,7 +140,10 @@ function describeStep(s: EntryStep): string {
 function describeRule(r: RateLimitRule): string {
   const name = r.name ? ` '${r.name}'` : '';
   if (r.unlimited) return `rule ${r.fullKey}${name}: unlimited`;
-  return `rule ${r.fullKey}${name}: ${r.requestsPerUnit} per ${r.windowSeconds} s (${r.unit ?? 'SECOND'}), algorithm ${r.algorithm}` + (r.algorithm === 'token_bucket' || r.algorithm === 'gcra' ? `, burst ${r.burst}` : '');
+  return (
+    `rule ${r.fullKey}${name}: ${r.requestsPerUnit} per ${r.windowSeconds} s (${r.unit ?? 'SECOND'}), algorithm ${r.algorithm}` +
+    (r.algorithm === 'token_bucket' || r.algorithm === 'gcra' ? `, burst ${r.burst}` : '')
+  );
 }
 
 /** The text form: one block per descriptor. */

@@ -47,8 +47,11 @@ function formatReport(report: ScanReport, fix: boolean): string {
     const problems = [f.noTtl ? 'no-ttl' : '', f.unknownShape ? 'unknown-shape' : ''].filter(Boolean).join(',');
     out += `${problems} ${f.key} (${f.redisType})` + (f.fixedTtlSeconds !== undefined ? ` -> ttl ${f.fixedTtlSeconds}s` : '') + '\n';
   }
-  out += `scanned ${report.scanned} key${report.scanned === 1 ? '' : 's'} on ${report.nodes} node${report.nodes === 1 ? '' : 's'}: ` +
-    `${report.withoutTtl} without TTL, ${report.unknownShape} of unknown shape` + (fix ? `, ${report.fixed} fixed` : '') + '\n';
+  out +=
+    `scanned ${report.scanned} key${report.scanned === 1 ? '' : 's'} on ${report.nodes} node${report.nodes === 1 ? '' : 's'}: ` +
+    `${report.withoutTtl} without TTL, ${report.unknownShape} of unknown shape` +
+    (fix ? `, ${report.fixed} fixed` : '') +
+    '\n';
   return out;
 }
 

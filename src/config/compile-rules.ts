@@ -82,9 +82,7 @@ function addTopLevel(tree: DomainTree, config: DomainConfig, rules: RateLimitRul
   for (const descriptor of config.descriptors) {
     const composite = keyValue(descriptor);
     if (tree.compositeKeys.has(composite)) {
-      throw new ConfigError(
-        `${config.fileName}: duplicate descriptor composite key '${config.domain}.${composite}'`,
-      );
+      throw new ConfigError(`${config.fileName}: duplicate descriptor composite key '${config.domain}.${composite}'`);
     }
     tree.compositeKeys.add(composite);
     addNode(tree.level, descriptor, `${config.domain}.`, { shared: false, valueToMetric: false }, rules);
@@ -172,7 +170,11 @@ export function wildcardPattern(value: string): WildcardPattern {
 
 // ---- matching ----
 
-function ruleSet(domains: Map<string, DomainTree>, rules: readonly RateLimitRule[], byDomain: ReadonlyMap<string, readonly RateLimitRule[]>): RuleSet {
+function ruleSet(
+  domains: Map<string, DomainTree>,
+  rules: readonly RateLimitRule[],
+  byDomain: ReadonlyMap<string, readonly RateLimitRule[]>,
+): RuleSet {
   const policies = Object.freeze([...domains.values()].flatMap((t) => (t.policy ? [t.policy] : [])));
   return Object.freeze({
     rules,

@@ -99,13 +99,18 @@ export function buildPolicy(domain: string, raw: RawPolicy, fail: (message: stri
   if (raw.client === '') fail('policy needs a client: the descriptor key that identifies the client');
   const thresholds = { ...DEFAULTS.thresholds, ...raw.thresholds };
   if (!(thresholds.elevated >= 1 && thresholds.elevated < thresholds.suspicious && thresholds.suspicious < thresholds.blocked)) {
-    fail(`invalid policy thresholds: need 1 <= elevated < suspicious < blocked, got ${thresholds.elevated}, ${thresholds.suspicious}, ${thresholds.blocked}`);
+    fail(
+      `invalid policy thresholds: need 1 <= elevated < suspicious < blocked, got ${thresholds.elevated}, ${thresholds.suspicious}, ${thresholds.blocked}`,
+    );
   }
   const limitPercent = { ...DEFAULTS.limitPercent, ...raw.limitPercent };
   if (limitPercent.elevated > 100 || limitPercent.suspicious > limitPercent.elevated) {
     fail(`invalid policy limit_percent: need 100 >= elevated >= suspicious, got ${limitPercent.elevated}, ${limitPercent.suspicious}`);
   }
-  for (const [name, key] of [['route', raw.route], ['fingerprint', raw.fingerprint]] as const) {
+  for (const [name, key] of [
+    ['route', raw.route],
+    ['fingerprint', raw.fingerprint],
+  ] as const) {
     if (key !== '' && key === raw.client) fail(`policy ${name} '${key}' is the client key`);
   }
   return {

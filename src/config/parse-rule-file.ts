@@ -134,7 +134,11 @@ const DESCRIPTORS_TYPE = '[]config.YamlDescriptor';
 function decodeRoot(root: YMap, d: DecodeYamlFields): RawRoot {
   const f = d.fields(root);
   const policy = d.map(f.get('policy'), 'policy');
-  return { domain: d.string(f.get('domain')), descriptors: decodeDescriptors(f.get('descriptors'), d), ...(policy && { policy: decodePolicy(policy, d) }) };
+  return {
+    domain: d.string(f.get('domain')),
+    descriptors: decodeDescriptors(f.get('descriptors'), d),
+    ...(policy && { policy: decodePolicy(policy, d) }),
+  };
 }
 
 function decodeDescriptors(node: YNode | undefined, d: DecodeYamlFields): RawDescriptor[] {
@@ -197,9 +201,7 @@ function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string,
   const outOfBounds = rateLimit && exactBoundsProblem(path, rateLimit);
   if (outOfBounds !== undefined) fail(outOfBounds);
   if (raw.shareThreshold && !raw.value.includes('*')) {
-    fail(
-      `share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`,
-    );
+    fail(`share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`);
   }
   return {
     key: raw.key,

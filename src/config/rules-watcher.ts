@@ -235,4 +235,3 @@ async function directoryInode(path: string): Promise<bigint | undefined> {
     return undefined;
   }
 }
-

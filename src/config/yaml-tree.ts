@@ -1,14 +1,4 @@
-import {
-  isAlias,
-  isMap,
-  isScalar,
-  isSeq,
-  Lexer,
-  LineCounter,
-  parseDocument,
-  type Node as YamlNode,
-  type YAMLError,
-} from 'yaml';
+import { isAlias, isMap, isScalar, isSeq, Lexer, LineCounter, parseDocument, type Node as YamlNode, type YAMLError } from 'yaml';
 
 /**
  * A YAML document reduced to what rule-file validation needs: maps keep their key nodes

@@ -12,9 +12,7 @@ export const UNIT_SECONDS: Readonly<Record<Unit, number>> = Object.freeze({
   YEAR: 31536000,
 });
 
-const UNIT_BY_LOWER: ReadonlyMap<string, Unit> = new Map(
-  (Object.keys(UNIT_SECONDS) as Unit[]).map((u) => [u.toLowerCase(), u]),
-);
+const UNIT_BY_LOWER: ReadonlyMap<string, Unit> = new Map((Object.keys(UNIT_SECONDS) as Unit[]).map((u) => [u.toLowerCase(), u]));
 
 /** Parses a unit name case-insensitively; undefined when it is not one. */
 export function parseUnit(name: string): Unit | undefined {

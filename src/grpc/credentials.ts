@@ -67,7 +67,11 @@ async function readPair(tls: GrpcTls): Promise<Pair> {
 }
 
 function samePair(a: Pair, b: Pair): boolean {
-  return a.identity.certificate.equals(b.identity.certificate) && a.identity.privateKey.equals(b.identity.privateKey) && (a.ca?.caCertificate ?? Buffer.alloc(0)).equals(b.ca?.caCertificate ?? Buffer.alloc(0));
+  return (
+    a.identity.certificate.equals(b.identity.certificate) &&
+    a.identity.privateKey.equals(b.identity.privateKey) &&
+    (a.ca?.caCertificate ?? Buffer.alloc(0)).equals(b.ca?.caCertificate ?? Buffer.alloc(0))
+  );
 }
 
 /**
@@ -89,7 +93,12 @@ class CheckedFileCertificates implements CertificateProvider {
 
   /** The first read; start-up fails (SettingsError) when the files do not make a working pair. */
   async start(): Promise<void> {
-    const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new TlsFileError(`cannot read the TLS files within ${FIRST_LOAD_TIMEOUT_MS / 1000} s`)), FIRST_LOAD_TIMEOUT_MS).unref());
+    const timeout = new Promise<never>((_, reject) =>
+      setTimeout(
+        () => reject(new TlsFileError(`cannot read the TLS files within ${FIRST_LOAD_TIMEOUT_MS / 1000} s`)),
+        FIRST_LOAD_TIMEOUT_MS,
+      ).unref(),
+    );
     try {
       this.current = await Promise.race([readPair(this.tls), timeout]);
     } catch (err) {
@@ -155,7 +164,11 @@ class CheckedFileCertificates implements CertificateProvider {
  * Plaintext, TLS, or mTLS when a client CA is set. The files are watched, so a certificate that
  * cert-manager (or anyone) rotates is served without a restart; a bad rotation is refused.
  */
-export async function grpcServerCredentials(tls: GrpcTls | undefined, maxConnectionIdleMs: number, logger: Logger): Promise<grpc.ServerCredentials> {
+export async function grpcServerCredentials(
+  tls: GrpcTls | undefined,
+  maxConnectionIdleMs: number,
+  logger: Logger,
+): Promise<grpc.ServerCredentials> {
   if (tls === undefined) return grpc.ServerCredentials.createInsecure();
   const files = new CheckedFileCertificates(tls, logger);
   await files.start();

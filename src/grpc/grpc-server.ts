@@ -93,10 +93,7 @@ export class GrpcServer {
     });
   }
 
-  private readonly shouldRateLimit = (
-    call: grpc.ServerUnaryCall<Buffer, Buffer>,
-    callback: grpc.sendUnaryData<Buffer>,
-  ): void => {
+  private readonly shouldRateLimit = (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>): void => {
     const { service, metrics, logger } = this.deps;
     const started = performance.now();
     const fail = (err: unknown): void => {

@@ -48,28 +48,30 @@ async function counterValues(registry: Registry): Promise<Record<keyof RuleTotal
 export async function debugState(sources: DebugPageSources): Promise<unknown> {
   const rules = sources.rules();
   const values = await counterValues(sources.registry);
-  const domains = [...(rules?.rulesByDomain ?? new Map<string, readonly RateLimitRule[]>())].sort(([a], [b]) => (a < b ? -1 : 1)).map(([domain, list]) => ({
-    domain,
-    rules: list.map((r) => {
-      // Rules whose metric key depends on request values (detailed_metric, value_to_metric)
-      // are counted under other labels; they show the totals of their file path only.
-      const l = ruleLabels(domain, r.fullKey);
-      const key = `${l.domain}\n${l.key1}\n${l.key2}`;
-      return {
-        fullKey: r.fullKey,
-        name: r.name ?? '',
-        limit: r.unlimited ? 'unlimited' : `${r.requestsPerUnit} / ${r.windowSeconds} s`,
-        algorithm: r.algorithm,
-        shadowMode: r.shadowMode,
-        totals: {
-          hits: values.hits.get(key) ?? 0,
-          overLimit: values.overLimit.get(key) ?? 0,
-          nearLimit: values.nearLimit.get(key) ?? 0,
-          shadow: values.shadow.get(key) ?? 0,
-        },
-      };
-    }),
-  }));
+  const domains = [...(rules?.rulesByDomain ?? new Map<string, readonly RateLimitRule[]>())]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([domain, list]) => ({
+      domain,
+      rules: list.map((r) => {
+        // Rules whose metric key depends on request values (detailed_metric, value_to_metric)
+        // are counted under other labels; they show the totals of their file path only.
+        const l = ruleLabels(domain, r.fullKey);
+        const key = `${l.domain}\n${l.key1}\n${l.key2}`;
+        return {
+          fullKey: r.fullKey,
+          name: r.name ?? '',
+          limit: r.unlimited ? 'unlimited' : `${r.requestsPerUnit} / ${r.windowSeconds} s`,
+          algorithm: r.algorithm,
+          shadowMode: r.shadowMode,
+          totals: {
+            hits: values.hits.get(key) ?? 0,
+            overLimit: values.overLimit.get(key) ?? 0,
+            nearLimit: values.nearLimit.get(key) ?? 0,
+            shadow: values.shadow.get(key) ?? 0,
+          },
+        };
+      }),
+    }));
   return {
     generatedAt: new Date().toISOString(),
     serving: sources.serving(),

@@ -64,7 +64,10 @@ function descriptorFromJson(v: unknown, i: number): WireDescriptor {
   return {
     entries: entries.map((e, j) => {
       const entry = asObject(e, `descriptors[${i}].entries[${j}]`, FIELDS.entry);
-      return { key: asString(entry.key, `descriptors[${i}].entries[${j}].key`), value: asString(entry.value, `descriptors[${i}].entries[${j}].value`) };
+      return {
+        key: asString(entry.key, `descriptors[${i}].entries[${j}].key`),
+        value: asString(entry.value, `descriptors[${i}].entries[${j}].value`),
+      };
     }),
     limit: limit && {
       requests_per_unit: asUint(field(limit, 'requestsPerUnit', 'requests_per_unit'), `descriptors[${i}].limit.requestsPerUnit`, UINT32_MAX),

@@ -100,7 +100,10 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
   operator?.watchBreakers(() => redisLimiter.breakerStates());
   let limiter: Limiter = redisLimiter;
   if (settings.localCacheSizeInBytes > 0) {
-    limiter = new OverLimitCache(limiter, { maxBytes: settings.localCacheSizeInBytes, ...(operator ? { onHit: () => operator.localCacheHit() } : {}) });
+    limiter = new OverLimitCache(limiter, {
+      maxBytes: settings.localCacheSizeInBytes,
+      ...(operator ? { onHit: () => operator.localCacheHit() } : {}),
+    });
   }
   return new FailureModeLimiter(limiter, {
     mode: settings.backendFailureMode,

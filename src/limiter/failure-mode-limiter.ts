@@ -23,7 +23,13 @@ function isBackendFailure(err: unknown): err is Error {
 function fixedAnswer(checks: readonly LimitCheck[], allowed: boolean): LimitResult[] {
   return checks.map((c) => {
     const windowMs = c.spec.windowSeconds * 1000;
-    return { allowed, used: allowed ? 0 : c.spec.limit + c.hits, remaining: allowed ? c.spec.limit : 0, resetMs: windowMs, retryAfterMs: allowed ? 0 : windowMs };
+    return {
+      allowed,
+      used: allowed ? 0 : c.spec.limit + c.hits,
+      remaining: allowed ? c.spec.limit : 0,
+      resetMs: windowMs,
+      retryAfterMs: allowed ? 0 : windowMs,
+    };
   });
 }
 

@@ -115,7 +115,8 @@ export class MappedPrometheusSink implements StatsdTransport {
     try {
       if (kind === 'counter') created = { kind, labels: labelKey, metric: new Counter(base) };
       else if (kind === 'gauge') created = { kind, labels: labelKey, metric: new Gauge(base) };
-      else if (kind === 'histogram') created = { kind, labels: labelKey, metric: new Histogram({ ...base, buckets: [...(observer?.buckets ?? [])] }) };
+      else if (kind === 'histogram')
+        created = { kind, labels: labelKey, metric: new Histogram({ ...base, buckets: [...(observer?.buckets ?? [])] }) };
       else created = { kind, labels: labelKey, metric: new Summary({ ...base, percentiles: [...(observer?.quantiles ?? [0.5, 0.9, 0.99])] }) };
     } catch {
       // A name prom-client refuses (a mapping that expands to an invalid name) is dropped.

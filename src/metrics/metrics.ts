@@ -120,7 +120,13 @@ export class PrometheusMetrics implements ServiceMetrics {
     this.responseTimeScale = options.responseTimeInMilliseconds ? 1000 : 1;
     const labelNames = ['domain', 'key1', 'key2'] as const;
     const rule = (suffix: string, help: string) =>
-      new Counter({ name: `ratelimit_service_rate_limit_${suffix}`, help, labelNames, registers: [this.registry], collect: () => this.flushRuleTallies() });
+      new Counter({
+        name: `ratelimit_service_rate_limit_${suffix}`,
+        help,
+        labelNames,
+        registers: [this.registry],
+        collect: () => this.flushRuleTallies(),
+      });
     this.ruleCounters = {
       total: rule('total_hits', 'Hits evaluated against the rule'),
       within: rule('within_limit', 'Hits within the limit'),
@@ -132,8 +138,18 @@ export class PrometheusMetrics implements ServiceMetrics {
     const reg = [this.registry];
     this.configLoadSuccess = new Counter({ name: 'ratelimit_service_config_load_success', help: 'Successful rule loads', registers: reg });
     this.configLoadError = new Counter({ name: 'ratelimit_service_config_load_error', help: 'Rejected rule loads', registers: reg });
-    this.errors = new Counter({ name: 'ratelimit_service_should_rate_limit_error', help: 'Failed ShouldRateLimit calls', labelNames: ['err_type'], registers: reg });
-    this.totalRequests = new Counter({ name: 'ratelimit_service_total_requests', help: 'Calls received', labelNames: ['grpc_method'], registers: reg });
+    this.errors = new Counter({
+      name: 'ratelimit_service_should_rate_limit_error',
+      help: 'Failed ShouldRateLimit calls',
+      labelNames: ['err_type'],
+      registers: reg,
+    });
+    this.totalRequests = new Counter({
+      name: 'ratelimit_service_total_requests',
+      help: 'Calls received',
+      labelNames: ['grpc_method'],
+      registers: reg,
+    });
     this.responseTime = new Histogram({
       name: 'ratelimit_service_response_time_seconds',
       help: 'Time to answer a call',
@@ -141,9 +157,18 @@ export class PrometheusMetrics implements ServiceMetrics {
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1].map((b) => b * this.responseTimeScale),
       registers: reg,
     });
-    this.domainNotFoundCounter = new Counter({ name: 'ratelimit_service_domain_not_found', help: 'Calls for a domain without rules', labelNames: ['domain'], registers: reg });
+    this.domainNotFoundCounter = new Counter({
+      name: 'ratelimit_service_domain_not_found',
+      help: 'Calls for a domain without rules',
+      labelNames: ['domain'],
+      registers: reg,
+    });
     // The name the reference's statsd exporter gives its unmapped ratelimit.service.global_shadow_mode.
-    this.globalShadowModeCounter = new Counter({ name: 'ratelimit_service_global_shadow_mode', help: 'OVER_LIMIT answers sent as OK by SHADOW_MODE', registers: reg });
+    this.globalShadowModeCounter = new Counter({
+      name: 'ratelimit_service_global_shadow_mode',
+      help: 'OVER_LIMIT answers sent as OK by SHADOW_MODE',
+      registers: reg,
+    });
     this.backendHealthy = new Gauge({ name: 'floodgate_backend_healthy', help: '1 while the counter backend answers', registers: reg });
     this.backendHealthy.set(1);
     this.seriesDropped = new Counter({

@@ -19,7 +19,8 @@ export function redisErrorKind(err: unknown): RedisErrorKind {
   if (/^READONLY\b/.test(message)) return 'readonly';
   if (/^OOM\b/.test(message)) return 'oom';
   if (/timed? ?out/i.test(message)) return 'timeout';
-  if (/Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|ENOTFOUND|Stream isn't writeable|offline queue|not connected/i.test(message)) return 'connection';
+  if (/Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|ENOTFOUND|Stream isn't writeable|offline queue|not connected/i.test(message))
+    return 'connection';
   return 'other';
 }
 
@@ -61,7 +62,12 @@ export class OperatorMetrics implements RedisCallObserver {
       buckets: [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
       registers,
     });
-    this.redisErrors = new Counter({ name: 'floodgate_redis_errors_total', help: 'Redis calls that failed, by kind', labelNames: ['kind'], registers });
+    this.redisErrors = new Counter({
+      name: 'floodgate_redis_errors_total',
+      help: 'Redis calls that failed, by kind',
+      labelNames: ['kind'],
+      registers,
+    });
     const breakers = (): readonly BreakerState[] => this.breakers();
     new Gauge({
       name: 'floodgate_redis_circuit_open',
@@ -79,9 +85,22 @@ export class OperatorMetrics implements RedisCallObserver {
       labelNames: ['mode'],
       registers,
     });
-    this.localCacheHits = new Counter({ name: 'floodgate_local_cache_hits_total', help: 'Checks answered over-limit from the local cache, without Redis', registers });
-    this.rulesLoadedGauge = new Gauge({ name: 'floodgate_rules_loaded', help: 'Rules with a limit in the current rule set, per domain', labelNames: ['domain'], registers });
-    this.lastReload = new Gauge({ name: 'floodgate_config_last_success_timestamp_seconds', help: 'When the current rule set was loaded', registers });
+    this.localCacheHits = new Counter({
+      name: 'floodgate_local_cache_hits_total',
+      help: 'Checks answered over-limit from the local cache, without Redis',
+      registers,
+    });
+    this.rulesLoadedGauge = new Gauge({
+      name: 'floodgate_rules_loaded',
+      help: 'Rules with a limit in the current rule set, per domain',
+      labelNames: ['domain'],
+      registers,
+    });
+    this.lastReload = new Gauge({
+      name: 'floodgate_config_last_success_timestamp_seconds',
+      help: 'When the current rule set was loaded',
+      registers,
+    });
     for (const mode of ['allow', 'deny', 'local'] as const) this.failureModeAnswers.inc({ mode }, 0);
     for (const kind of ['timeout', 'breaker_open', 'connection', 'other'] as const) this.redisErrors.inc({ kind }, 0);
     this.localCacheHits.inc(0);

@@ -16,9 +16,24 @@ export class PrometheusPolicyMetrics implements PolicyMetrics {
 
   constructor(registry: Registry) {
     const registers = [registry];
-    this.decisions = new Counter({ name: 'floodgate_policy_decisions_total', help: 'Policy decisions by the tier they gave', labelNames: ['domain', 'tier', 'shadow'], registers });
-    this.changes = new Counter({ name: 'floodgate_policy_tier_changes_total', help: 'Clients moved from one tier to another', labelNames: ['domain', 'from', 'to'], registers });
-    this.failures = new Counter({ name: 'floodgate_policy_unavailable_total', help: 'Decisions that used the normal tier because the policy state could not be read in time', labelNames: ['domain'], registers });
+    this.decisions = new Counter({
+      name: 'floodgate_policy_decisions_total',
+      help: 'Policy decisions by the tier they gave',
+      labelNames: ['domain', 'tier', 'shadow'],
+      registers,
+    });
+    this.changes = new Counter({
+      name: 'floodgate_policy_tier_changes_total',
+      help: 'Clients moved from one tier to another',
+      labelNames: ['domain', 'from', 'to'],
+      registers,
+    });
+    this.failures = new Counter({
+      name: 'floodgate_policy_unavailable_total',
+      help: 'Decisions that used the normal tier because the policy state could not be read in time',
+      labelNames: ['domain'],
+      registers,
+    });
   }
 
   decision(domain: string, tier: number, shadow: boolean): void {

@@ -77,7 +77,12 @@ function shown(v: unknown): string {
 
 /** A glob as the exporter's FSM reads it: `*` stands for (part of) one dot-separated field. */
 function globToRegExp(glob: string): RegExp {
-  const fields = glob.split('.').map((f) => f.split('*').map((part) => part.replace(/[\\^$+?.()|[\]{}]/g, '\\$&')).join('([^.]*)'));
+  const fields = glob.split('.').map((f) =>
+    f
+      .split('*')
+      .map((part) => part.replace(/[\\^$+?.()|[\]{}]/g, '\\$&'))
+      .join('([^.]*)'),
+  );
   return new RegExp(`^${fields.join('\\.')}$`);
 }
 

@@ -1,5 +1,13 @@
 import type { PolicyConfig } from '../domain/policy-config';
-import { decide, newPolicyState, stateExpiresAt, type PolicyInput, type PolicyOutcome, type PolicyParams, type PolicyState } from './policy-model';
+import {
+  decide,
+  newPolicyState,
+  stateExpiresAt,
+  type PolicyInput,
+  type PolicyOutcome,
+  type PolicyParams,
+  type PolicyState,
+} from './policy-model';
 import { NO_INPUT, type PolicyStore } from './policy-store';
 
 interface Entry {

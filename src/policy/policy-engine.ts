@@ -73,7 +73,11 @@ export class PolicyEngine {
         policy,
         this.paramsOf(policy),
         client,
-        { routeHash: route === undefined ? 0 : signalHash(route), fingerprintHash: fingerprint === undefined ? 0 : signalHash(fingerprint), denials },
+        {
+          routeHash: route === undefined ? 0 : signalHash(route),
+          fingerprintHash: fingerprint === undefined ? 0 : signalHash(fingerprint),
+          denials,
+        },
         now + Math.max(0, Math.floor((deadline - now) / 2)),
       );
     } catch {

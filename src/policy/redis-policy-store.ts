@@ -74,9 +74,22 @@ export class RedisPolicyStore implements PolicyStore {
   private async run({ mode, policy, params: p, client, input, deadline }: ScriptCall): Promise<PolicyOutcome> {
     const keys = policyKeys(this.options.keyPrefix, policy.domain, policy.client, client);
     const args: number[] = [
-      mode, p.windowMs, p.weightRequests, p.weightRepeats, p.weightRoutes, p.weightDenials,
-      p.elevatedAt, p.suspiciousAt, p.blockedAt, p.blockedMs, p.quietMs, p.routeCap, p.fingerprintCap,
-      input.routeHash, input.fingerprintHash, input.denials,
+      mode,
+      p.windowMs,
+      p.weightRequests,
+      p.weightRepeats,
+      p.weightRoutes,
+      p.weightDenials,
+      p.elevatedAt,
+      p.suspiciousAt,
+      p.blockedAt,
+      p.blockedMs,
+      p.quietMs,
+      p.routeCap,
+      p.fingerprintCap,
+      input.routeHash,
+      input.fingerprintHash,
+      input.denials,
     ];
     if (this.options.pinnedNow) args.push(this.options.pinnedNow());
     this.connect();
@@ -90,7 +103,16 @@ export class RedisPolicyStore implements PolicyStore {
       throw err;
     }
     breaker.success();
-    return { tier: r[0]!, previousTier: r[1]!, blockedMsLeft: r[2]!, requests: r[3]!, repeats: r[4]!, routes: r[5]!, denials: r[6]!, score: r[7]! };
+    return {
+      tier: r[0]!,
+      previousTier: r[1]!,
+      blockedMsLeft: r[2]!,
+      requests: r[3]!,
+      repeats: r[4]!,
+      routes: r[5]!,
+      denials: r[6]!,
+      score: r[7]!,
+    };
   }
 }
 

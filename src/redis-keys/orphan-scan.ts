@@ -35,9 +35,7 @@ export class OrphanScan {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
 
-  constructor(
-    private readonly options: { redis: RedisSettings; scan: OrphanScanSettings; prefix: string; registry: Registry; logger: Logger },
-  ) {
+  constructor(private readonly options: { redis: RedisSettings; scan: OrphanScanSettings; prefix: string; registry: Registry; logger: Logger }) {
     // Its own connection, so a scan never queues behind (or ahead of) the request path's calls.
     this.client = createRedisClient(options.redis, { readReplicas: options.scan.replicas });
     this.client.on('error', () => undefined); // the limiter's connection logs Redis trouble already
@@ -45,9 +43,24 @@ export class OrphanScan {
     // With WORKERS > 1 the primary merges the workers' metrics; only one worker scans (see
     // app.ts), and 'max' keeps the others' zero from hiding its figure.
     const aggregator = 'max' as const;
-    this.withoutTtl = new Gauge({ name: 'floodgate_redis_keys_without_ttl', help: 'Counter keys without a TTL found by the last orphan scan', registers, aggregator });
-    this.unknownShape = new Gauge({ name: 'floodgate_redis_keys_unknown_shape', help: 'Keys under the counter prefix of no known shape, found by the last orphan scan', registers, aggregator });
-    this.lastRun = new Gauge({ name: 'floodgate_redis_orphan_scan_last_success_timestamp_seconds', help: 'When the last orphan scan finished', registers, aggregator });
+    this.withoutTtl = new Gauge({
+      name: 'floodgate_redis_keys_without_ttl',
+      help: 'Counter keys without a TTL found by the last orphan scan',
+      registers,
+      aggregator,
+    });
+    this.unknownShape = new Gauge({
+      name: 'floodgate_redis_keys_unknown_shape',
+      help: 'Keys under the counter prefix of no known shape, found by the last orphan scan',
+      registers,
+      aggregator,
+    });
+    this.lastRun = new Gauge({
+      name: 'floodgate_redis_orphan_scan_last_success_timestamp_seconds',
+      help: 'When the last orphan scan finished',
+      registers,
+      aggregator,
+    });
   }
 
   start(): void {
@@ -94,10 +107,13 @@ export class OrphanScan {
       this.unknownShape.set(report.unknownShape);
       this.lastRun.set(Date.now() / 1000);
       if (report.withoutTtl > 0 || report.unknownShape > 0) {
-        logger.warn(`orphan scan: ${report.withoutTtl} counter keys without TTL, ${report.unknownShape} of unknown shape (run 'floodgate keys --fix')`, {
-          scanned: report.scanned,
-          sample: report.findings.map((f) => f.key),
-        });
+        logger.warn(
+          `orphan scan: ${report.withoutTtl} counter keys without TTL, ${report.unknownShape} of unknown shape (run 'floodgate keys --fix')`,
+          {
+            scanned: report.scanned,
+            sample: report.findings.map((f) => f.key),
+          },
+        );
       } else {
         logger.info('orphan scan: every counter key has a TTL', { scanned: report.scanned });
       }

@@ -36,7 +36,7 @@ function int64Parts(n: number): [number, number] {
   if (negative) v = -v;
   // Long.fromNumber saturates at ±2^63.
   if (v >= 2 ** 63) return negative ? [0, 0x80000000] : [0xffffffff, 0x7fffffff];
-  let lo = v % TWO_32 >>> 0;
+  let lo = (v % TWO_32) >>> 0;
   let hi = Math.floor(v / TWO_32) >>> 0;
   if (negative) {
     lo = (~lo + 1) >>> 0;

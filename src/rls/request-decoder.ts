@@ -81,7 +81,8 @@ function decodeHitsAddend(r: ProtoReader, index: number): number {
     } else r.skip(tag);
   }
   r.expectEnd(end);
-  if (hits > UINT32_MAX) throw new InvalidRequestError(`descriptor ${index}: hits_addend ${text ?? String(hits)} is out of range (0 to ${UINT32_MAX})`);
+  if (hits > UINT32_MAX)
+    throw new InvalidRequestError(`descriptor ${index}: hits_addend ${text ?? String(hits)} is out of range (0 to ${UINT32_MAX})`);
   return hits;
 }
 

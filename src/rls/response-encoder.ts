@@ -57,7 +57,9 @@ function currentLimitBody(limit: CurrentLimit): Buffer {
   const name = limit.name ?? '';
   const nameSize = utf8Size(name);
   const size =
-    (requestsPerUnit !== 0 ? 1 + varint32Size(requestsPerUnit) : 0) + (unit !== 0 ? 1 + varint32Size(unit) : 0) + (nameSize !== 0 ? fieldSize(nameSize) : 0);
+    (requestsPerUnit !== 0 ? 1 + varint32Size(requestsPerUnit) : 0) +
+    (unit !== 0 ? 1 + varint32Size(unit) : 0) +
+    (nameSize !== 0 ? fieldSize(nameSize) : 0);
   const w = new ProtoWriter(Buffer.allocUnsafe(size));
   if (requestsPerUnit !== 0) {
     w.byte(TAG_REQUESTS_PER_UNIT);

@@ -47,7 +47,11 @@ export function styledLimitHeaders(
     if (style === 'reference') {
       headers.push({ key: names.limit, value: perUnit }, { key: names.remaining, value: remaining }, { key: names.reset, value: reset });
     } else if (style === 'x-ratelimit') {
-      headers.push({ key: 'X-RateLimit-Limit', value: perUnit }, { key: 'X-RateLimit-Remaining', value: remaining }, { key: 'X-RateLimit-Reset', value: reset });
+      headers.push(
+        { key: 'X-RateLimit-Limit', value: perUnit },
+        { key: 'X-RateLimit-Remaining', value: remaining },
+        { key: 'X-RateLimit-Reset', value: reset },
+      );
     } else {
       const policy = sfString(policyName(limit.name, limit.requestsPerUnit, limit.unit));
       const pk = chosen?.domain !== undefined && chosen.entries !== undefined ? `;pk=:${partitionKey(chosen.domain, chosen.entries)}:` : '';

@@ -87,14 +87,22 @@ export class RateLimitService {
     return this.deps.limiter.check(effective, { deadline, stopIncrementWhenOverLimit: this.deps.config.stopIncrementWhenOverLimit });
   }
 
-  private respond(request: RateLimitRequest, plans: readonly DescriptorPlan[], results: readonly LimitResult[], decision?: PolicyDecision): RateLimitResponse {
+  private respond(
+    request: RateLimitRequest,
+    plans: readonly DescriptorPlan[],
+    results: readonly LimitResult[],
+    decision?: PolicyDecision,
+  ): RateLimitResponse {
     const { config, metrics } = this.deps;
     const { statuses, tally, quotaFlags, passedMetadata } = this.judgeAll(request, plans, results, decision);
     const boxMs = decision?.blockedMsLeft ?? 0;
     const limited = tally.limited(boxMs);
     const overallCode: Code = config.shadowMode ? 'OK' : limited;
     if (config.shadowMode && limited === 'OVER_LIMIT') metrics.globalShadowMode();
-    const headers = this.responseHeaders({ statuses, quota: quotaFlags, overall: overallCode, retryAfterMs: tally.retryAfterMs(boxMs), request }, decision);
+    const headers = this.responseHeaders(
+      { statuses, quota: quotaFlags, overall: overallCode, retryAfterMs: tally.retryAfterMs(boxMs), request },
+      decision,
+    );
     const dynamicMetadata = responseMetadata(request, passedMetadata, decision);
     return {
       overallCode,
@@ -106,7 +114,12 @@ export class RateLimitService {
   }
 
   /** Every descriptor's status, the tally of the counted ones, their quota flags and the metadata of those that passed. */
-  private judgeAll(request: RateLimitRequest, plans: readonly DescriptorPlan[], results: readonly LimitResult[], decision?: PolicyDecision): Judgement {
+  private judgeAll(
+    request: RateLimitRequest,
+    plans: readonly DescriptorPlan[],
+    results: readonly LimitResult[],
+    decision?: PolicyDecision,
+  ): Judgement {
     const config = this.deps.config;
     const statuses: DescriptorStatus[] = new Array<DescriptorStatus>(plans.length);
     const tally = new OverallTally();
@@ -152,7 +165,10 @@ export class RateLimitService {
     const status: DescriptorStatus = {
       code: over ? 'OVER_LIMIT' : 'OK',
       // The rule's shared CurrentLimit unless a policy tier scaled the limit for this answer.
-      currentLimit: limit === rule.requestsPerUnit ? currentLimitOf(rule) : { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: limit, unit: rule.unit ?? 'SECOND' },
+      currentLimit:
+        limit === rule.requestsPerUnit
+          ? currentLimitOf(rule)
+          : { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: limit, unit: rule.unit ?? 'SECOND' },
       limitRemaining: result.remaining,
       durationUntilResetSeconds: Math.ceil(result.resetMs / 1000),
     };

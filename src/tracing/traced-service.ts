@@ -1,6 +1,15 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Metadata } from '@grpc/grpc-js';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type TextMapGetter, type TextMapPropagator, type Tracer } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Context,
+  type TextMapGetter,
+  type TextMapPropagator,
+  type Tracer,
+} from '@opentelemetry/api';
 import type { RateLimitHandler } from '../service/rate-limit-handler';
 import type { RateLimitRequest, RateLimitResponse } from '../service/types';
 import type { ActiveContext } from './active-context';
@@ -48,20 +57,22 @@ export class TracedRateLimitService implements RateLimitHandler {
     // Not sampled: nothing of it will be exported and its children would not be sampled either,
     // so the call runs untraced (no context to carry, no attributes to set).
     if (!span.isRecording()) return this.inner.shouldRateLimit(request, deadline);
-    return this.active.run(trace.setSpan(parent, span), () => this.inner.shouldRateLimit(request, deadline)).then(
-      (response) => {
-        span.setAttribute(ATTR_DECISION, response.overallCode);
-        span.end();
-        return response;
-      },
-      (err: unknown) => {
-        const message = err instanceof Error ? err.message : String(err);
-        span.recordException(err instanceof Error ? err : message);
-        span.setStatus({ code: SpanStatusCode.ERROR, message });
-        span.end();
-        throw err;
-      },
-    );
+    return this.active
+      .run(trace.setSpan(parent, span), () => this.inner.shouldRateLimit(request, deadline))
+      .then(
+        (response) => {
+          span.setAttribute(ATTR_DECISION, response.overallCode);
+          span.end();
+          return response;
+        },
+        (err: unknown) => {
+          const message = err instanceof Error ? err.message : String(err);
+          span.recordException(err instanceof Error ? err : message);
+          span.setStatus({ code: SpanStatusCode.ERROR, message });
+          span.end();
+          throw err;
+        },
+      );
   }
 
   private parentOf(incoming: Metadata | IncomingHttpHeaders | undefined): Context {

@@ -132,9 +132,13 @@ interface Probe {
 }
 
 function startProbe(grpcAddress: string): Probe {
-  const child = spawn(process.execPath, [join(__dirname, 'probe-client.js'), grpcAddress, String(PROBE_INTERVAL_MS), String(PROBE_DEADLINE_MS)], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [join(__dirname, 'probe-client.js'), grpcAddress, String(PROBE_INTERVAL_MS), String(PROBE_DEADLINE_MS)],
+    {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    },
+  );
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -222,7 +226,17 @@ export async function runAttack(attack: Attack, scale: Scale, redisUrl?: string)
   const survived = server.proc.exitCode === null && server.proc.signalCode === null;
   if (!survived) error ??= `server exited: ${server.output().slice(-500)}`;
   server.cleanup();
-  return { name: attack.name, peakRssMb, stallMs, baselineStallMs, probe: probe ?? NO_PROBE, answers, notes, survived, ...(error ? { error } : {}) };
+  return {
+    name: attack.name,
+    peakRssMb,
+    stallMs,
+    baselineStallMs,
+    probe: probe ?? NO_PROBE,
+    answers,
+    notes,
+    survived,
+    ...(error ? { error } : {}),
+  };
 }
 
 /** The targets other than the event-loop stall that this report misses, in words. */
@@ -231,7 +245,9 @@ export function missedTargetsBesidesStall(r: AttackReport): string[] {
   if (!r.survived) missed.push('process died');
   if (r.peakRssMb >= TARGETS.maxRssMb) missed.push(`peak RSS ${r.peakRssMb.toFixed(0)} MB >= ${TARGETS.maxRssMb} MB`);
   if (r.probe.calls === 0 || r.probe.answered !== r.probe.calls) {
-    missed.push(`ordinary client: ${r.probe.answered}/${r.probe.calls} calls answered within ${PROBE_DEADLINE_MS} ms (late ${r.probe.late}, failed ${JSON.stringify(r.probe.errors)})`);
+    missed.push(
+      `ordinary client: ${r.probe.answered}/${r.probe.calls} calls answered within ${PROBE_DEADLINE_MS} ms (late ${r.probe.late}, failed ${JSON.stringify(r.probe.errors)})`,
+    );
   }
   if (r.error) missed.push(`attack error: ${r.error}`);
   return missed;
@@ -257,8 +273,12 @@ export function missedStall(r: AttackReport): string | undefined {
 
 /** One line per attack. */
 export function formatReport(r: AttackReport): string {
-  const answers = Object.entries(r.answers).map(([k, v]) => `${k}=${v}`).join(' ');
-  const notes = Object.entries(r.notes).map(([k, v]) => `${k}=${v}`).join(' ');
+  const answers = Object.entries(r.answers)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
+  const notes = Object.entries(r.notes)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
   return (
     `${r.name.padEnd(46)} peakRSS ${r.peakRssMb.toFixed(0).padStart(4)} MB  stall ${r.stallMs.toFixed(0).padStart(5)} ms (idle ${r.baselineStallMs.toFixed(0)}, control ${r.probe.controlStallMs.toFixed(0)})  ` +
     `probe ${r.probe.answered}/${r.probe.calls} worst ${r.probe.worstMs.toFixed(0)} ms  ${r.survived ? 'alive' : 'DIED'}  ` +

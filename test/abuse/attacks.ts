@@ -80,11 +80,14 @@ const agent = new Agent({ keepAlive: true, maxSockets: 16 });
 
 function postJson(port: number, body: Buffer | string, timeoutMs = 10_000): Promise<string> {
   return new Promise((resolve) => {
-    const req = request({ host: '127.0.0.1', port, path: '/json', method: 'POST', agent, timeout: timeoutMs, headers: { 'content-type': 'application/json' } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(`http_${res.statusCode}`));
-      res.on('error', () => resolve('response_error'));
-    });
+    const req = request(
+      { host: '127.0.0.1', port, path: '/json', method: 'POST', agent, timeout: timeoutMs, headers: { 'content-type': 'application/json' } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(`http_${res.statusCode}`));
+        res.on('error', () => resolve('response_error'));
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
     req.end(body);
@@ -142,7 +145,9 @@ const unknownDomains: Attack = {
   async run(ctx) {
     const pad = 'd'.repeat(4000);
     await pool(n(ctx, 500, 10_000), 16, async (i) => {
-      ctx.answer(await postJson(ctx.server.httpPort, JSON.stringify({ domain: `${i}${pad}`, descriptors: [{ entries: [{ key: 'user', value: 'x' }] }] })));
+      ctx.answer(
+        await postJson(ctx.server.httpPort, JSON.stringify({ domain: `${i}${pad}`, descriptors: [{ entries: [{ key: 'user', value: 'x' }] }] })),
+      );
     });
     const text = await ctx.scrape();
     ctx.note('metricsBytes', text.length);
@@ -213,7 +218,13 @@ const overLimitCache: Attack = {
 };
 
 /** Opens `count` sockets with `start`, holds them `holdMs`, and counts how many the server closed. */
-async function holdSockets(ctx: AttackContext, port: number, count: number, holdMs: number, start: (s: Socket, i: number) => void): Promise<void> {
+async function holdSockets(
+  ctx: AttackContext,
+  port: number,
+  count: number,
+  holdMs: number,
+  start: (s: Socket, i: number) => void,
+): Promise<void> {
   const sockets: Socket[] = [];
   let closedByServer = 0;
   const statuses: Record<string, number> = {};
@@ -259,12 +270,15 @@ const slowHttp: Attack = {
       s.write(`POST /json HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${1024 * 1024}\r\n\r\n`);
       let sent = 0;
       const steps = Math.ceil(total / chunk.length);
-      const timer = setInterval(() => {
-        if (s.destroyed || sent >= total) return clearInterval(timer);
-        const part = chunk.subarray(0, Math.min(chunk.length, total - sent));
-        s.write(part);
-        sent += part.length;
-      }, Math.max(10, Math.floor((holdMs * 0.6) / steps)));
+      const timer = setInterval(
+        () => {
+          if (s.destroyed || sent >= total) return clearInterval(timer);
+          const part = chunk.subarray(0, Math.min(chunk.length, total - sent));
+          s.write(part);
+          sent += part.length;
+        },
+        Math.max(10, Math.floor((holdMs * 0.6) / steps)),
+      );
       timers.push(timer);
     });
     for (const t of timers) clearInterval(t);
@@ -373,7 +387,19 @@ const mutatedGrpc: Attack = {
     const samples = [
       encodeRequest('abuse', [{ entries: [['user', 'alice']] }], 1),
       encodeRequest('abuse', [{ entries: [['user', 'bob']], override: { requestsPerUnit: 10, unit: 2 } }, { entries: [['wild', 'xaab']] }]),
-      encodeRequest('abuse', [{ entries: [['detailed', 'v'], ['more', 'w']] }, { entries: [['zero', 'z']] }], 3),
+      encodeRequest(
+        'abuse',
+        [
+          {
+            entries: [
+              ['detailed', 'v'],
+              ['more', 'w'],
+            ],
+          },
+          { entries: [['zero', 'z']] },
+        ],
+        3,
+      ),
       encodeRequest('probe', [{ entries: [['k', 'v']] }]),
     ];
     await pool(n(ctx, 300, 3000), 8, async () => ctx.answer(await rawCall(client, mutate(pick(samples)))));
@@ -394,9 +420,23 @@ function randomJson(depth = 0): unknown {
     case 4:
       return Array.from({ length: Math.floor(Math.random() * 5) }, () => randomJson(depth + 1));
     default: {
-      const keys = ['domain', 'descriptors', 'entries', 'key', 'value', 'hitsAddend', 'hits_addend', 'limit', 'requestsPerUnit', 'unit', '__proto__', 'x'];
+      const keys = [
+        'domain',
+        'descriptors',
+        'entries',
+        'key',
+        'value',
+        'hitsAddend',
+        'hits_addend',
+        'limit',
+        'requestsPerUnit',
+        'unit',
+        '__proto__',
+        'x',
+      ];
       const o: Record<string, unknown> = {};
-      for (let i = Math.floor(Math.random() * 5); i > 0; i--) Object.defineProperty(o, pick(keys), { value: randomJson(depth + 1), enumerable: true, configurable: true, writable: true });
+      for (let i = Math.floor(Math.random() * 5); i > 0; i--)
+        Object.defineProperty(o, pick(keys), { value: randomJson(depth + 1), enumerable: true, configurable: true, writable: true });
       return o;
     }
   }

@@ -17,32 +17,38 @@ export function abuseSuite(scale: Scale, timeoutMs: number): void {
     });
     afterAll(async () => {
       await redis?.stop();
-      console.log(['', `abuse (${scale}) — per attack: peak resident memory, worst event-loop stall, ordinary client, answers`, ...lines].join('\n'));
+      console.log(
+        ['', `abuse (${scale}) — per attack: peak resident memory, worst event-loop stall, ordinary client, answers`, ...lines].join('\n'),
+      );
     });
 
     for (const attack of ATTACKS) {
-      it(attack.name, async () => {
-        const run = async (label: string): Promise<AttackReport> => {
-          const report = await runAttack(attack, scale, redis?.url);
-          const line = formatReport(report) + label;
-          lines.push(line);
-          console.log(line);
-          return report;
-        };
-        const first = await run('');
-        const missed = missedTargetsBesidesStall(first);
-        let stall = missedStall(first);
-        if (missed.length === 0 && stall !== undefined) {
-          // Once more, on a fresh server: a stall the attack causes (a backtracking regex,
-          // an alias flood, a huge scrape) is the same work every time and repeats; a loaded
-          // machine's scheduler taking a core from the busy server at the wrong moment
-          // rarely does twice. Every other target must hold in both runs.
-          const again = await run('  (again: the first run missed the stall target)');
-          missed.push(...missedTargetsBesidesStall(again));
-          stall = missedStall(again);
-        }
-        expect([...missed, ...(stall === undefined ? [] : [stall])]).toEqual([]);
-      }, timeoutMs);
+      it(
+        attack.name,
+        async () => {
+          const run = async (label: string): Promise<AttackReport> => {
+            const report = await runAttack(attack, scale, redis?.url);
+            const line = formatReport(report) + label;
+            lines.push(line);
+            console.log(line);
+            return report;
+          };
+          const first = await run('');
+          const missed = missedTargetsBesidesStall(first);
+          let stall = missedStall(first);
+          if (missed.length === 0 && stall !== undefined) {
+            // Once more, on a fresh server: a stall the attack causes (a backtracking regex,
+            // an alias flood, a huge scrape) is the same work every time and repeats; a loaded
+            // machine's scheduler taking a core from the busy server at the wrong moment
+            // rarely does twice. Every other target must hold in both runs.
+            const again = await run('  (again: the first run missed the stall target)');
+            missed.push(...missedTargetsBesidesStall(again));
+            stall = missedStall(again);
+          }
+          expect([...missed, ...(stall === undefined ? [] : [stall])]).toEqual([]);
+        },
+        timeoutMs,
+      );
     }
   });
 }

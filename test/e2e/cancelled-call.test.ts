@@ -19,7 +19,11 @@ describe('a call the client cancels', () => {
   const logLines: string[] = [];
   beforeAll(async () => {
     redis = await startStandalone();
-    t = await startTestApp({ 'c.yaml': RULES }, { REDIS_URL: redis.url }, { logger: createLogger('DEBUG', 'text', (line) => logLines.push(line)) });
+    t = await startTestApp(
+      { 'c.yaml': RULES },
+      { REDIS_URL: redis.url },
+      { logger: createLogger('DEBUG', 'text', (line) => logLines.push(line)) },
+    );
     // Wait until the backend is connected.
     await within(5000, () => t.app.limiter.isHealthy(), 'the backend connected');
   });

@@ -71,7 +71,10 @@ test(`explain agrees with the server on ${REQUESTS.length} requests`, async () =
     expect(run.code, run.stderr).toBe(0);
     const explained = (JSON.parse(run.stdout) as { descriptors: DescriptorExplanation[] }).descriptors;
     const before = new Set(await scanKeys(redis, PREFIX));
-    const request: TestRequest = { domain: 'shop', descriptors: descriptors.map((d) => ({ entries: Object.entries(d).map(([key, value]) => ({ key, value })) })) };
+    const request: TestRequest = {
+      domain: 'shop',
+      descriptors: descriptors.map((d) => ({ entries: Object.entries(d).map(([key, value]) => ({ key, value })) })),
+    };
     const answer = await client.shouldRateLimit(request);
     const created = (await scanKeys(redis, PREFIX)).filter((k) => !before.has(k));
     const what = JSON.stringify(descriptors);

@@ -69,13 +69,19 @@ describe('floodgate check', () => {
   });
 
   test('a missing directory exits 1 naming it', async () => {
-    expect(await runCli(['check', '/nonexistent/rules'])).toEqual({ code: 1, stdout: '', stderr: '/nonexistent/rules: cannot read rule directory: no such directory\n' });
+    expect(await runCli(['check', '/nonexistent/rules'])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: '/nonexistent/rules: cannot read rule directory: no such directory\n',
+    });
   });
 });
 
 describe('floodgate explain', () => {
   test('exact value, wildcard and key-only matches, with their keys', async () => {
-    const run = await runCli(['explain', SHOP, 'shop', 'api_key=partner-42', '+', 'api_key=test-9', '+', 'tenant=t:1'], { CACHE_KEY_PREFIX: 'fg_' });
+    const run = await runCli(['explain', SHOP, 'shop', 'api_key=partner-42', '+', 'api_key=test-9', '+', 'tenant=t:1'], {
+      CACHE_KEY_PREFIX: 'fg_',
+    });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe(
       [
@@ -100,7 +106,23 @@ describe('floodgate explain', () => {
   });
 
   test('replaces, unlimited, no limit and no match', async () => {
-    const run = await runCli(['explain', SHOP, 'shop', 'plan=premium', '+', 'api_key=abc', '+', 'internal_client=x', '+', 'health_probe=1', '+', 'remote_address=a', 'path=/nope', '--prefix', 'p_']);
+    const run = await runCli([
+      'explain',
+      SHOP,
+      'shop',
+      'plan=premium',
+      '+',
+      'api_key=abc',
+      '+',
+      'internal_client=x',
+      '+',
+      'health_probe=1',
+      '+',
+      'remote_address=a',
+      'path=/nope',
+      '--prefix',
+      'p_',
+    ]);
     expect(run.code).toBe(0);
     expect(run.stdout).toBe(
       [
@@ -134,21 +156,41 @@ describe('floodgate explain', () => {
   });
 
   test('an unknown domain exits 1; bad rules exit 1 with the load error', async () => {
-    expect(await runCli(['explain', SHOP, 'nope', 'a=b'])).toEqual({ code: 1, stdout: '', stderr: `domain 'nope' is not in ${SHOP} (domains: search, shop)\n` });
-    expect(await runCli(['explain', BROKEN, 'broken', 'x=1'])).toEqual({ code: 1, stdout: '', stderr: "b_bad.yaml: invalid rate limit unit 'fortnight'\n" });
+    expect(await runCli(['explain', SHOP, 'nope', 'a=b'])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `domain 'nope' is not in ${SHOP} (domains: search, shop)\n`,
+    });
+    expect(await runCli(['explain', BROKEN, 'broken', 'x=1'])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: "b_bad.yaml: invalid rate limit unit 'fortnight'\n",
+    });
   });
 });
 
 describe('floodgate serve', () => {
   test("is the package's bin, and what npm start runs", () => {
-    const pkg = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { bin: Record<string, string>; scripts: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as {
+      bin: Record<string, string>;
+      scripts: Record<string, string>;
+    };
     expect(pkg.bin).toEqual({ floodgate: 'bin/floodgate.js' });
     expect(pkg.scripts['start']).toMatch(/\bnode bin\/floodgate\.js serve$/);
   });
 
   test('runs the service (as npm start does) until SIGTERM, then exits 0', async () => {
     const proc = spawn(process.execPath, [FLOODGATE_BIN, 'serve'], {
-      env: { PATH: process.env['PATH'] ?? '', RUNTIME_ROOT: projectRoot, HOST: '127.0.0.1', PORT: '0', GRPC_HOST: '127.0.0.1', GRPC_PORT: '0', DEBUG_PORT: '0', USE_PROMETHEUS: 'false' },
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        RUNTIME_ROOT: projectRoot,
+        HOST: '127.0.0.1',
+        PORT: '0',
+        GRPC_HOST: '127.0.0.1',
+        GRPC_PORT: '0',
+        DEBUG_PORT: '0',
+        USE_PROMETHEUS: 'false',
+      },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';

@@ -45,18 +45,33 @@ const READ_ROW = (rule: string) => `(() => {
 
 test('the page lists domains and rules and its counts follow requests live', async () => {
   const page = await browser.open(`${app.debugUrl}/`);
-  const first = await waitUntil('rule row shop.user', () => page.evaluate<RuleRow | null>(READ_ROW('shop.user')).then((r) => r ?? undefined), { timeoutMs: 20_000, intervalMs: 200 });
+  const first = await waitUntil('rule row shop.user', () => page.evaluate<RuleRow | null>(READ_ROW('shop.user')).then((r) => r ?? undefined), {
+    timeoutMs: 20_000,
+    intervalMs: 200,
+  });
   expect(first).toEqual({ hits: '0', over: '0', near: '0', shadow: '0' });
   const headings = await page.evaluate<string[]>(`[...document.querySelectorAll('h2')].map((h) => h.textContent)`);
   expect(headings).toEqual(['Backend', 'domain search', 'domain shop']);
-  expect(await page.evaluate<string>(`document.getElementById('backend-type').textContent + ' ' + document.getElementById('backend-health').textContent`)).toBe('memory healthy');
+  expect(
+    await page.evaluate<string>(
+      `document.getElementById('backend-type').textContent + ' ' + document.getElementById('backend-health').textContent`,
+    ),
+  ).toBe('memory healthy');
 
   for (let i = 0; i < 5; i++) await app.client.shouldRateLimit(oneDescriptor('shop', { user: 'ann' }));
   for (let i = 0; i < 2; i++) await app.client.shouldRateLimit(oneDescriptor('shop', { tenant: 't' }));
   // No reload: the page's own refresh brings the new totals.
-  const after = await waitUntil('hits 5', () => page.evaluate<RuleRow | null>(READ_ROW('shop.user')).then((r) => (r?.hits === '5' ? r : undefined)), { timeoutMs: 20_000, intervalMs: 200 });
+  const after = await waitUntil(
+    'hits 5',
+    () => page.evaluate<RuleRow | null>(READ_ROW('shop.user')).then((r) => (r?.hits === '5' ? r : undefined)),
+    { timeoutMs: 20_000, intervalMs: 200 },
+  );
   // 3 per hour: hits 1-2 within, 3 near (ratio 0.8), 4-5 over.
   expect(after).toEqual({ hits: '5', over: '2', near: '1', shadow: '0' });
-  const tenant = await waitUntil('tenant shadow', () => page.evaluate<RuleRow | null>(READ_ROW('shop.tenant')).then((r) => (r?.hits === '2' ? r : undefined)), { timeoutMs: 20_000, intervalMs: 200 });
+  const tenant = await waitUntil(
+    'tenant shadow',
+    () => page.evaluate<RuleRow | null>(READ_ROW('shop.tenant')).then((r) => (r?.hits === '2' ? r : undefined)),
+    { timeoutMs: 20_000, intervalMs: 200 },
+  );
   expect(tenant.shadow).toBe('1');
 });

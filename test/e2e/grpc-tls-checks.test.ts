@@ -134,7 +134,9 @@ describe('a bad certificate reload keeps the last good pair (finding 9)', () => 
 
       lines.length = 0;
       unlinkSync(join(files, 'server.key'));
-      expect(await waitForLog(/server\.key/)).toMatch(/level=error.*keeping the previous certificate.*GRPC_SERVER_TLS_KEY.*(ENOENT|no such file)/);
+      expect(await waitForLog(/server\.key/)).toMatch(
+        /level=error.*keeping the previous certificate.*GRPC_SERVER_TLS_KEY.*(ENOENT|no such file)/,
+      );
       expect(await answered()).toBe(true);
 
       // A good pair (of a new CA) is served within seconds; the client trusts the new CA.

@@ -81,15 +81,24 @@ describe('out-of-range numbers are echoed exactly (not 18446744073709552000)', (
 
   test('a descriptor hits_addend of 2^64-1', async () => {
     const err = await t.client
-      .shouldRateLimit({ domain: 't', descriptors: [{ entries: [{ key: 'k', value: 'v' }], hits_addend: { value: '18446744073709551615' as unknown as number } }] })
-      .then(() => undefined, (e: grpc.ServiceError) => e);
+      .shouldRateLimit({
+        domain: 't',
+        descriptors: [{ entries: [{ key: 'k', value: 'v' }], hits_addend: { value: '18446744073709551615' as unknown as number } }],
+      })
+      .then(
+        () => undefined,
+        (e: grpc.ServiceError) => e,
+      );
     expect(err?.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(err?.details).toContain('hits_addend 18446744073709551615 is out of range');
     expect(err?.details).not.toContain('18446744073709552000');
   });
 
   test('an in-range hits_addend still counts', async () => {
-    const res = await t.client.shouldRateLimit({ domain: 't', descriptors: [{ entries: [{ key: 'k', value: 'ok' }], hits_addend: { value: 3 } }] });
+    const res = await t.client.shouldRateLimit({
+      domain: 't',
+      descriptors: [{ entries: [{ key: 'k', value: 'ok' }], hits_addend: { value: 3 } }],
+    });
     expect(res.statuses[0]!.limit_remaining).toBe(7);
   });
 });

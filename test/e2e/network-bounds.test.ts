@@ -140,8 +140,7 @@ describe('gRPC bounds', () => {
 });
 
 describe('HTTP bounds', () => {
-  const post = (body: string | Buffer) =>
-    fetch(`http://127.0.0.1:${server.httpPort}/json`, { method: 'POST', body });
+  const post = (body: string | Buffer) => fetch(`http://127.0.0.1:${server.httpPort}/json`, { method: 'POST', body });
 
   test('a body over HTTP_MAX_BODY_BYTES (64 KiB) gets 413, not a reset', async () => {
     const res = await post(Buffer.alloc(100 * 1024, 0x20));
@@ -166,7 +165,9 @@ describe('HTTP bounds', () => {
     const results = await Promise.all(answers);
     const after = residentMb(server.proc.pid!);
     const worst = Math.max(...results.map((r) => r.ms));
-    console.log(`10 slow HTTP bodies: closed after at most ${worst} ms (HTTP_REQUEST_TIMEOUT=1500ms), server RSS ${before.toFixed(0)} -> ${after.toFixed(0)} MB`);
+    console.log(
+      `10 slow HTTP bodies: closed after at most ${worst} ms (HTTP_REQUEST_TIMEOUT=1500ms), server RSS ${before.toFixed(0)} -> ${after.toFixed(0)} MB`,
+    );
     for (const r of results) expect(r.text).toMatch(/^HTTP\/1\.1 408/);
     expect(worst).toBeLessThan(8000);
   });
@@ -179,7 +180,14 @@ describe('HTTP bounds', () => {
 
   test('connections over HTTP_MAX_CONNECTIONS are closed at once; the others are served', async () => {
     const sockets = await Promise.all(Array.from({ length: 30 }, () => connect(server.httpPort)));
-    const closed = await Promise.all(sockets.map((s) => closedWithin(s, 500).then(() => true, () => false)));
+    const closed = await Promise.all(
+      sockets.map((s) =>
+        closedWithin(s, 500).then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
     const count = closed.filter(Boolean).length;
     console.log(`30 connections against HTTP_MAX_CONNECTIONS=20: ${count} closed at once`);
     expect(count).toBeGreaterThanOrEqual(10);
@@ -210,7 +218,9 @@ describe('HTTP bounds under many large slow bodies (defaults but the timeout)', 
     const held = residentMb(big.proc.pid!);
     const done = await Promise.all(results);
     const worst = Math.max(...done.map((r) => r.ms));
-    console.log(`100 large slow bodies: server RSS ${before.toFixed(0)} -> ${held.toFixed(0)} MB while held, all closed after at most ${worst} ms`);
+    console.log(
+      `100 large slow bodies: server RSS ${before.toFixed(0)} -> ${held.toFixed(0)} MB while held, all closed after at most ${worst} ms`,
+    );
     for (const r of done) expect(r.text).toMatch(/^HTTP\/1\.1 413/);
     expect(held - before).toBeLessThan(60);
     expect(worst).toBeLessThan(10_000);

@@ -91,7 +91,13 @@ describe.each([
     expect(['29', '30']).toContain(seen[10]?.[3]);
 
     const look = (await (await fetch(`${t.debugUrl}/policy?domain=api&client=10.0.0.1`)).json()) as { blockedMsLeft: number };
-    expect(look).toMatchObject({ domain: 'api', client: '10.0.0.1', tier: 'blocked', signals: { requests: 10, repeats: 0, routes: 0, denials: 4 }, score: 22 });
+    expect(look).toMatchObject({
+      domain: 'api',
+      client: '10.0.0.1',
+      tier: 'blocked',
+      signals: { requests: 10, repeats: 0, routes: 0, denials: 4 },
+      score: 22,
+    });
     expect(look.blockedMsLeft).toBeGreaterThan(25_000);
     const calm = await (await fetch(`${t.debugUrl}/policy?domain=api&client=10.0.0.2`)).json();
     expect(calm).toMatchObject({ tier: 'normal', signals: { requests: 4, denials: 0 } });
@@ -117,11 +123,19 @@ describe.each([
 describe('connections', () => {
   test('rules without a policy open no policy connection; rules with one open one', async () => {
     const own = await startStandalone();
-    const clients = async (): Promise<number> => String(await own.command('CLIENT', 'LIST')).trim().split('\n').length - 1;
+    const clients = async (): Promise<number> =>
+      String(await own.command('CLIENT', 'LIST'))
+        .trim()
+        .split('\n').length - 1;
     const apps: TestApp[] = [];
     try {
       const before = await clients();
-      apps.push(await startTestApp({ 'plain.yaml': 'domain: plain\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n' }, { REDIS_URL: own.url }));
+      apps.push(
+        await startTestApp(
+          { 'plain.yaml': 'domain: plain\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n' },
+          { REDIS_URL: own.url },
+        ),
+      );
       const withoutPolicy = await clients();
       apps.push(await startTestApp(RULES, { REDIS_URL: own.url }));
       const withPolicy = await clients();

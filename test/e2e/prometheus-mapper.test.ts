@@ -32,7 +32,10 @@ describe('PROMETHEUS_MAPPER_YAML', () => {
 
   test("with the reference's default mapping, the endpoint serves floodgate's own rule series", async () => {
     const plain = await startTestApp(RULES);
-    t = await startTestApp(RULES, { PROMETHEUS_MAPPER_YAML: join(projectRoot, 'test/fixtures/statsd-exporter/default_mapper.yaml'), STATS_FLUSH_INTERVAL: '100ms' });
+    t = await startTestApp(RULES, {
+      PROMETHEUS_MAPPER_YAML: join(projectRoot, 'test/fixtures/statsd-exporter/default_mapper.yaml'),
+      STATS_FLUSH_INTERVAL: '100ms',
+    });
     try {
       for (const app of [plain, t]) {
         for (let i = 0; i < 5; i++) await app.client.shouldRateLimit(oneDescriptor('rl', { api_key: 'k' }));
@@ -59,11 +62,15 @@ describe('PROMETHEUS_MAPPER_YAML', () => {
   });
 
   test('a missing or broken mapping file stops start-up, naming PROMETHEUS_MAPPER_YAML', async () => {
-    await expect(startTestApp(RULES, { PROMETHEUS_MAPPER_YAML: '/nonexistent/mapping.yaml' })).rejects.toThrow("invalid value for PROMETHEUS_MAPPER_YAML: '/nonexistent/mapping.yaml'");
+    await expect(startTestApp(RULES, { PROMETHEUS_MAPPER_YAML: '/nonexistent/mapping.yaml' })).rejects.toThrow(
+      "invalid value for PROMETHEUS_MAPPER_YAML: '/nonexistent/mapping.yaml'",
+    );
     const dir = mkdtempSync(join(tmpdir(), 'floodgate-mapper-'));
     try {
       writeFileSync(join(dir, 'm.yaml'), 'mappings:\n  - match: "a.*"\n');
-      await expect(startTestApp(RULES, { PROMETHEUS_MAPPER_YAML: join(dir, 'm.yaml') })).rejects.toThrow("metric mapping didn't set a metric name");
+      await expect(startTestApp(RULES, { PROMETHEUS_MAPPER_YAML: join(dir, 'm.yaml') })).rejects.toThrow(
+        "metric mapping didn't set a metric name",
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

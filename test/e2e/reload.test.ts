@@ -31,7 +31,9 @@ describe('rule reload while requests flow', () => {
       while (flowing && Date.now() < deadline && sent < 20_000) {
         sent++;
         await t.client.shouldRateLimit(oneDescriptor('steady', { k: 'v' })).catch((e: unknown) => failures.push(e));
-        await t.client.shouldRateLimit(oneDescriptor('moving', { k: 'v' }, { hits_addend: { value: 0 } })).catch((e: unknown) => failures.push(e));
+        await t.client
+          .shouldRateLimit(oneDescriptor('moving', { k: 'v' }, { hits_addend: { value: 0 } }))
+          .catch((e: unknown) => failures.push(e));
       }
     })();
   });

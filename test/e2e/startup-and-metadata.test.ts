@@ -29,7 +29,10 @@ describe('start-up without good rules', () => {
   });
 
   test('FORCE_START: serves, answers UNAVAILABLE until rules load, NOT_SERVING when asked to be', async () => {
-    t = await startTestApp({ 's.yaml': BROKEN }, { FORCE_START_WITHOUT_INITIAL_CONFIG: 'true', HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: 'true' });
+    t = await startTestApp(
+      { 's.yaml': BROKEN },
+      { FORCE_START_WITHOUT_INITIAL_CONFIG: 'true', HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: 'true' },
+    );
     await expect(t.client.shouldRateLimit(oneDescriptor('s', { k: 'v' }))).rejects.toMatchObject({
       code: GrpcStatus.UNAVAILABLE,
       details: 'no rate limit configuration loaded',
@@ -62,7 +65,9 @@ describe('RESPONSE_DYNAMIC_METADATA on the wire', () => {
     const fields = (res.dynamic_metadata as unknown as { fields: Record<string, Record<string, unknown>> }).fields;
     expect(fields.domain).toMatchObject({ stringValue: 's' });
     expect(fields.hitsAddend).toMatchObject({ numberValue: 1 });
-    const descriptors = fields.descriptors as { listValue: { values: { structValue: { fields: { entries: { listValue: { values: { stringValue: string }[] } } } } }[] } };
+    const descriptors = fields.descriptors as {
+      listValue: { values: { structValue: { fields: { entries: { listValue: { values: { stringValue: string }[] } } } } }[] };
+    };
     expect(descriptors.listValue.values[0]!.structValue.fields.entries.listValue.values[0]!.stringValue).toBe('k=v');
     const metadata = fields.metadata as { structValue: { fields: Record<string, Record<string, unknown>> } };
     expect(metadata.structValue.fields.team).toMatchObject({ stringValue: 'payments' });

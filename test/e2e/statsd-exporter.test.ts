@@ -99,7 +99,10 @@ async function sendSequence(server: ServerProcess): Promise<void> {
 }
 
 /** The exporter's samples once the flush carrying all CALLS requests has arrived. */
-async function exporterSamplesAfterFlush(exporter: StatsdExporter, requestsKey = 'ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}'): Promise<Map<string, number>> {
+async function exporterSamplesAfterFlush(
+  exporter: StatsdExporter,
+  requestsKey = 'ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}',
+): Promise<Map<string, number>> {
   return waitUntil(
     'the exporter to have every call',
     async () => {
@@ -163,7 +166,7 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
       'ratelimit_service_rate_limit_near_limit{domain="rl",key1="tenant",key2="plan"}': 1,
       'ratelimit_service_rate_limit_over_limit{domain="rl",key1="tenant",key2="plan"}': 1,
       'ratelimit_service_rate_limit_shadow_mode{domain="rl",key1="tenant",key2="plan"}': 1,
-      'ratelimit_service_rate_limit_nope_domain_not_found': 1,
+      ratelimit_service_rate_limit_nope_domain_not_found: 1,
     });
     expect(samples.get('ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}')).toBe(CALLS);
     expect(samples.get('ratelimit_service_config_load_success')).toBe(1);
@@ -200,13 +203,18 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
     }
   });
 
-  test('PROMETHEUS_MAPPER_YAML: floodgate\'s Prometheus endpoint serves what the real statsd_exporter makes of the same stats with the same mapping', async () => {
+  test("PROMETHEUS_MAPPER_YAML: floodgate's Prometheus endpoint serves what the real statsd_exporter makes of the same stats with the same mapping", async () => {
     const mappingFile = join(root, 'mapping.yaml');
     writeFileSync(mappingFile, CUSTOM_MAPPING);
     exporter = await startStatsdExporter(mappingFile);
     const prometheusPort = await freePort();
     const env = parseEnvFile(await referenceEnvFile(root, redis, exporter));
-    server = await spawnServerWithEnv({ ...env, USE_PROMETHEUS: 'true', PROMETHEUS_ADDR: `127.0.0.1:${prometheusPort}`, PROMETHEUS_MAPPER_YAML: mappingFile });
+    server = await spawnServerWithEnv({
+      ...env,
+      USE_PROMETHEUS: 'true',
+      PROMETHEUS_ADDR: `127.0.0.1:${prometheusPort}`,
+      PROMETHEUS_MAPPER_YAML: mappingFile,
+    });
     await sendSequence(server);
     const viaExporter = await exporterSamplesAfterFlush(exporter, 'rl_requests{method="ShouldRateLimit"}');
     const mapped = await waitUntil(
@@ -230,7 +238,7 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
       'rl_over_limit{domain="rl",path="api_key"}': 2,
       'rl_within_limit{domain="rl",path="path_/login.remote_address"}': 2,
       'rl_requests{method="ShouldRateLimit"}': CALLS,
-      'ratelimit_service_rate_limit_nope_domain_not_found': 1,
+      ratelimit_service_rate_limit_nope_domain_not_found: 1,
     });
     // Dropped: the two-level near_limit; the three-level ones match no mapping and keep their escaped names.
     expect(Object.keys(actual).filter((k) => k.includes('near_limit'))).toEqual([
@@ -239,7 +247,7 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
     ]);
   });
 
-  test('USE_DOG_STATSD with the reference README\'s mogrifier and EXTRA_TAGS: the exporter reads the DogStatsD tags as labels', async () => {
+  test("USE_DOG_STATSD with the reference README's mogrifier and EXTRA_TAGS: the exporter reads the DogStatsD tags as labels", async () => {
     const mappingFile = join(root, 'no-mapping.yaml');
     writeFileSync(mappingFile, 'mappings: []\n');
     exporter = await startStatsdExporter(mappingFile);

@@ -38,10 +38,15 @@ function openTelemetryModulesLoaded(env: Record<string, string>): Promise<number
     })().catch((err) => { console.error(err); process.exit(1); });
   `;
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, ['-e', script], { cwd: projectRoot, timeout: 30_000, env: { PATH: process.env.PATH ?? '', ...env } }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`${err.message}\n${stderr}`));
-      else resolve(Number(stdout));
-    });
+    execFile(
+      process.execPath,
+      ['-e', script],
+      { cwd: projectRoot, timeout: 30_000, env: { PATH: process.env.PATH ?? '', ...env } },
+      (err, stdout, stderr) => {
+        if (err) reject(new Error(`${err.message}\n${stderr}`));
+        else resolve(Number(stdout));
+      },
+    );
   });
 }
 
@@ -52,7 +57,9 @@ describe('cost when off: the SDK is not loaded at all', () => {
     // The control: the same probe sees the SDK when tracing is on (with no collector listening:
     // the stop must still be prompt).
     const started = Date.now();
-    expect(await openTelemetryModulesLoaded({ TRACING_ENABLED: 'true', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:9/v1/traces' })).toBeGreaterThan(10);
+    expect(
+      await openTelemetryModulesLoaded({ TRACING_ENABLED: 'true', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:9/v1/traces' }),
+    ).toBeGreaterThan(10);
     expect(Date.now() - started).toBeLessThan(15_000);
   });
 });
@@ -136,7 +143,9 @@ describe('spans reach an OTLP receiver (TRACING_EXPORTER_PROTOCOL http and grpc)
       OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=test',
     });
     await callOnce(server);
-    const body = await waitUntil('an OTLP/HTTP export', () => httpBodies.find((b) => b.includes('ShouldRateLimit Execution')), { timeoutMs: 10_000 });
+    const body = await waitUntil('an OTLP/HTTP export', () => httpBodies.find((b) => b.includes('ShouldRateLimit Execution')), {
+      timeoutMs: 10_000,
+    });
     expect(body).toContain('rls-otlp');
     expect(body).toContain('deployment.environment');
     expect(body).toContain('traced');
@@ -152,7 +161,9 @@ describe('spans reach an OTLP receiver (TRACING_EXPORTER_PROTOCOL http and grpc)
       OTEL_BSP_SCHEDULE_DELAY: '100',
     });
     await callOnce(server);
-    const body = await waitUntil('an OTLP/gRPC export', () => grpcBodies.find((b) => b.includes('ShouldRateLimit Execution')), { timeoutMs: 10_000 });
+    const body = await waitUntil('an OTLP/gRPC export', () => grpcBodies.find((b) => b.includes('ShouldRateLimit Execution')), {
+      timeoutMs: 10_000,
+    });
     expect(body.includes('rls-otlp-grpc')).toBe(true);
     expect(grpcHeaders[0]?.get('x-collector-token')).toEqual(['s3cret']);
   });

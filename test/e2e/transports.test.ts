@@ -69,7 +69,9 @@ describe('gRPC with mutual TLS (GRPC_SERVER_USE_TLS + GRPC_CLIENT_TLS_CACERT)', 
 
   const client = (withCert: boolean, from = dir): grpc.Client => {
     const read = (f: string) => readFileSync(join(from, f));
-    const creds = withCert ? grpc.credentials.createSsl(read('ca.crt'), read('client.key'), read('client.crt')) : grpc.credentials.createSsl(read('ca.crt'));
+    const creds = withCert
+      ? grpc.credentials.createSsl(read('ca.crt'), read('client.key'), read('client.crt'))
+      : grpc.credentials.createSsl(read('ca.crt'));
     return new (loadProtos().rlsClient)(`127.0.0.1:${t.app.grpcPort}`, creds);
   };
 
@@ -141,7 +143,10 @@ describe('GRPC_CLIENT_TLS_SAN', () => {
     );
     apps.push(t);
     const read = (f: string) => readFileSync(join(dir, f));
-    return new (loadProtos().rlsClient)(`127.0.0.1:${t.app.grpcPort}`, grpc.credentials.createSsl(read('ca.crt'), read('client.key'), read('client.crt')));
+    return new (loadProtos().rlsClient)(
+      `127.0.0.1:${t.app.grpcPort}`,
+      grpc.credentials.createSsl(read('ca.crt'), read('client.key'), read('client.crt')),
+    );
   };
 
   test('a client certificate carrying the SAN is answered', async () => {

@@ -100,7 +100,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<RedisC
     await Promise.all(servers.map((s) => s.stop()));
     throw failed.reason;
   }
-  const harness = new ClusterHarness(servers.map((s) => new ClusterNode(s)), masterCount);
+  const harness = new ClusterHarness(
+    servers.map((s) => new ClusterNode(s)),
+    masterCount,
+  );
   try {
     await createCluster(servers, replicasPerMaster);
     await harness.waitForHealthy();
@@ -179,9 +182,7 @@ class ClusterHarness implements RedisClusterHarness {
   async refreshTopology(): Promise<void> {
     await Promise.all(
       this.running().map(async (node) => {
-        const me = parseClusterNodes(await node.command('CLUSTER', 'NODES')).find((l) =>
-          l.flags.includes('myself'),
-        );
+        const me = parseClusterNodes(await node.command('CLUSTER', 'NODES')).find((l) => l.flags.includes('myself'));
         if (!me) throw new Error(`${node.url}: CLUSTER NODES has no "myself" line`);
         node.id = me.id;
         node.role = me.flags.includes('master') ? 'master' : 'replica';
@@ -200,10 +201,7 @@ class ClusterHarness implements RedisClusterHarness {
     await this.refreshTopology();
   }
 
-  async killMasterAndWaitForPromotion(
-    master: ClusterNode,
-    timeoutMs = FAILOVER_TIMEOUT_MS,
-  ): Promise<ClusterNode> {
+  async killMasterAndWaitForPromotion(master: ClusterNode, timeoutMs = FAILOVER_TIMEOUT_MS): Promise<ClusterNode> {
     await this.refreshTopology();
     if (master.role !== 'master' || !master.isRunning()) throw new Error(`${master.url} is not a running master`);
     const replica = this.replicaOf(master);
@@ -252,10 +250,6 @@ class ClusterHarness implements RedisClusterHarness {
       }),
     );
     const first = views[0];
-    return (
-      first !== undefined &&
-      views.every((v) => v === first) &&
-      first.split(' ').length === this.masterCount
-    );
+    return first !== undefined && views.every((v) => v === first) && first.split(' ').length === this.masterCount;
   }
 }

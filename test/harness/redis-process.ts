@@ -169,9 +169,7 @@ export class RedisProcess {
       if (outcome === 'ready') return;
       const portTaken = /address already in use/i.test(this.logTail(50));
       if (newPort && portTaken && attempt < PORT_ATTEMPTS) continue;
-      throw new Error(
-        `${this.label} did not start (${outcome}${portTaken ? ', port in use' : ''})\n${this.logTail()}`,
-      );
+      throw new Error(`${this.label} did not start (${outcome}${portTaken ? ', port in use' : ''})\n${this.logTail()}`);
     }
   }
 
@@ -187,9 +185,7 @@ export class RedisProcess {
       'protected-mode no',
       ...(sentinel ? [] : ['save ""', 'appendonly no']),
       ...(this.options.password === undefined ? [] : [`requirepass ${this.options.password}`]),
-      ...(this.options.cluster
-        ? ['cluster-enabled yes', `cluster-config-file ${path.join(this.dir, 'nodes.conf')}`]
-        : []),
+      ...(this.options.cluster ? ['cluster-enabled yes', `cluster-config-file ${path.join(this.dir, 'nodes.conf')}`] : []),
       ...(this.options.config ?? []),
     ];
     // Sentinel rewrites its own file (it must stay writable), so only write it the first time.

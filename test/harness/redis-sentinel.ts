@@ -120,9 +120,9 @@ class SentinelHarnessImpl implements SentinelHarness {
         for (const sentinel of this.sentinelNodes) {
           if ((await this.masterPortSeenBy(sentinel)) !== this.current.port) return false;
           const replicas = await sentinel.command('SENTINEL', 'REPLICAS', this.masterName);
-          const healthy = (Array.isArray(replicas) ? replicas : []).map(fieldsOf).filter(
-            (r) => r.get('flags') === 'slave' && r.get('master-link-status') === 'ok',
-          );
+          const healthy = (Array.isArray(replicas) ? replicas : [])
+            .map(fieldsOf)
+            .filter((r) => r.get('flags') === 'slave' && r.get('master-link-status') === 'ok');
           if (healthy.length < 1) return false;
           const peers = await sentinel.command('SENTINEL', 'SENTINELS', this.masterName);
           if (!Array.isArray(peers) || peers.length !== this.sentinelNodes.length - 1) return false;

@@ -15,12 +15,7 @@ export interface RespOptions {
  * Sends one command on a fresh connection (after AUTH when a password is given) and resolves with
  * its reply. Rejects on connection errors, error replies and after `timeoutMs` (default 1000).
  */
-export function respCommand(
-  host: string,
-  port: number,
-  args: readonly (string | number)[],
-  options: RespOptions = {},
-): Promise<RespValue> {
+export function respCommand(host: string, port: number, args: readonly (string | number)[], options: RespOptions = {}): Promise<RespValue> {
   const commands = options.password === undefined ? [args] : [['AUTH', options.password], args];
   return new Promise<RespValue>((resolve, reject) => {
     const socket = net.connect({ host, port });
@@ -34,9 +29,7 @@ export function respCommand(
       if (err) reject(err);
       else resolve(value ?? null);
     };
-    socket.setTimeout(options.timeoutMs ?? 1000, () =>
-      finish(new Error(`${host}:${port} did not answer ${String(args[0])} in time`)),
-    );
+    socket.setTimeout(options.timeoutMs ?? 1000, () => finish(new Error(`${host}:${port} did not answer ${String(args[0])} in time`)));
     socket.on('error', (err) => finish(err));
     socket.on('close', () => finish(new Error(`${host}:${port} closed the connection`)));
     socket.on('connect', () => socket.write(commands.map(encodeCommand).join('')));

@@ -22,7 +22,9 @@ export interface TraceStep {
 /** The part of `result` that `expected` pins: blockedForMs only where the trace gives it. */
 export function comparable(result: LimitResult, expected: TraceStep['expected']): Omit<LimitResult, 'fromLocalCache'> {
   const { allowed, used, remaining, resetMs, retryAfterMs, blockedForMs } = result;
-  return expected.blockedForMs === undefined ? { allowed, used, remaining, resetMs, retryAfterMs } : { allowed, used, remaining, resetMs, retryAfterMs, blockedForMs: blockedForMs ?? 0 };
+  return expected.blockedForMs === undefined
+    ? { allowed, used, remaining, resetMs, retryAfterMs }
+    : { allowed, used, remaining, resetMs, retryAfterMs, blockedForMs: blockedForMs ?? 0 };
 }
 
 export interface Trace {
@@ -36,7 +38,16 @@ export const TRACE_START = Date.UTC(2030, 0, 1);
 
 type Row =
   | readonly [at: number, hits: number, allowed: 0 | 1, used: number, remaining: number, resetMs: number, retryAfterMs: number]
-  | readonly [at: number, hits: number, allowed: 0 | 1, used: number, remaining: number, resetMs: number, retryAfterMs: number, blockedForMs: number];
+  | readonly [
+      at: number,
+      hits: number,
+      allowed: 0 | 1,
+      used: number,
+      remaining: number,
+      resetMs: number,
+      retryAfterMs: number,
+      blockedForMs: number,
+    ];
 
 function trace(name: string, spec: LimitSpec, rows: readonly Row[]): Trace {
   return {
@@ -50,7 +61,12 @@ function trace(name: string, spec: LimitSpec, rows: readonly Row[]): Trace {
   };
 }
 
-const spec = (algorithm: Algorithm, limit: number, windowSeconds: number, burst = limit): LimitSpec => ({ algorithm, limit, windowSeconds, burst });
+const spec = (algorithm: Algorithm, limit: number, windowSeconds: number, burst = limit): LimitSpec => ({
+  algorithm,
+  limit,
+  windowSeconds,
+  burst,
+});
 
 /** limit 0: every hit denied with Retry-After one window, a peek allowed, no state; blocked one window. */
 function zeroLimit(algorithm: Algorithm): Trace {

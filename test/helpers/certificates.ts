@@ -19,7 +19,23 @@ export function makeCertificates(dir: string): void {
         ? 'subjectAltName=IP:127.0.0.1,DNS:localhost\n'
         : 'extendedKeyUsage=clientAuth\nsubjectAltName=DNS:envoy.gateway,URI:spiffe://cluster/ns/gw/sa/envoy\n',
     );
-    run('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', '-extfile', ext);
+    run(
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      `${name}.crt`,
+      '-days',
+      '1',
+      '-extfile',
+      ext,
+    );
   }
 }
 
@@ -32,5 +48,21 @@ export function makeClientCertificate(dir: string, name: string, subjectAltName:
   const run = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
   run('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
   writeFileSync(join(dir, `${name}.ext`), `extendedKeyUsage=clientAuth\nsubjectAltName=${subjectAltName}\n`);
-  run('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '1', '-extfile', `${name}.ext`);
+  run(
+    'x509',
+    '-req',
+    '-in',
+    `${name}.csr`,
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    `${name}.crt`,
+    '-days',
+    '1',
+    '-extfile',
+    `${name}.ext`,
+  );
 }

@@ -114,10 +114,22 @@ export function serviceContractSuite(backend: string, env: () => Record<string, 
     test.each([
       ['an empty domain', { domain: '', descriptors: [{ entries: [{ key: 'user', value: 'a' }] }] }, /domain must not be empty/],
       ['no descriptors', { domain: 'contract', descriptors: [] }, /descriptor list must not be empty/],
-      ['an override with unit UNKNOWN', { domain: 'contract', descriptors: [{ entries: [{ key: 'user', value: 'a' }], limit: { requests_per_unit: 1, unit: 'UNKNOWN' } }] }, /invalid unit 'UNKNOWN'/],
-      ['an override with an out-of-range unit', { domain: 'contract', descriptors: [{ entries: [{ key: 'user', value: 'a' }], limit: { requests_per_unit: 1, unit: 42 } }] }, /invalid unit '42'/],
+      [
+        'an override with unit UNKNOWN',
+        { domain: 'contract', descriptors: [{ entries: [{ key: 'user', value: 'a' }], limit: { requests_per_unit: 1, unit: 'UNKNOWN' } }] },
+        /invalid unit 'UNKNOWN'/,
+      ],
+      [
+        'an override with an out-of-range unit',
+        { domain: 'contract', descriptors: [{ entries: [{ key: 'user', value: 'a' }], limit: { requests_per_unit: 1, unit: 42 } }] },
+        /invalid unit '42'/,
+      ],
       ['a 10 kB value', oneDescriptor('contract', { user: 'x'.repeat(10_000) }), /longer than 4096 bytes/],
-      ['too many descriptors', { domain: 'contract', descriptors: Array.from({ length: 65 }, () => ({ entries: [{ key: 'user', value: 'a' }] })) }, /too many descriptors/],
+      [
+        'too many descriptors',
+        { domain: 'contract', descriptors: Array.from({ length: 65 }, () => ({ entries: [{ key: 'user', value: 'a' }] })) },
+        /too many descriptors/,
+      ],
     ])('%s is INVALID_ARGUMENT with a message, and the server keeps serving', async (_name, request, message) => {
       const err = await t.client.shouldRateLimit(request).then(
         () => undefined,
@@ -134,7 +146,9 @@ export function serviceContractSuite(backend: string, env: () => Record<string, 
       const first = await postJson(`${t.httpUrl}/json`, body);
       expect(first.status).toBe(200);
       expect(first.json.overallCode).toBe('OK');
-      expect(first.json.statuses).toEqual([{ code: 'OK', currentLimit: { requestsPerUnit: 1, unit: 'MINUTE' }, durationUntilReset: expect.stringMatching(/^\d+s$/) }]);
+      expect(first.json.statuses).toEqual([
+        { code: 'OK', currentLimit: { requestsPerUnit: 1, unit: 'MINUTE' }, durationUntilReset: expect.stringMatching(/^\d+s$/) },
+      ]);
       const second = await postJson(`${t.httpUrl}/json`, body);
       expect(second.status).toBe(429);
       expect(second.json.overallCode).toBe('OVER_LIMIT');
@@ -146,7 +160,10 @@ export function serviceContractSuite(backend: string, env: () => Record<string, 
       ['descriptors that are not a list', '{"domain":"contract","descriptors":{}}'],
       ['an empty domain', '{"domain":"","descriptors":[{"entries":[{"key":"a","value":"b"}]}]}'],
       ['no descriptors', '{"domain":"contract","descriptors":[]}'],
-      ['an override with a bad unit', '{"domain":"contract","descriptors":[{"entries":[{"key":"a","value":"b"}],"limit":{"requestsPerUnit":1,"unit":"FORTNIGHT"}}]}'],
+      [
+        'an override with a bad unit',
+        '{"domain":"contract","descriptors":[{"entries":[{"key":"a","value":"b"}],"limit":{"requestsPerUnit":1,"unit":"FORTNIGHT"}}]}',
+      ],
     ])('/json answers 400 for %s', async (_name, body) => {
       const res = await postJson(`${t.httpUrl}/json`, body);
       expect(res.status).toBe(400);

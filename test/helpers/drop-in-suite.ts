@@ -135,8 +135,12 @@ export function dropInSuite(backend: string, env: () => Record<string, string>):
 
       test('hitsAddend at the top level whenever the request carries one, an explicit 1 too', async () => {
         const one = { domain: 'dropin', descriptors: [desc({ nothing: 'h' })] };
-        expect(await metadataOf({ ...one, hits_addend: 1 })).toEqual(struct({ domain: 'dropin', descriptors: [{ entries: ['nothing=h'] }], hitsAddend: 1 }));
-        expect(await metadataOf({ ...one, hits_addend: 3 })).toEqual(struct({ domain: 'dropin', descriptors: [{ entries: ['nothing=h'] }], hitsAddend: 3 }));
+        expect(await metadataOf({ ...one, hits_addend: 1 })).toEqual(
+          struct({ domain: 'dropin', descriptors: [{ entries: ['nothing=h'] }], hitsAddend: 1 }),
+        );
+        expect(await metadataOf({ ...one, hits_addend: 3 })).toEqual(
+          struct({ domain: 'dropin', descriptors: [{ entries: ['nothing=h'] }], hitsAddend: 3 }),
+        );
         expect(await metadataOf({ ...one, hits_addend: 0 })).toEqual(struct({ domain: 'dropin', descriptors: [{ entries: ['nothing=h'] }] }));
         expect(await metadataOf(one)).toEqual(struct({ domain: 'dropin', descriptors: [{ entries: ['nothing=h'] }] }));
       });
@@ -144,7 +148,11 @@ export function dropInSuite(backend: string, env: () => Record<string, string>):
       test('a per-descriptor hits_addend appears in its descriptor, 0 included', async () => {
         const request = {
           domain: 'dropin',
-          descriptors: [desc({ a: 'pd' }, { hits_addend: { value: 3 } }), desc({ nothing: 'pd', k2: '' }, { hits_addend: { value: 0 } }), desc({ b: 'pd' })],
+          descriptors: [
+            desc({ a: 'pd' }, { hits_addend: { value: 3 } }),
+            desc({ nothing: 'pd', k2: '' }, { hits_addend: { value: 0 } }),
+            desc({ b: 'pd' }),
+          ],
         };
         expect(await metadataOf(request)).toEqual(
           struct({
@@ -158,7 +166,10 @@ export function dropInSuite(backend: string, env: () => Record<string, string>):
       test('a limit override appears in protobuf text form; the overridden rule adds no metadata', async () => {
         const request = {
           domain: 'dropin',
-          descriptors: [desc({ a: 'lo' }, { limit: { requests_per_unit: 5, unit: 'MINUTE' } }), desc({ b: 'lo' }, { limit: { requests_per_unit: 0, unit: 'HOUR' } })],
+          descriptors: [
+            desc({ a: 'lo' }, { limit: { requests_per_unit: 5, unit: 'MINUTE' } }),
+            desc({ b: 'lo' }, { limit: { requests_per_unit: 0, unit: 'HOUR' } }),
+          ],
         };
         expect(await metadataOf(request)).toEqual(
           struct({

@@ -28,7 +28,20 @@ export async function launchChromium(): Promise<Browser> {
   const profile = mkdtempSync(join(tmpdir(), 'floodgate-chromium-'));
   const proc: ChildProcess = spawn(
     CHROMIUM_BIN,
-    ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-dev-shm-usage', '--disable-quic', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--remote-debugging-pipe', `--user-data-dir=${profile}`, 'about:blank'],
+    [
+      '--headless=new',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--no-first-run',
+      '--disable-dev-shm-usage',
+      '--disable-quic',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--remote-debugging-pipe',
+      `--user-data-dir=${profile}`,
+      'about:blank',
+    ],
     { stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'] },
   );
   let stderr = '';
@@ -68,7 +81,10 @@ export async function launchChromium(): Promise<Browser> {
       const { sessionId } = (await send('Target.attachToTarget', { targetId, flatten: true })) as { sessionId: string };
       return {
         async evaluate<T>(expression: string): Promise<T> {
-          const reply = (await send('Runtime.evaluate', { expression, returnByValue: true }, sessionId)) as { result: { value: T }; exceptionDetails?: unknown };
+          const reply = (await send('Runtime.evaluate', { expression, returnByValue: true }, sessionId)) as {
+            result: { value: T };
+            exceptionDetails?: unknown;
+          };
           if (reply.exceptionDetails) throw new Error(`page threw: ${JSON.stringify(reply.exceptionDetails)}`);
           return reply.result.value;
         },

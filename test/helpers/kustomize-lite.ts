@@ -19,7 +19,10 @@ function documents(path: string): Manifest[] {
 function merge(target: Manifest, patch: Manifest): Manifest {
   const out: Manifest = { ...target };
   for (const [k, v] of Object.entries(patch)) {
-    out[k] = v !== null && typeof v === 'object' && !Array.isArray(v) && typeof out[k] === 'object' && !Array.isArray(out[k]) ? merge(out[k] as Manifest, v as Manifest) : v;
+    out[k] =
+      v !== null && typeof v === 'object' && !Array.isArray(v) && typeof out[k] === 'object' && !Array.isArray(out[k])
+        ? merge(out[k] as Manifest, v as Manifest)
+        : v;
   }
   return out;
 }

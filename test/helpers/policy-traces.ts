@@ -45,22 +45,36 @@ export interface PolicyTrace {
 }
 
 type Row = readonly [
-  at: number, client: string, op: 'd' | 'l', route: string | null, fingerprint: string | null, denials: number,
-  tier: number, previous: number, left: number, requests: number, repeats: number, routes: number, denialsSeen: number, score: number,
+  at: number,
+  client: string,
+  op: 'd' | 'l',
+  route: string | null,
+  fingerprint: string | null,
+  denials: number,
+  tier: number,
+  previous: number,
+  left: number,
+  requests: number,
+  repeats: number,
+  routes: number,
+  denialsSeen: number,
+  score: number,
 ];
 
 function trace(name: string, rows: readonly Row[]): PolicyTrace {
   return {
     name,
-    steps: rows.map(([at, client, op, route, fp, denials, tier, previousTier, blockedMsLeft, requests, repeats, routes, denialsSeen, score]) => ({
-      at,
-      client,
-      op: op === 'd' ? 'decide' : 'look',
-      routeHash: route === null ? 0 : signalHash(route),
-      fingerprintHash: fp === null ? 0 : signalHash(fp),
-      denials,
-      expected: { tier, previousTier, blockedMsLeft, requests, repeats, routes, denials: denialsSeen, score },
-    })),
+    steps: rows.map(
+      ([at, client, op, route, fp, denials, tier, previousTier, blockedMsLeft, requests, repeats, routes, denialsSeen, score]) => ({
+        at,
+        client,
+        op: op === 'd' ? 'decide' : 'look',
+        routeHash: route === null ? 0 : signalHash(route),
+        fingerprintHash: fp === null ? 0 : signalHash(fp),
+        denials,
+        expected: { tier, previousTier, blockedMsLeft, requests, repeats, routes, denials: denialsSeen, score },
+      }),
+    ),
   };
 }
 
@@ -127,9 +141,7 @@ export const POLICY_TRACES: readonly PolicyTrace[] = [
     // A new window forgets the fingerprints.
     [10_000, 'R', 'd', '/r', 'same', 0, 1, 1, 0, 1, 0, 1, 0, 4],
   ]),
-  trace('no route or fingerprint entry: requests and denials only', [
-    [0, 'N', 'd', null, null, 2, 1, 0, 0, 1, 0, 0, 2, 11],
-  ]),
+  trace('no route or fingerprint entry: requests and denials only', [[0, 'N', 'd', null, null, 2, 1, 0, 0, 1, 0, 0, 2, 11]]),
 ];
 
 /** Runs one trace on `store` (the clock set to each step's time) and returns what it answered, in order. */
@@ -146,7 +158,13 @@ export async function runPolicyTrace(
     const deadline = Date.now() + 5000;
     out.push(
       step.op === 'decide'
-        ? await store.decide(policy, params, step.client, { routeHash: step.routeHash, fingerprintHash: step.fingerprintHash, denials: step.denials }, deadline)
+        ? await store.decide(
+            policy,
+            params,
+            step.client,
+            { routeHash: step.routeHash, fingerprintHash: step.fingerprintHash, denials: step.denials },
+            deadline,
+          )
         : await store.lookUp(policy, params, step.client, deadline),
     );
   }

@@ -115,7 +115,9 @@ function fixedWindow(state: State | undefined, c: ModelCheck, now: number, charg
 
 function zeroLimit(c: ModelCheck): Judged {
   const denied = c.hits > 0;
-  return { result: { allowed: !denied, used: 0, remaining: 0, resetMs: c.windowMs, retryAfterMs: denied ? c.windowMs : 0, blockedForMs: c.windowMs } };
+  return {
+    result: { allowed: !denied, used: 0, remaining: 0, resetMs: c.windowMs, retryAfterMs: denied ? c.windowMs : 0, blockedForMs: c.windowMs },
+  };
 }
 
 function slidingWindow(state: State | undefined, c: ModelCheck, now: number, pending: number, charge: boolean): Judged {
@@ -147,7 +149,14 @@ function slidingWindow(state: State | undefined, c: ModelCheck, now: number, pen
   let retry = 0;
   if (!allowed) retry = hits > limit ? Math.max(1, reset) : firstTrue(0, 2 * w, (m) => fitsIn(m, curr0 + pending, hits));
   const blocked = firstTrue(0, 2 * w, (m) => fitsIn(m, curr, 1));
-  const result: ModelResult = { allowed, used, remaining: Math.max(0, limit - used), resetMs: reset, retryAfterMs: retry, blockedForMs: blocked };
+  const result: ModelResult = {
+    allowed,
+    used,
+    remaining: Math.max(0, limit - used),
+    resetMs: reset,
+    retryAfterMs: retry,
+    blockedForMs: blocked,
+  };
   return next === undefined ? { result } : { result, next };
 }
 
@@ -208,7 +217,14 @@ function slidingLog(state: State | undefined, c: ModelCheck, now: number, pendin
   let retry = 0;
   if (!allowed) retry = wanted > limit ? Math.max(1, reset) : firstTrue(0, horizon, (m) => liveIn(m, pending) + hits <= limit);
   const blocked = count >= limit ? firstTrue(0, horizon, (m) => liveIn(m, 0) + 1 <= limit) : 0;
-  const result: ModelResult = { allowed, used: count, remaining: Math.max(0, limit - count), resetMs: reset, retryAfterMs: retry, blockedForMs: blocked };
+  const result: ModelResult = {
+    allowed,
+    used: count,
+    remaining: Math.max(0, limit - count),
+    resetMs: reset,
+    retryAfterMs: retry,
+    blockedForMs: blocked,
+  };
   return next === undefined ? { result } : { result, next };
 }
 

@@ -14,7 +14,11 @@ export interface TestRequest {
   hits_addend?: number;
 }
 
-type Unary<Req, Res> = (request: Req, options: grpc.CallOptions, callback: (err: grpc.ServiceError | null, response: Res) => void) => grpc.ClientUnaryCall;
+type Unary<Req, Res> = (
+  request: Req,
+  options: grpc.CallOptions,
+  callback: (err: grpc.ServiceError | null, response: Res) => void,
+) => grpc.ClientUnaryCall;
 type UnaryWithMetadata<Req, Res> = (
   request: Req,
   metadata: grpc.Metadata,
@@ -54,16 +58,12 @@ export function rlsClient(address: string, channelOptions: grpc.ChannelOptions =
   return {
     shouldRateLimit(request, timeoutMs = 5000) {
       return new Promise((resolve, reject) => {
-        rls.ShouldRateLimit(request, { deadline: Date.now() + timeoutMs }, (err, res) =>
-          err ? reject(err) : resolve(res),
-        );
+        rls.ShouldRateLimit(request, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res)));
       });
     },
     healthCheck(service = '') {
       return new Promise((resolve, reject) => {
-        health.Check({ service }, { deadline: Date.now() + 5000 }, (err, res) =>
-          err ? reject(err) : resolve(res.status),
-        );
+        health.Check({ service }, { deadline: Date.now() + 5000 }, (err, res) => (err ? reject(err) : resolve(res.status)));
       });
     },
     close() {

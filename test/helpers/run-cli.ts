@@ -14,11 +14,16 @@ export const FLOODGATE_BIN = join(projectRoot, 'bin', 'floodgate.js');
 
 export function runCli(args: readonly string[], env: Record<string, string> = {}): Promise<CliRun> {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [FLOODGATE_BIN, ...args], { env: { PATH: process.env['PATH'] ?? '', ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
-      if (err === null) return resolve({ code: 0, stdout, stderr });
-      // A timeout or a signal has no exit code: that is a failed run, not an answer.
-      if (typeof err.code !== 'number') return reject(new Error(`floodgate ${args.join(' ')}: ${err.message}`, { cause: err }));
-      resolve({ code: err.code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [FLOODGATE_BIN, ...args],
+      { env: { PATH: process.env['PATH'] ?? '', ...env }, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        if (err === null) return resolve({ code: 0, stdout, stderr });
+        // A timeout or a signal has no exit code: that is a failed run, not an answer.
+        if (typeof err.code !== 'number') return reject(new Error(`floodgate ${args.join(' ')}: ${err.message}`, { cause: err }));
+        resolve({ code: err.code, stdout, stderr });
+      },
+    );
   });
 }

@@ -20,7 +20,11 @@ export interface TestApp {
  * Starts the real server in this process on ephemeral ports, with its rules in a fresh temp
  * directory (`files`), and a real gRPC client connected to it.
  */
-export async function startTestApp(files: Record<string, string>, env: Record<string, string> = {}, options: { logger?: Logger; spanExporter?: AppOptions['spanExporter'] } = {}): Promise<TestApp> {
+export async function startTestApp(
+  files: Record<string, string>,
+  env: Record<string, string> = {},
+  options: { logger?: Logger; spanExporter?: AppOptions['spanExporter'] } = {},
+): Promise<TestApp> {
   const root = mkdtempSync(join(tmpdir(), 'floodgate-e2e-'));
   const rulesDir = join(root, 'config');
   mkdirSync(rulesDir);

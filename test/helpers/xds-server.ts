@@ -26,7 +26,9 @@ export function xdsServerBinary(): string {
     execFileSync('go', ['build', '-o', partial, '.'], { cwd: SOURCE_DIR, stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000 });
   } catch (err) {
     const failure = err as { stderr?: Buffer; message: string };
-    throw new Error(`cannot build the xDS test server (go build in ${SOURCE_DIR}): ${failure.stderr?.toString() || failure.message}`, { cause: err });
+    throw new Error(`cannot build the xDS test server (go build in ${SOURCE_DIR}): ${failure.stderr?.toString() || failure.message}`, {
+      cause: err,
+    });
   }
   renameSync(partial, binary);
   return binary;
@@ -102,7 +104,7 @@ export async function startXdsServer(options: XdsServerOptions): Promise<XdsServ
       if (res.status !== 204) throw new Error(`snapshot push failed: ${res.status} ${await res.text()}`);
     },
     async requests() {
-      return (await (await fetch(`${adminUrl}/requests`)).json()) as SeenRequest[] | null ?? [];
+      return ((await (await fetch(`${adminUrl}/requests`)).json()) as SeenRequest[] | null) ?? [];
     },
     async kill() {
       child.kill('SIGKILL');

@@ -14,7 +14,13 @@ import { TRACE_START, seededRandom } from '../helpers/algorithm-traces';
 // algorithm's reply decoding, and all-or-nothing across script calls (look, then charge).
 const ALGORITHMS = ['sliding_window', 'token_bucket', 'gcra', 'sliding_log'] as const;
 
-const strip = (r: LimitResult): LimitResult => ({ allowed: r.allowed, used: r.used, remaining: r.remaining, resetMs: r.resetMs, retryAfterMs: r.retryAfterMs });
+const strip = (r: LimitResult): LimitResult => ({
+  allowed: r.allowed,
+  used: r.used,
+  remaining: r.remaining,
+  resetMs: r.resetMs,
+  retryAfterMs: r.retryAfterMs,
+});
 
 function check(value: string, spec: LimitSpec, hits: number): LimitCheck {
   return { counter: { domain: 'algos', entries: [{ key: 'k', value }] }, spec, hits };

@@ -74,18 +74,28 @@ describe('startApp when a listen fails partway', () => {
 
   test.each(Object.keys(PORT_SETTING) as Listener[])('the %s port taken: the start fails and closes what it opened', async (listener) => {
     const { settings, ports } = await settingsWithTaken(listener, { REDIS_URL: redis.url });
-    await expect(startApp(settings, { logger: createLogger('ERROR', 'text') })).rejects.toThrow(/EADDRINUSE|address already in use|No address added/i);
+    await expect(startApp(settings, { logger: createLogger('ERROR', 'text') })).rejects.toThrow(
+      /EADDRINUSE|address already in use|No address added/i,
+    );
 
     // Every port it may have bound is free again.
     for (const port of ports) expect(await canBind(port), `port ${port} still bound`).toBe(true);
     // The Redis client is gone: only the INFO connection itself remains.
-    await waitUntil('the Redis client to disconnect', async () => (await redis.info('clients')).get('connected_clients') === '1', { timeoutMs: 5000 });
+    await waitUntil('the Redis client to disconnect', async () => (await redis.info('clients')).get('connected_clients') === '1', {
+      timeoutMs: 5000,
+    });
   });
 
   test('a per-second Redis URL that cannot be used: the main Redis client is closed again', async () => {
-    const { settings } = await settingsWithTaken('prometheus', { REDIS_URL: redis.url, REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: 'no-port-here' });
+    const { settings } = await settingsWithTaken('prometheus', {
+      REDIS_URL: redis.url,
+      REDIS_PERSECOND: 'true',
+      REDIS_PERSECOND_URL: 'no-port-here',
+    });
     await expect(startApp(settings, { logger: createLogger('ERROR', 'text') })).rejects.toThrow(/REDIS_URL.*no-port-here/);
-    await waitUntil('the Redis client to disconnect', async () => (await redis.info('clients')).get('connected_clients') === '1', { timeoutMs: 5000 });
+    await waitUntil('the Redis client to disconnect', async () => (await redis.info('clients')).get('connected_clients') === '1', {
+      timeoutMs: 5000,
+    });
   });
 
   test('the rules watcher stops: a later change to the rules is not loaded', async () => {

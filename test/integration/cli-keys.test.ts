@@ -64,7 +64,9 @@ test('reports keys without a TTL and of unknown shape; --fix gives the first a T
   expect(await ttl(`${p}other`)).toBe(-1);
 
   const after = await runCli(args);
-  expect(after.stdout).toBe(`unknown-shape ${garbage} (string)\nunknown-shape ${wrongType} (hash)\nscanned 5 keys on 1 node: 0 without TTL, 2 of unknown shape\n`);
+  expect(after.stdout).toBe(
+    `unknown-shape ${garbage} (string)\nunknown-shape ${wrongType} (hash)\nscanned 5 keys on 1 node: 0 without TTL, 2 of unknown shape\n`,
+  );
 
   await redis.command('DEL', garbage, wrongType);
   expect(await runCli(args)).toEqual({ code: 0, stdout: 'scanned 3 keys on 1 node: 0 without TTL, 0 of unknown shape\n', stderr: '' });

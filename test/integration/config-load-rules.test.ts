@@ -95,6 +95,8 @@ describe('loadRuleDirectory', () => {
 
   it('rejects a path that is a file, not a directory', async () => {
     await writeFile(join(dir, 'file'), 'x');
-    await expect(loadRuleDirectory(join(dir, 'file'), OPTIONS)).rejects.toThrow(`${join(dir, 'file')}: cannot read rule directory: not a directory`);
+    await expect(loadRuleDirectory(join(dir, 'file'), OPTIONS)).rejects.toThrow(
+      `${join(dir, 'file')}: cannot read rule directory: not a directory`,
+    );
   });
 });

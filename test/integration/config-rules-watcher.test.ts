@@ -12,7 +12,6 @@ import { sleep, within } from '../harness/wait';
 const DEADLINE_MS = 2000;
 const TEST_TIMEOUT_MS = 20_000;
 
-
 function ruleText(limit: number, domain = 'd'): string {
   return `domain: ${domain}\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: ${limit}}\n`;
 }

@@ -57,7 +57,10 @@ function podTemplates(objects: readonly Manifest[]): Manifest[] {
 }
 
 describe('schemas (kubernetes-models, offline)', () => {
-  const all = [...Object.entries(RENDERED).flatMap(([name, objects]) => objects.map((o) => [name, o] as const)), ...ISTIO.map((o) => ['gateways/istio', o] as const)];
+  const all = [
+    ...Object.entries(RENDERED).flatMap(([name, objects]) => objects.map((o) => [name, o] as const)),
+    ...ISTIO.map((o) => ['gateways/istio', o] as const),
+  ];
   it.each(all.map(([where, o]) => [`${where}: ${o['kind']} ${o['metadata']?.name}`, o]))('%s validates', async (_name, o) => {
     const classes = await schemaClasses();
     const cls = classes.get(`${o['apiVersion']}/${o['kind']}`);
@@ -112,7 +115,13 @@ describe('overlays/demo', () => {
   const envoyConfig = parse(find(objects, 'ConfigMap', 'envoy-gateway')['data']['envoy.yaml'] as string) as Manifest;
 
   it('holds floodgate, the Redis Cluster and the Envoy gateway', () => {
-    for (const [kind, name] of [['Deployment', 'floodgate'], ['StatefulSet', 'redis-cluster'], ['Job', 'redis-cluster-create'], ['Deployment', 'envoy-gateway'], ['Service', 'envoy-gateway']]) {
+    for (const [kind, name] of [
+      ['Deployment', 'floodgate'],
+      ['StatefulSet', 'redis-cluster'],
+      ['Job', 'redis-cluster-create'],
+      ['Deployment', 'envoy-gateway'],
+      ['Service', 'envoy-gateway'],
+    ]) {
       expect(() => find(objects, kind!, name!)).not.toThrow();
     }
   });
@@ -122,7 +131,10 @@ describe('overlays/demo', () => {
     for (const name of ['floodgate', 'floodgate-headless']) {
       const selector = find(objects, 'Service', name)['spec'].selector;
       const matched = podTemplates(objects).filter((t) => selects(selector, t.metadata.labels));
-      expect(matched.map((t) => t.metadata.labels), name).toEqual([floodgatePod]);
+      expect(
+        matched.map((t) => t.metadata.labels),
+        name,
+      ).toEqual([floodgatePod]);
     }
   });
 
@@ -132,10 +144,14 @@ describe('overlays/demo', () => {
     const service = find(objects, 'Service', address.address);
     expect(service['spec'].clusterIP).toBe('None');
     expect((service['spec'].ports as Manifest[]).map((p) => p['port'])).toContain(address.port_value);
-    expect(cluster['typed_extension_protocol_options']['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config).toHaveProperty('http2_protocol_options');
+    expect(
+      cluster['typed_extension_protocol_options']['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config,
+    ).toHaveProperty('http2_protocol_options');
     const policy = find(objects, 'NetworkPolicy', 'floodgate');
     const gatewayPod = find(objects, 'Deployment', 'envoy-gateway')['spec'].template.metadata.labels;
-    const grpcRule = (policy['spec'].ingress as Manifest[]).find((r) => (r['ports'] as Manifest[]).some((p) => p['port'] === address.port_value))!;
+    const grpcRule = (policy['spec'].ingress as Manifest[]).find((r) =>
+      (r['ports'] as Manifest[]).some((p) => p['port'] === address.port_value),
+    )!;
     expect((grpcRule['from'] as Manifest[]).some((f) => selects(f['podSelector'].matchLabels, gatewayPod))).toBe(true);
   });
 
@@ -145,7 +161,10 @@ describe('overlays/demo', () => {
     const filter = (hcm.http_filters as Manifest[]).find((f) => f['name'] === 'envoy.filters.http.ratelimit')!;
     const domain = filter['typed_config'].domain as string;
     const rulesData = find(objects, 'ConfigMap', 'floodgate-rules')['data'] as Record<string, string>;
-    const rules = compileRules(Object.entries(rulesData).map(([name, text]) => parseRuleFile(name, text)), { mergeDomainConfig: false });
+    const rules = compileRules(
+      Object.entries(rulesData).map(([name, text]) => parseRuleFile(name, text)),
+      { mergeDomainConfig: false },
+    );
     expect(rules.hasDomain(domain)).toBe(true);
     const routes = hcm.route_config.virtual_hosts[0].routes as Manifest[];
     let checked = 0;
@@ -171,7 +190,10 @@ describe('components/servicemonitor', () => {
     expect(selects(monitor['spec'].selector.matchLabels, service['metadata'].labels)).toBe(true);
     const ports = (service['spec'].ports as Manifest[]).map((p) => p['name']);
     for (const endpoint of monitor['spec'].endpoints as Manifest[]) expect(ports).toContain(endpoint['port']);
-    expect(find(RENDERED['base']!, 'Deployment', 'floodgate')['spec'].template.spec.containers[0].ports.find((p: Manifest) => p['name'] === 'metrics').containerPort).toBe(9090);
+    expect(
+      find(RENDERED['base']!, 'Deployment', 'floodgate')['spec'].template.spec.containers[0].ports.find((p: Manifest) => p['name'] === 'metrics')
+        .containerPort,
+    ).toBe(9090);
   });
 });
 
@@ -180,7 +202,9 @@ describe('gateways', () => {
     const filter = ISTIO.find((o) => o['metadata'].name === 'floodgate-ratelimit')!['spec'].configPatches[0].patch.value;
     expect(filter.name).toBe('envoy.filters.http.ratelimit');
     expect(filter.typed_config.domain).toBe('edge');
-    expect(filter.typed_config.rate_limit_service.grpc_service.envoy_grpc.cluster_name).toMatch(/^outbound\|8081\|\|floodgate\.[a-z0-9-]+\.svc\.cluster\.local$/);
+    expect(filter.typed_config.rate_limit_service.grpc_service.envoy_grpc.cluster_name).toMatch(
+      /^outbound\|8081\|\|floodgate\.[a-z0-9-]+\.svc\.cluster\.local$/,
+    );
   });
 
   it('Envoy Gateway: the patch adds a floodgate cluster on the headless Service and the filter', () => {
@@ -191,7 +215,10 @@ describe('gateways', () => {
     expect(policy['spec'].type).toBe('JSONPatch');
     const patches = policy['spec'].jsonPatches as Manifest[];
     const cluster = patches.find((p) => p['type'].endsWith('Cluster'))!['operation'].value;
-    expect(cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({ address: 'floodgate-headless.rl.svc.cluster.local', port_value: 8081 });
+    expect(cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({
+      address: 'floodgate-headless.rl.svc.cluster.local',
+      port_value: 8081,
+    });
     const filter = patches.find((p) => p['type'].endsWith('Listener'))!['operation'].value;
     expect(filter.typed_config.domain).toBe('edge');
     expect(filter.typed_config.rate_limit_service.grpc_service.envoy_grpc.cluster_name).toBe(cluster.name);

@@ -61,9 +61,12 @@ function makeTrace(algorithm: Algorithm, seed: number, steps: number, clockSteps
     const r = random(100);
     const w = counters[random(counters.length)]!.windowSeconds * 1000;
     if (r < 45) now += random(250);
-    else if (r < 55) now = now - (now % w) + w; // exactly a window edge
-    else if (r < 60) now = now - (now % w) + w - 1; // the last millisecond before it
-    else if (r < 68) now = clockStepsBack ? now - 1 - random(1500) : now + random(1500); // the clock steps back (failover to a lagging replica)
+    else if (r < 55)
+      now = now - (now % w) + w; // exactly a window edge
+    else if (r < 60)
+      now = now - (now % w) + w - 1; // the last millisecond before it
+    else if (r < 68)
+      now = clockStepsBack ? now - 1 - random(1500) : now + random(1500); // the clock steps back (failover to a lagging replica)
     else if (r < 73) now += w * (1 + random(3)) + random(1000);
     else now += random(5);
     if (random(100) < 4) {
@@ -86,9 +89,17 @@ function makeTrace(algorithm: Algorithm, seed: number, steps: number, clockSteps
 }
 
 const modelChecks = (algorithm: Algorithm, st: Step): ModelCheck[] =>
-  st.checks.map((c) => ({ key: `${c.counter}`, algorithm, limit: c.spec.limit, windowMs: c.spec.windowSeconds * 1000, burst: c.spec.burst, hits: c.hits }));
+  st.checks.map((c) => ({
+    key: `${c.counter}`,
+    algorithm,
+    limit: c.spec.limit,
+    windowMs: c.spec.windowSeconds * 1000,
+    burst: c.spec.burst,
+    hits: c.hits,
+  }));
 
-const limitChecks = (st: Step): LimitCheck[] => st.checks.map((c) => ({ counter: { domain: 'diff', entries: [{ key: 'c', value: `${c.counter}` }] }, spec: c.spec, hits: c.hits }));
+const limitChecks = (st: Step): LimitCheck[] =>
+  st.checks.map((c) => ({ counter: { domain: 'diff', entries: [{ key: 'c', value: `${c.counter}` }] }, spec: c.spec, hits: c.hits }));
 
 const plain = (r: LimitResult): ModelResult => ({
   allowed: r.allowed,
@@ -128,66 +139,70 @@ afterAll(async () => {
 }, 30_000);
 
 describe('differential: reference model, memory backend and Lua scripts agree on random traces', () => {
-  it.each(ALGORITHMS)('%s', async (algorithm) => {
-    const seed = SEED + ALGORITHMS.indexOf(algorithm);
-    console.info(`differential ${algorithm}: ${STEPS} steps, seed ${SEED} (DIFF_STEPS, DIFF_SEED to change)`);
-    const trace = makeTrace(algorithm, seed, STEPS);
-    const model = new ReferenceModel();
-    const clock = { now: 0 };
-    const memory = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 3_600_000 });
-    const script = scripts[algorithm];
-    // One hash tag: every key of the trace in one slot, so each call is one script call.
-    const keyOf = (counter: number, spec: LimitSpec) => `diff:{${algorithm}-${seed}}:${counter}:${spec.windowSeconds}`;
+  it.each(ALGORITHMS)(
+    '%s',
+    async (algorithm) => {
+      const seed = SEED + ALGORITHMS.indexOf(algorithm);
+      console.info(`differential ${algorithm}: ${STEPS} steps, seed ${SEED} (DIFF_STEPS, DIFF_SEED to change)`);
+      const trace = makeTrace(algorithm, seed, STEPS);
+      const model = new ReferenceModel();
+      const clock = { now: 0 };
+      const memory = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 3_600_000 });
+      const script = scripts[algorithm];
+      // One hash tag: every key of the trace in one slot, so each call is one script call.
+      const keyOf = (counter: number, spec: LimitSpec) => `diff:{${algorithm}-${seed}}:${counter}:${spec.windowSeconds}`;
 
-    const expected: ModelResult[][] = [];
-    const fromMemory: ModelResult[][] = [];
-    for (const st of trace) {
-      clock.now = st.now;
-      expected.push(model.call(modelChecks(algorithm, st), st.now, st.stop));
-      // The memory backend sweeps expired counters every second; here at every step, as the
-      // time passing on the pinned clock expires the keys in redis.
-      memory.sweep();
-      fromMemory.push(memory.checkNow(limitChecks(st), st.stop).map(plain));
-    }
-    await memory.close();
+      const expected: ModelResult[][] = [];
+      const fromMemory: ModelResult[][] = [];
+      for (const st of trace) {
+        clock.now = st.now;
+        expected.push(model.call(modelChecks(algorithm, st), st.now, st.stop));
+        // The memory backend sweeps expired counters every second; here at every step, as the
+        // time passing on the pinned clock expires the keys in redis.
+        memory.sweep();
+        fromMemory.push(memory.checkNow(limitChecks(st), st.stop).map(plain));
+      }
+      await memory.close();
 
-    const allKeys = [...new Set(trace.flatMap((st) => st.checks.map((c) => keyOf(c.counter, c.spec))))];
-    const fromRedis: ModelResult[][] = [];
-    for (let first = 0; first < trace.length; first += CHUNK) {
-      const pipeline = redis.pipeline();
-      for (const st of trace.slice(first, first + CHUNK)) {
-        const keys = st.checks.map((c) => keyOf(c.counter, c.spec));
-        const args: (number | string)[] = [script.mode(st.stop ? 'stop' : 'count')];
-        for (const c of st.checks) script.pushArgs(args, { counter: { domain: 'diff', entries: [] }, spec: c.spec, hits: c.hits });
-        args.push(st.now);
-        pipeline.evalsha(expireSha, allKeys.length, ...allKeys, st.now);
-        pipeline.evalsha(shas[algorithm]!, keys.length, ...keys, ...args);
+      const allKeys = [...new Set(trace.flatMap((st) => st.checks.map((c) => keyOf(c.counter, c.spec))))];
+      const fromRedis: ModelResult[][] = [];
+      for (let first = 0; first < trace.length; first += CHUNK) {
+        const pipeline = redis.pipeline();
+        for (const st of trace.slice(first, first + CHUNK)) {
+          const keys = st.checks.map((c) => keyOf(c.counter, c.spec));
+          const args: (number | string)[] = [script.mode(st.stop ? 'stop' : 'count')];
+          for (const c of st.checks) script.pushArgs(args, { counter: { domain: 'diff', entries: [] }, spec: c.spec, hits: c.hits });
+          args.push(st.now);
+          pipeline.evalsha(expireSha, allKeys.length, ...allKeys, st.now);
+          pipeline.evalsha(shas[algorithm]!, keys.length, ...keys, ...args);
+        }
+        const replies = (await pipeline.exec())!;
+        for (let j = 1; j < replies.length; j += 2) {
+          const [err, reply] = replies[j]!;
+          if (err) throw err;
+          const st = trace[first + (j - 1) / 2]!;
+          fromRedis.push(st.checks.map((_, k) => plain(script.decode(reply as number[], k))));
+        }
       }
-      const replies = (await pipeline.exec())!;
-      for (let j = 1; j < replies.length; j += 2) {
-        const [err, reply] = replies[j]!;
-        if (err) throw err;
-        const st = trace[first + (j - 1) / 2]!;
-        fromRedis.push(st.checks.map((_, k) => plain(script.decode(reply as number[], k))));
-      }
-    }
 
-    let denied = 0;
-    let blocked = 0;
-    for (let i = 0; i < trace.length; i++) {
-      const want = expected[i]!;
-      if (JSON.stringify(fromMemory[i]) !== JSON.stringify(want) || JSON.stringify(fromRedis[i]) !== JSON.stringify(want)) {
-        const message = `${describeTrace(algorithm, trace, i)}\nmodel:  ${JSON.stringify(want)}\nmemory: ${JSON.stringify(fromMemory[i])}\nredis:  ${JSON.stringify(fromRedis[i])}`;
-        expect.fail(message);
+      let denied = 0;
+      let blocked = 0;
+      for (let i = 0; i < trace.length; i++) {
+        const want = expected[i]!;
+        if (JSON.stringify(fromMemory[i]) !== JSON.stringify(want) || JSON.stringify(fromRedis[i]) !== JSON.stringify(want)) {
+          const message = `${describeTrace(algorithm, trace, i)}\nmodel:  ${JSON.stringify(want)}\nmemory: ${JSON.stringify(fromMemory[i])}\nredis:  ${JSON.stringify(fromRedis[i])}`;
+          expect.fail(message);
+        }
+        denied += want.filter((r) => !r.allowed).length;
+        blocked += want.filter((r) => r.blockedForMs > 0).length;
       }
-      denied += want.filter((r) => !r.allowed).length;
-      blocked += want.filter((r) => r.blockedForMs > 0).length;
-    }
-    console.info(`differential ${algorithm}: ${trace.length} steps agree (${denied} denials, ${blocked} blocked answers)`);
-    // The trace is worth something only if it reaches the interesting answers.
-    expect(denied).toBeGreaterThan(trace.length / 20);
-    expect(blocked).toBeGreaterThan(trace.length / 20);
-  }, 60_000 + STEPS * 10);
+      console.info(`differential ${algorithm}: ${trace.length} steps agree (${denied} denials, ${blocked} blocked answers)`);
+      // The trace is worth something only if it reaches the interesting answers.
+      expect(denied).toBeGreaterThan(trace.length / 20);
+      expect(blocked).toBeGreaterThan(trace.length / 20);
+    },
+    60_000 + STEPS * 10,
+  );
 });
 
 /**
@@ -198,7 +213,13 @@ describe('differential: reference model, memory backend and Lua scripts agree on
  * so the model follows that: the other checks go to the counters, and in STOP mode, with one
  * of its counters already over, they are held back (judged, charged nothing).
  */
-function expectedThroughCache(model: ReferenceModel, checks: readonly ModelCheck[], now: number, stop: boolean, fromCache: readonly boolean[]): ModelResult[] {
+function expectedThroughCache(
+  model: ReferenceModel,
+  checks: readonly ModelCheck[],
+  now: number,
+  stop: boolean,
+  fromCache: readonly boolean[],
+): ModelResult[] {
   const out = new Array<ModelResult>(checks.length);
   const missed: number[] = [];
   checks.forEach((c, i) => {
@@ -222,7 +243,9 @@ function expectedThroughCache(model: ReferenceModel, checks: readonly ModelCheck
  */
 function comparable(r: ModelResult, fromCache: boolean): Partial<ModelResult> {
   const { allowed, used, remaining, resetMs, retryAfterMs, blockedForMs } = r;
-  return fromCache ? { allowed, remaining, resetMs, retryAfterMs, blockedForMs } : { allowed, used, remaining, resetMs, retryAfterMs, blockedForMs };
+  return fromCache
+    ? { allowed, remaining, resetMs, retryAfterMs, blockedForMs }
+    : { allowed, used, remaining, resetMs, retryAfterMs, blockedForMs };
 }
 
 /** One backend behind its own over-limit cache, and the model that follows it. */
@@ -237,55 +260,74 @@ interface CachedSide {
 
 const CACHE_BYTES = 10_000_000;
 
-describe('differential through the local over-limit cache: every answer is the counter\'s own', () => {
-  it.each(ALGORITHMS)('%s', async (algorithm) => {
-    const seed = SEED + 100 + ALGORITHMS.indexOf(algorithm);
-    console.info(`differential ${algorithm} with the local cache: ${STEPS} steps, seed ${SEED} (DIFF_STEPS, DIFF_SEED to change)`);
-    // No clock step back here: the cache times its entries on the service's monotonic clock, and
-    // a step back of the backend's clock is invisible to it (the runs above cover step backs).
-    const trace = makeTrace(algorithm, seed, STEPS, false);
-    // The cache's clock is the pinned clock too: its entries are timed in the same
-    // milliseconds as the counters' answers it keeps.
-    const clock = { now: 0 };
-    const memory = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 3_600_000 });
-    const prefix = `diffc${seed}:`;
-    const client = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1 });
-    const redisLimiter = new RedisLimiter({ client, keyPrefix: prefix, pinnedNow: () => clock.now });
-    const allKeys = [...new Set(trace.flatMap((st) => limitChecks(st).map((c) => counterKey(prefix, c.counter, c.spec))))];
-    const sides: CachedSide[] = [
-      { name: 'memory', cache: new OverLimitCache(memory, { maxBytes: CACHE_BYTES, now: () => clock.now }), model: new ReferenceModel(), beforeCall: () => memory.sweep(), fromCache: 0 },
-      {
-        name: 'redis',
-        cache: new OverLimitCache(redisLimiter, { maxBytes: CACHE_BYTES, now: () => clock.now }),
-        model: new ReferenceModel(),
-        // Sent on the limiter's own connection, so it runs before the limiter's script call.
-        beforeCall: (now) => void client.evalsha(expireSha, allKeys.length, ...allKeys, now),
-        fromCache: 0,
-      },
-    ];
-    try {
-      for (let i = 0; i < trace.length; i++) {
-        const st = trace[i]!;
-        clock.now = st.now;
-        const checks = modelChecks(algorithm, st);
-        for (const side of sides) {
-          side.beforeCall(st.now);
-          const got = (await side.cache.check(limitChecks(st), { deadline: Date.now() + 10_000, stopIncrementWhenOverLimit: st.stop })).map((r) => ({ ...plain(r), fromLocalCache: r.fromLocalCache === true }));
-          const fromCache = got.map((r) => r.fromLocalCache);
-          const want: ModelResult[] = expectedThroughCache(side.model, checks, st.now, st.stop, fromCache);
-          side.fromCache += fromCache.filter(Boolean).length;
-          if (JSON.stringify(got.map((r, k) => comparable(r, fromCache[k]!))) !== JSON.stringify(want.map((r, k) => comparable(r, fromCache[k]!)))) {
-            const flags = fromCache.map((f) => (f ? 'cache' : 'backend')).join(', ');
-            expect.fail(`${describeTrace(algorithm, trace, i)}\nthrough the cache on ${side.name} (${flags}; the used of a cached answer is not compared):\nmodel: ${JSON.stringify(want)}\ngot:   ${JSON.stringify(got)}`);
+describe("differential through the local over-limit cache: every answer is the counter's own", () => {
+  it.each(ALGORITHMS)(
+    '%s',
+    async (algorithm) => {
+      const seed = SEED + 100 + ALGORITHMS.indexOf(algorithm);
+      console.info(`differential ${algorithm} with the local cache: ${STEPS} steps, seed ${SEED} (DIFF_STEPS, DIFF_SEED to change)`);
+      // No clock step back here: the cache times its entries on the service's monotonic clock, and
+      // a step back of the backend's clock is invisible to it (the runs above cover step backs).
+      const trace = makeTrace(algorithm, seed, STEPS, false);
+      // The cache's clock is the pinned clock too: its entries are timed in the same
+      // milliseconds as the counters' answers it keeps.
+      const clock = { now: 0 };
+      const memory = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 3_600_000 });
+      const prefix = `diffc${seed}:`;
+      const client = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1 });
+      const redisLimiter = new RedisLimiter({ client, keyPrefix: prefix, pinnedNow: () => clock.now });
+      const allKeys = [...new Set(trace.flatMap((st) => limitChecks(st).map((c) => counterKey(prefix, c.counter, c.spec))))];
+      const sides: CachedSide[] = [
+        {
+          name: 'memory',
+          cache: new OverLimitCache(memory, { maxBytes: CACHE_BYTES, now: () => clock.now }),
+          model: new ReferenceModel(),
+          beforeCall: () => memory.sweep(),
+          fromCache: 0,
+        },
+        {
+          name: 'redis',
+          cache: new OverLimitCache(redisLimiter, { maxBytes: CACHE_BYTES, now: () => clock.now }),
+          model: new ReferenceModel(),
+          // Sent on the limiter's own connection, so it runs before the limiter's script call.
+          beforeCall: (now) => void client.evalsha(expireSha, allKeys.length, ...allKeys, now),
+          fromCache: 0,
+        },
+      ];
+      try {
+        for (let i = 0; i < trace.length; i++) {
+          const st = trace[i]!;
+          clock.now = st.now;
+          const checks = modelChecks(algorithm, st);
+          for (const side of sides) {
+            side.beforeCall(st.now);
+            const got = (await side.cache.check(limitChecks(st), { deadline: Date.now() + 10_000, stopIncrementWhenOverLimit: st.stop })).map(
+              (r) => ({ ...plain(r), fromLocalCache: r.fromLocalCache === true }),
+            );
+            const fromCache = got.map((r) => r.fromLocalCache);
+            const want: ModelResult[] = expectedThroughCache(side.model, checks, st.now, st.stop, fromCache);
+            side.fromCache += fromCache.filter(Boolean).length;
+            if (
+              JSON.stringify(got.map((r, k) => comparable(r, fromCache[k]!))) !==
+              JSON.stringify(want.map((r, k) => comparable(r, fromCache[k]!)))
+            ) {
+              const flags = fromCache.map((f) => (f ? 'cache' : 'backend')).join(', ');
+              expect.fail(
+                `${describeTrace(algorithm, trace, i)}\nthrough the cache on ${side.name} (${flags}; the used of a cached answer is not compared):\nmodel: ${JSON.stringify(want)}\ngot:   ${JSON.stringify(got)}`,
+              );
+            }
           }
         }
+      } finally {
+        await Promise.all(sides.map((side) => side.cache.close()));
       }
-    } finally {
-      await Promise.all(sides.map((side) => side.cache.close()));
-    }
-    const checks = trace.reduce((n, st) => n + st.checks.length, 0);
-    console.info(`differential ${algorithm} with the local cache: ${trace.length} steps agree (${checks} checks; from the cache: ${sides.map((s) => `${s.name} ${s.fromCache}`).join(', ')})`);
-    // The comparison is worth something only if the cache answers often.
-    for (const side of sides) expect(side.fromCache, side.name).toBeGreaterThan(checks / 20);
-  }, 60_000 + STEPS * 20);
+      const checks = trace.reduce((n, st) => n + st.checks.length, 0);
+      console.info(
+        `differential ${algorithm} with the local cache: ${trace.length} steps agree (${checks} checks; from the cache: ${sides.map((s) => `${s.name} ${s.fromCache}`).join(', ')})`,
+      );
+      // The comparison is worth something only if the cache answers often.
+      for (const side of sides) expect(side.fromCache, side.name).toBeGreaterThan(checks / 20);
+    },
+    60_000 + STEPS * 20,
+  );
 });

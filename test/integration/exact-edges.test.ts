@@ -45,7 +45,12 @@ const BACKENDS: readonly Backend[] = [
   ],
 ];
 
-const spec = (algorithm: Algorithm, limit: number, windowSeconds: number, burst = limit): LimitSpec => ({ algorithm, limit, windowSeconds, burst });
+const spec = (algorithm: Algorithm, limit: number, windowSeconds: number, burst = limit): LimitSpec => ({
+  algorithm,
+  limit,
+  windowSeconds,
+  burst,
+});
 
 describe.each(BACKENDS)('exact edges on %s', (name, make) => {
   const clock = { now: TRACE_START };
@@ -60,12 +65,17 @@ describe.each(BACKENDS)('exact edges on %s', (name, make) => {
 
   /** A fresh counter name for each test, so tests never share state. */
   const fresh = (): string => `c${run++}`;
-  const check = (value: string, s: LimitSpec, hits: number): LimitCheck => ({ counter: { domain: 'edges', entries: [{ key: 'k', value }] }, spec: s, hits });
+  const check = (value: string, s: LimitSpec, hits: number): LimitCheck => ({
+    counter: { domain: 'edges', entries: [{ key: 'k', value }] },
+    spec: s,
+    hits,
+  });
   const call = (checks: LimitCheck[], stop = false): Promise<LimitResult[]> => {
     const options: CheckOptions = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: stop };
     return limiter.check(checks, options);
   };
-  const one = async (value: string, s: LimitSpec, hits: number, stop = false): Promise<LimitResult> => (await call([check(value, s, hits)], stop))[0]!;
+  const one = async (value: string, s: LimitSpec, hits: number, stop = false): Promise<LimitResult> =>
+    (await call([check(value, s, hits)], stop))[0]!;
   /** Moves the pinned clock to `offset` ms after a fresh day boundary. */
   const dayAt = (offset: number): number => {
     clock.now = (Math.floor(clock.now / 86_400_000) + 1) * 86_400_000 + offset;
@@ -130,7 +140,13 @@ describe.each(BACKENDS)('exact edges on %s', (name, make) => {
       await one(c, spec(algorithm, 100, 60), 50);
       expect(await one(c, spec(algorithm, 10, 60), 1)).toMatchObject({ allowed: false, retryAfterMs: 246_000, blockedForMs: 246_000 });
       clock.now = t0 + 31_000;
-      expect(await one(c, spec(algorithm, 10, 60), 1)).toMatchObject({ allowed: false, remaining: 0, resetMs: 269_000, retryAfterMs: 215_000, blockedForMs: 215_000 });
+      expect(await one(c, spec(algorithm, 10, 60), 1)).toMatchObject({
+        allowed: false,
+        remaining: 0,
+        resetMs: 269_000,
+        retryAfterMs: 215_000,
+        blockedForMs: 215_000,
+      });
       clock.now = t0 + 246_000;
       expect(await one(c, spec(algorithm, 10, 60), 1)).toMatchObject({ allowed: true, remaining: 0 });
     });

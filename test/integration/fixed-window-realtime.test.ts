@@ -54,7 +54,11 @@ interface Call {
 
 /** Calls `limiter` back to back until EDGES second edges have passed; bounded in count and time. */
 async function tightLoop(limiter: Limiter, value: string): Promise<Call[]> {
-  const check: LimitCheck = { counter: { domain: 'rt', entries: [{ key: 'k', value }] }, spec: { algorithm: 'fixed_window', limit: 1, windowSeconds: 1, burst: 1 }, hits: 1 };
+  const check: LimitCheck = {
+    counter: { domain: 'rt', entries: [{ key: 'k', value }] },
+    spec: { algorithm: 'fixed_window', limit: 1, windowSeconds: 1, burst: 1 },
+    hits: 1,
+  };
   const until = (Math.floor(Date.now() / 1000) + EDGES) * 1000 + 300;
   const calls: Call[] = [];
   for (let i = 0; i < 2_000_000 && Date.now() < until; i++) {
@@ -81,7 +85,10 @@ function expectOnePerSecond(calls: readonly Call[], what: string): void {
   expect(new Set(certain).size).toBe(certain.length);
   // At least one in every second the loop covered from start to end.
   for (let s = second(first.t1) + 1; s < second(last.t0); s++) {
-    expect(admitted.some((c) => second(c.t0) <= s && second(c.t1) >= s), `second ${s} admitted none`).toBe(true);
+    expect(
+      admitted.some((c) => second(c.t0) <= s && second(c.t1) >= s),
+      `second ${s} admitted none`,
+    ).toBe(true);
   }
   // In all: one per second the loop ran in (a call that straddles an edge counts for either side).
   expect(admitted.length).toBeGreaterThanOrEqual(second(last.t0) - second(first.t1) + 1);
@@ -97,12 +104,16 @@ describe.each(BACKENDS)('fixed_window at limit 1/s in real time on %s', (name, m
   it.each([
     ['off', false],
     ['on', true],
-  ] as const)('local cache %s: a tight loop across 3 window edges admits exactly one call per second', async (_label, cached) => {
-    const backend = await make();
-    const limiter = cached ? new OverLimitCache(backend, { maxBytes: 1_000_000 }) : backend;
-    limiters.push(limiter);
-    // Several counters at once: more calls land in the first millisecond of each window.
-    const loops = await Promise.all(Array.from({ length: LOOPS }, (_, i) => tightLoop(limiter, `${name}-${cached}-${Date.now()}-${i}`)));
-    for (const calls of loops) expectOnePerSecond(calls, `${name}, cache ${cached ? 'on' : 'off'}`);
-  }, 30_000);
+  ] as const)(
+    'local cache %s: a tight loop across 3 window edges admits exactly one call per second',
+    async (_label, cached) => {
+      const backend = await make();
+      const limiter = cached ? new OverLimitCache(backend, { maxBytes: 1_000_000 }) : backend;
+      limiters.push(limiter);
+      // Several counters at once: more calls land in the first millisecond of each window.
+      const loops = await Promise.all(Array.from({ length: LOOPS }, (_, i) => tightLoop(limiter, `${name}-${cached}-${Date.now()}-${i}`)));
+      for (const calls of loops) expectOnePerSecond(calls, `${name}, cache ${cached ? 'on' : 'off'}`);
+    },
+    30_000,
+  );
 });

@@ -20,7 +20,22 @@ const dashboard = JSON.parse(readFileSync(join(projectRoot, 'deploy/grafana/floo
 };
 
 // PromQL words that look like metric names but are not.
-const NOT_METRICS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'offset', 'and', 'or', 'unless', 'le', 'inf', 'nan']);
+const NOT_METRICS = new Set([
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'bool',
+  'offset',
+  'and',
+  'or',
+  'unless',
+  'le',
+  'inf',
+  'nan',
+]);
 
 /** The metric names a PromQL expression reads. */
 export function metricNames(expr: string): string[] {
@@ -47,7 +62,9 @@ const queries: string[] = [
 
 describe('metricNames', () => {
   it('finds the metrics of an expression, not its functions, labels or variables', () => {
-    expect(metricNames('histogram_quantile(0.99, sum by (le, node) (rate(a_bucket{job=~"$job",x="y"}[$__rate_interval])))')).toEqual(['a_bucket']);
+    expect(metricNames('histogram_quantile(0.99, sum by (le, node) (rate(a_bucket{job=~"$job",x="y"}[$__rate_interval])))')).toEqual([
+      'a_bucket',
+    ]);
     expect(metricNames('sum(rate(a_total[5m])) / sum(rate(b_total{k="v"}[5m]))')).toEqual(['a_total', 'b_total']);
     expect(metricNames('time() - max(c_seconds)')).toEqual(['c_seconds']);
     expect(metricNames('label_values(d_total, job)')).toEqual(['d_total']);
@@ -66,7 +83,9 @@ beforeAll(async () => {
   // Within, over (fills the cache), from the cache; then an invalid call (an error type).
   for (let i = 0; i < 3; i++) await app.client.shouldRateLimit(oneDescriptor('g', { user: 'u' }));
   await app.client.shouldRateLimit({ domain: '', descriptors: [] }).catch(() => undefined);
-  await waitUntil('orphan scan ran', async () => has(await scrape(`${app.debugUrl}/metrics`), 'floodgate_redis_keys_without_ttl') || false, { timeoutMs: 15_000 });
+  await waitUntil('orphan scan ran', async () => has(await scrape(`${app.debugUrl}/metrics`), 'floodgate_redis_keys_without_ttl') || false, {
+    timeoutMs: 15_000,
+  });
   // Redis gone: failure-mode answers, errors, open breaker.
   await redis.stop();
   for (let i = 0; i < 4; i++) await app.client.shouldRateLimit(oneDescriptor('g', { user: `v${i}` }));
@@ -80,7 +99,16 @@ afterAll(async () => {
 describe('deploy/grafana/floodgate.json', () => {
   it('has the panels the issue asks for', () => {
     const titles = dashboard.panels.map((p) => p.title.toLowerCase()).join('\n');
-    for (const word of ['decisions per second', 'over-limit ratio per rule', 'latency', 'redis script latency', 'redis errors', 'circuit breaker', 'cache hits', 'failure-mode answers']) {
+    for (const word of [
+      'decisions per second',
+      'over-limit ratio per rule',
+      'latency',
+      'redis script latency',
+      'redis errors',
+      'circuit breaker',
+      'cache hits',
+      'failure-mode answers',
+    ]) {
       expect(titles).toContain(word);
     }
   });

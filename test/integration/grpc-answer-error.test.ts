@@ -22,7 +22,14 @@ describe('gRPC handler: an error while answering', () => {
     requestHeadersToAdd: [],
   } as unknown as RateLimitResponse;
   const service = { shouldRateLimit: () => Promise.resolve(unreadable) } as unknown as RateLimitService;
-  const server = new GrpcServer({ service, health, metrics: new PrometheusMetrics(), logger: createLogger('ERROR', 'text', () => {}), defaultDeadlineMs: 1000, limits: { maxReceiveMessageBytes: 65536, maxConcurrentStreams: 100, maxConnectionIdleMs: 60_000 } });
+  const server = new GrpcServer({
+    service,
+    health,
+    metrics: new PrometheusMetrics(),
+    logger: createLogger('ERROR', 'text', () => {}),
+    defaultDeadlineMs: 1000,
+    limits: { maxReceiveMessageBytes: 65536, maxConcurrentStreams: 100, maxConnectionIdleMs: 60_000 },
+  });
   let client: RlsTestClient;
   beforeAll(async () => {
     const port = await server.listen('127.0.0.1:0');

@@ -29,7 +29,13 @@ interface Loaded {
   readonly sha: string;
 }
 
-async function runScript({ client, sha }: Loaded, keys: readonly string[], mode: number, calls: readonly Call[], now?: number): Promise<LimitResult[]> {
+async function runScript(
+  { client, sha }: Loaded,
+  keys: readonly string[],
+  mode: number,
+  calls: readonly Call[],
+  now?: number,
+): Promise<LimitResult[]> {
   const argv: (string | number)[] = [mode];
   for (const c of calls) argv.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
   if (now !== undefined) argv.push(now);
@@ -75,28 +81,37 @@ describe.each([
     await t?.stop();
   }, 30_000);
 
-  it(
-    'token_bucket.lua and gcra.lua answer identically to the same random hits',
-    async () => {
-      const random = seededRandom(31);
-      let denied = 0;
-      for (let round = 0; round < 10; round++) {
-        const [tb, gc] = keysFor(2) as [string, string];
-        const limit = 1 + random(10);
-        const windowSeconds = [1, 3, 60][random(3)]!;
-        const burst = 1 + random(10);
-        let now = TRACE_START + random(86_400_000);
-        for (const st of randomSteps(round, 40, 1200, 4)) {
-          now += st.at % 1200;
-          const [a] = await runScript({ client: t.client, sha: t.sha.token_bucket! }, [tb], MODE_EACH, [{ hits: st.hits, spec: spec('token_bucket', limit, windowSeconds, burst) }], now);
-          const [b] = await runScript({ client: t.client, sha: t.sha.gcra! }, [gc], MODE_EACH, [{ hits: st.hits, spec: spec('gcra', limit, windowSeconds, burst) }], now);
-          expect(b).toEqual(a);
-          if (!a!.allowed) denied++;
-        }
+  it('token_bucket.lua and gcra.lua answer identically to the same random hits', async () => {
+    const random = seededRandom(31);
+    let denied = 0;
+    for (let round = 0; round < 10; round++) {
+      const [tb, gc] = keysFor(2) as [string, string];
+      const limit = 1 + random(10);
+      const windowSeconds = [1, 3, 60][random(3)]!;
+      const burst = 1 + random(10);
+      let now = TRACE_START + random(86_400_000);
+      for (const st of randomSteps(round, 40, 1200, 4)) {
+        now += st.at % 1200;
+        const [a] = await runScript(
+          { client: t.client, sha: t.sha.token_bucket! },
+          [tb],
+          MODE_EACH,
+          [{ hits: st.hits, spec: spec('token_bucket', limit, windowSeconds, burst) }],
+          now,
+        );
+        const [b] = await runScript(
+          { client: t.client, sha: t.sha.gcra! },
+          [gc],
+          MODE_EACH,
+          [{ hits: st.hits, spec: spec('gcra', limit, windowSeconds, burst) }],
+          now,
+        );
+        expect(b).toEqual(a);
+        if (!a!.allowed) denied++;
       }
-      expect(denied).toBeGreaterThan(20);
-    },
-  );
+    }
+    expect(denied).toBeGreaterThan(20);
+  });
 
   // fixed_window shares the scripted traces; a denial is charged there (every hit counts).
   it.each(ALGORITHM_TRACES.fixed_window.map((tr) => [tr.name, tr] as const))(
@@ -107,7 +122,13 @@ describe.each([
       let latest = 0;
       for (const [i, step] of trace.steps.entries()) {
         const now = TRACE_START + step.at;
-        const [result] = await runScript({ client: t.client, sha: t.sha.fixed_window! }, [key], MODE_EACH, [{ hits: step.hits, spec: trace.spec }], now);
+        const [result] = await runScript(
+          { client: t.client, sha: t.sha.fixed_window! },
+          [key],
+          MODE_EACH,
+          [{ hits: step.hits, spec: trace.spec }],
+          now,
+        );
         expect(comparable(result!, step.expected), `step ${i} (at ${step.at}, hits ${step.hits})`).toEqual(step.expected);
         if (step.hits > 0) {
           latest = Math.max(latest, now - (now % w));
@@ -208,7 +229,15 @@ describe.each([
       const L = spec(algorithm, 100);
       const T = spec(algorithm, 2);
       await call([tight], MODE_EACH, [{ hits: 2, spec: T }], now);
-      const held = await call([loose, tight], MODE_ALL_OR_NOTHING, [{ hits: 5, spec: L }, { hits: 1, spec: T }], now);
+      const held = await call(
+        [loose, tight],
+        MODE_ALL_OR_NOTHING,
+        [
+          { hits: 5, spec: L },
+          { hits: 1, spec: T },
+        ],
+        now,
+      );
       expect(held.map((r) => [r.allowed, r.used, r.remaining])).toEqual([
         [true, 0, 100],
         [false, 2, 0],
@@ -216,11 +245,27 @@ describe.each([
       expect(held[1]!.retryAfterMs).toBeGreaterThan(0);
       expect(await t.client.exists(loose)).toBe(0);
 
-      const looked = await call([loose, tight], MODE_LOOK, [{ hits: 5, spec: L }, { hits: 0, spec: T }], now);
+      const looked = await call(
+        [loose, tight],
+        MODE_LOOK,
+        [
+          { hits: 5, spec: L },
+          { hits: 0, spec: T },
+        ],
+        now,
+      );
       expect(looked.map((r) => r.allowed)).toEqual([true, true]);
       expect(await t.client.exists(loose)).toBe(0);
 
-      const passed = await call([loose, tight], MODE_ALL_OR_NOTHING, [{ hits: 5, spec: L }, { hits: 0, spec: T }], now);
+      const passed = await call(
+        [loose, tight],
+        MODE_ALL_OR_NOTHING,
+        [
+          { hits: 5, spec: L },
+          { hits: 0, spec: T },
+        ],
+        now,
+      );
       expect(passed.map((r) => [r.allowed, r.used])).toEqual([
         [true, 5],
         [true, 2],
@@ -231,11 +276,23 @@ describe.each([
       const [a, b] = keysFor(2) as [string, string];
       const results = await Promise.all(
         Array.from({ length: 120 }, (_, i) =>
-          call([a, b], MODE_ALL_OR_NOTHING, [{ hits: 1, spec: spec(algorithm, 100, 86_400) }, { hits: 1, spec: spec(algorithm, 30, 86_400) }], undefined, t.clients[i % 4]),
+          call(
+            [a, b],
+            MODE_ALL_OR_NOTHING,
+            [
+              { hits: 1, spec: spec(algorithm, 100, 86_400) },
+              { hits: 1, spec: spec(algorithm, 30, 86_400) },
+            ],
+            undefined,
+            t.clients[i % 4],
+          ),
         ),
       );
       expect(results.filter((r) => r.every((x) => x.allowed))).toHaveLength(30);
-      const peek = await call([a, b], MODE_EACH, [{ hits: 0, spec: spec(algorithm, 100, 86_400) }, { hits: 0, spec: spec(algorithm, 30, 86_400) }]);
+      const peek = await call([a, b], MODE_EACH, [
+        { hits: 0, spec: spec(algorithm, 100, 86_400) },
+        { hits: 0, spec: spec(algorithm, 30, 86_400) },
+      ]);
       expect(peek.map((r) => r.used)).toEqual([30, 30]);
     });
 

@@ -147,7 +147,13 @@ describe.each([
     expect((await call([key], MODE_COUNT_ALL, [one(1, 1, 1)], edge - 1))[0]).toMatchObject({ count: 1, over: false, blockedMs: 1 });
     expect((await call([key], MODE_COUNT_ALL, [one(1, 1, 1)], edge - 1))[0]).toMatchObject({ count: 2, over: true });
     expect(await t.client.exists(key)).toBe(1);
-    expect((await call([key], MODE_COUNT_ALL, [one(1, 1, 1)], edge))[0]).toEqual({ count: 1, remaining: 0, resetMs: 1000, over: false, blockedMs: 1000 });
+    expect((await call([key], MODE_COUNT_ALL, [one(1, 1, 1)], edge))[0]).toEqual({
+      count: 1,
+      remaining: 0,
+      resetMs: 1000,
+      over: false,
+      blockedMs: 1000,
+    });
   });
 
   it('aligns windows to the epoch', async () => {
@@ -223,7 +229,7 @@ describe.each([
     expect(fixedWindowCount(await t.client.get(a))).toBe(1);
   });
 
-  it('stop mode: the issue\'s example, counts 8/10 and 3/10 and 5 hits on both end at 13 and 3', async () => {
+  it("stop mode: the issue's example, counts 8/10 and 3/10 and 5 hits on both end at 13 and 3", async () => {
     const [a, b, c] = keysFor(3) as [string, string, string];
     await call([a, b], MODE_COUNT_ALL, [one(8, 10), one(3, 10)]);
     const results = await call([a, b, c], MODE_STOP, [one(5, 10), one(5, 10), one(6, 5)]);
@@ -309,9 +315,7 @@ describe('fixed_window.lua key routing', () => {
     const node = cluster.masters()[0]!;
     const client = new Redis({ host: node.host, port: node.port, maxRetriesPerRequest: 1 });
     try {
-      await expect(
-        client.eval(SOURCE, 2, 'fw:{x}:a', 'fw:{y}:a', 0, 1, 1, 60, 0, 1, 1, 60, 0),
-      ).rejects.toThrow(/CROSSSLOT/);
+      await expect(client.eval(SOURCE, 2, 'fw:{x}:a', 'fw:{y}:a', 0, 1, 1, 60, 0, 1, 1, 60, 0)).rejects.toThrow(/CROSSSLOT/);
     } finally {
       client.disconnect();
       await cluster.stop();

@@ -39,7 +39,13 @@ test('Redis, cache, rules and process metrics, then failure-mode answers, errors
   expect(total(samples, 'floodgate_rules_loaded', { domain: 'm' })).toBe(2); // unlimited not counted
   expect(total(samples, 'floodgate_rules_loaded', { domain: 'n' })).toBe(1);
   expect(total(samples, 'floodgate_config_last_success_timestamp_seconds')).toBeGreaterThan(before - 60);
-  for (const name of ['nodejs_eventloop_lag_seconds', 'nodejs_eventloop_lag_p99_seconds', 'process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes']) {
+  for (const name of [
+    'nodejs_eventloop_lag_seconds',
+    'nodejs_eventloop_lag_p99_seconds',
+    'process_cpu_seconds_total',
+    'process_resident_memory_bytes',
+    'nodejs_heap_size_used_bytes',
+  ]) {
     expect(has(samples, name), name).toBe(true);
   }
 
@@ -64,5 +70,7 @@ test('Redis, cache, rules and process metrics, then failure-mode answers, errors
   const errors = total(samples, 'floodgate_redis_errors_total');
   expect(errors).toBeGreaterThanOrEqual(6);
   expect(total(samples, 'floodgate_redis_errors_total', { kind: 'other' })).toBe(0);
-  await waitUntil('breaker open', async () => total(await scrape(url), 'floodgate_redis_circuit_open', { node: 'server' }) === 1 || false, { timeoutMs: 5000 });
+  await waitUntil('breaker open', async () => total(await scrape(url), 'floodgate_redis_circuit_open', { node: 'server' }) === 1 || false, {
+    timeoutMs: 5000,
+  });
 });

@@ -37,7 +37,11 @@ describe('standalone', () => {
   const prefix = uniquePrefix('orphan');
   beforeAll(async () => {
     redis = await startStandalone();
-    app = await startTestApp(RULES, { REDIS_URL: redis.url, CACHE_KEY_PREFIX: prefix, ORPHAN_SCAN_INTERVAL: '1s', ORPHAN_SCAN_COUNT: '10' }, { logger });
+    app = await startTestApp(
+      RULES,
+      { REDIS_URL: redis.url, CACHE_KEY_PREFIX: prefix, ORPHAN_SCAN_INTERVAL: '1s', ORPHAN_SCAN_COUNT: '10' },
+      { logger },
+    );
   });
   afterAll(async () => {
     await app?.stop();
@@ -52,14 +56,22 @@ describe('standalone', () => {
     await redis.command('SET', orphan, '4');
 
     const args = ['keys', '--redis', redis.url, '--prefix', prefix];
-    expect(await runCli(args)).toEqual({ code: 1, stdout: `no-ttl ${orphan} (string)\nscanned 4 keys on 1 node: 1 without TTL, 0 of unknown shape\n`, stderr: '' });
+    expect(await runCli(args)).toEqual({
+      code: 1,
+      stdout: `no-ttl ${orphan} (string)\nscanned 4 keys on 1 node: 1 without TTL, 0 of unknown shape\n`,
+      stderr: '',
+    });
     await gaugeBecomes(app, 'floodgate_redis_keys_without_ttl', 1);
     // ...and a sample of the keys is logged.
     const logged = warnings.find((w) => w.msg.startsWith('orphan scan: 1 counter keys without TTL'));
     expect(logged?.fields?.['sample']).toEqual([orphan]);
 
     const fixed = await runCli([...args, '--fix']);
-    expect(fixed).toEqual({ code: 0, stdout: `no-ttl ${orphan} (string) -> ttl 120s\nscanned 4 keys on 1 node: 1 without TTL, 0 of unknown shape, 1 fixed\n`, stderr: '' });
+    expect(fixed).toEqual({
+      code: 0,
+      stdout: `no-ttl ${orphan} (string) -> ttl 120s\nscanned 4 keys on 1 node: 1 without TTL, 0 of unknown shape, 1 fixed\n`,
+      stderr: '',
+    });
     expect(Number(await redis.command('TTL', orphan))).toBeGreaterThan(100);
     await gaugeBecomes(app, 'floodgate_redis_keys_without_ttl', 0);
     expect(await gauge(app, 'floodgate_redis_orphan_scan_last_success_timestamp_seconds')).toBeGreaterThan(Date.now() / 1000 - 60);
@@ -103,7 +115,8 @@ describe('cluster with ORPHAN_SCAN_REPLICAS', () => {
     }
     await cluster.waitForHealthy();
     await gaugeBecomes(app, 'floodgate_redis_keys_without_ttl', 3);
-    const scans = async (node: { command(...a: string[]): Promise<unknown> }) => /cmdstat_scan:calls=(\d+)/.exec(String(await node.command('INFO', 'commandstats')))?.[1] ?? '0';
+    const scans = async (node: { command(...a: string[]): Promise<unknown> }) =>
+      /cmdstat_scan:calls=(\d+)/.exec(String(await node.command('INFO', 'commandstats')))?.[1] ?? '0';
     for (const m of cluster.masters()) expect(await scans(m), `master ${m.url}`).toBe('0');
     for (const r of cluster.replicas()) expect(Number(await scans(r)), `replica ${r.url}`).toBeGreaterThan(0);
 
@@ -113,7 +126,12 @@ describe('cluster with ORPHAN_SCAN_REPLICAS', () => {
     const args = ['keys', '--redis', seed, '--cluster', '--prefix', prefix];
     const report = await runCli(args);
     expect(report.code).toBe(1);
-    expect(report.stdout).toBe([...keys].sort().map((k) => `no-ttl ${k} (string)`).join('\n') + '\nscanned 3 keys on 3 nodes: 3 without TTL, 0 of unknown shape\n');
+    expect(report.stdout).toBe(
+      [...keys]
+        .sort()
+        .map((k) => `no-ttl ${k} (string)`)
+        .join('\n') + '\nscanned 3 keys on 3 nodes: 3 without TTL, 0 of unknown shape\n',
+    );
     const fixed = await runCli([...args, '--fix']);
     expect(fixed.code).toBe(0);
     expect(fixed.stdout.endsWith('scanned 3 keys on 3 nodes: 3 without TTL, 0 of unknown shape, 3 fixed\n')).toBe(true);

@@ -110,7 +110,9 @@ describe.each([
       const afterKill = await allTtls(d.masters(), prefix);
       expect(afterKill.size).toBeGreaterThanOrEqual(beforeKill.size);
       expectAllExpire(afterKill);
-      console.info(`policy orphans (${d.name}): ${codes.OK} OK, ${codes.OVER_LIMIT} OVER_LIMIT, ${afterKill.size} keys after SIGKILL, every one with a TTL`);
+      console.info(
+        `policy orphans (${d.name}): ${codes.OK} OK, ${codes.OVER_LIMIT} OVER_LIMIT, ${afterKill.size} keys after SIGKILL, every one with a TTL`,
+      );
     } finally {
       client.close();
       server.cleanup();

@@ -28,7 +28,10 @@ const request: RateLimitRequest = { domain: 'traces', descriptors: [{ entries: [
 
 test('a hanging Redis gives the normal tier in time, then fails fast, then recovers', async () => {
   const registry = new Registry();
-  const engine = new PolicyEngine({ store: new RedisPolicyStore({ client, keyPrefix: 'hang_' }), metrics: new PrometheusPolicyMetrics(registry) });
+  const engine = new PolicyEngine({
+    store: new RedisPolicyStore({ client, keyPrefix: 'hang_' }),
+    metrics: new PrometheusPolicyMetrics(registry),
+  });
   const decide = async (budgetMs: number) => {
     const started = performance.now();
     const d = await engine.decide(TRACE_POLICY, 'h1', request, Date.now() + budgetMs);

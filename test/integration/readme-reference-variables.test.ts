@@ -53,7 +53,7 @@ function everyVariableRead(): Set<string> {
   return reads;
 }
 
-describe("README: every variable of the reference", () => {
+describe('README: every variable of the reference', () => {
   const rows = tableRows();
 
   it('lists the 114 variables of src/settings-reference.ts, in its order, with the same status and reason', () => {
@@ -67,7 +67,10 @@ describe("README: every variable of the reference", () => {
   it('documents every variable the settings code reads, in the Settings table or this one', () => {
     const settingsSection = README.split('## Settings')[1]?.split('\n## ')[0] ?? '';
     for (const name of everyVariableRead()) {
-      expect(settingsSection.includes(`\`${name}\``) || (name.startsWith('REDIS_PERSECOND_') && settingsSection.includes('`REDIS_PERSECOND_*`')), `${name} is read but not in the README`).toBe(true);
+      expect(
+        settingsSection.includes(`\`${name}\``) || (name.startsWith('REDIS_PERSECOND_') && settingsSection.includes('`REDIS_PERSECOND_*`')),
+        `${name} is read but not in the README`,
+      ).toBe(true);
     }
   });
 });

@@ -17,7 +17,11 @@ import { CountingBreaker, uniquePrefix } from './redis-backend-helpers';
 
 const FIXED: LimitSpec = { algorithm: 'fixed_window', limit: 1_000_000, windowSeconds: 3600, burst: 1_000_000 };
 const BUCKET: LimitSpec = { algorithm: 'token_bucket', limit: 1_000_000, windowSeconds: 3600, burst: 1_000_000 };
-const at = (value: string, spec: LimitSpec = FIXED): LimitCheck => ({ counter: { domain: 'br', entries: [{ key: 'k', value }] }, spec, hits: 1 });
+const at = (value: string, spec: LimitSpec = FIXED): LimitCheck => ({
+  counter: { domain: 'br', entries: [{ key: 'k', value }] },
+  spec,
+  hits: 1,
+});
 /** Two script calls to one node: the same counter (one hash tag, one slot) under two algorithms. */
 const twoGroups = (value: string): LimitCheck[] => [at(value, FIXED), at(value, BUCKET)];
 
@@ -93,7 +97,10 @@ describe('standalone Redis', () => {
     try {
       // 50 concurrent fixed-window requests (merged into one script call) and one token_bucket
       // request (a call of its own), all with a 60 ms deadline.
-      outcomes = await Promise.all([...Array.from({ length: 50 }, () => attempt(limiter, [at('hang')], 60)), attempt(limiter, [at('hang', BUCKET)], 60)]);
+      outcomes = await Promise.all([
+        ...Array.from({ length: 50 }, () => attempt(limiter, [at('hang')], 60)),
+        attempt(limiter, [at('hang', BUCKET)], 60),
+      ]);
       expect(outcomes.every((o) => typeof o === 'string' && o.startsWith('DeadlineExceededError'))).toBe(true);
       expect(breaker.failures - base.failures).toBe(2);
       // Both calls now fail late (REDIS_TIMEOUT): their outcome was recorded already.

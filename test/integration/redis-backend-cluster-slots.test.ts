@@ -35,7 +35,10 @@ describe('keys spread over the cluster', () => {
   let t: TestApp;
   const prefix = uniquePrefix('spread');
   beforeAll(async () => {
-    t = await startTestApp({ 'spread.yaml': oneRule('spread', 'user', 100) }, { REDIS_TYPE: 'CLUSTER', REDIS_URL: cluster.seeds, CACHE_KEY_PREFIX: prefix });
+    t = await startTestApp(
+      { 'spread.yaml': oneRule('spread', 'user', 100) },
+      { REDIS_TYPE: 'CLUSTER', REDIS_URL: cluster.seeds, CACHE_KEY_PREFIX: prefix },
+    );
   });
   afterAll(async () => {
     await t?.stop();

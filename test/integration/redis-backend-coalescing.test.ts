@@ -32,7 +32,11 @@ afterAll(async () => {
 
 describe.each([
   ['standalone', () => new Redis({ host: standalone.host, port: standalone.port, enableAutoPipelining: true }), () => [standalone]],
-  ['cluster', () => new Cluster(cluster.startupNodes as { host: string; port: number }[], { enableAutoPipelining: true }), () => cluster.masters()],
+  [
+    'cluster',
+    () => new Cluster(cluster.startupNodes as { host: string; port: number }[], { enableAutoPipelining: true }),
+    () => cluster.masters(),
+  ],
 ] as const)('on %s', (name, connect, nodes) => {
   let limiter: RedisLimiter;
   let limited: RedisLimiter;
@@ -99,7 +103,11 @@ describe.each([
     try {
       for (let i = 0; i < 250 && !wide.isHealthy(); i++) await new Promise((r) => setTimeout(r, 20));
       const many = { algorithm: 'fixed_window' as const, limit: 1000, windowSeconds: 3600, burst: 1000 };
-      const request = Array.from({ length: 64 }, (_, d): LimitCheck => ({ counter: { domain: 'co', entries: [{ key: 'd', value: `d${d}` }] }, spec: many, hits: 1 }));
+      const request = Array.from({ length: 64 }, (_, d): LimitCheck => ({
+        counter: { domain: 'co', entries: [{ key: 'd', value: `d${d}` }] },
+        spec: many,
+        hits: 1,
+      }));
       const options = { deadline: Date.now() + 20_000, stopIncrementWhenOverLimit: false };
       const calls0 = await evalCalls(nodes());
       const started = performance.now();
@@ -126,7 +134,10 @@ describe.each([
     const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
     const results = await Promise.all(Array.from({ length: 60 }, (_, i) => limiter.check([check(`v${i % 3}`, 2), check('w')], options)));
     for (let v = 0; v < 3; v++) {
-      const used = results.filter((_, i) => i % 3 === v).map((r) => r[0]!.used).sort((a, b) => a - b);
+      const used = results
+        .filter((_, i) => i % 3 === v)
+        .map((r) => r[0]!.used)
+        .sort((a, b) => a - b);
       expect(used).toEqual(Array.from({ length: 20 }, (_, i) => 2 * (i + 1)));
     }
     expect(results.map((r) => r[1]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 60 }, (_, i) => i + 1));

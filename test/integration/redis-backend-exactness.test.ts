@@ -48,7 +48,10 @@ describe.each(deployments)('exact counting under concurrency ($name)', (d) => {
     const outcomes = await Promise.all(Array.from({ length: CALLS }, () => timedCall(t.client, request)));
     expect(tally(outcomes)).toEqual({ OK: 50, OVER_LIMIT: 150 });
     // The admitted calls saw every remaining value from 49 down to 0 exactly once.
-    const remaining = outcomes.filter((o) => o.code === 'OK').map((o) => o.remaining).sort((a, b) => a! - b!);
+    const remaining = outcomes
+      .filter((o) => o.code === 'OK')
+      .map((o) => o.remaining)
+      .sort((a, b) => a! - b!);
     expect(remaining).toEqual(Array.from({ length: 50 }, (_, i) => i));
   });
 

@@ -7,15 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { keySlot, startCluster, type ClusterNode, type RedisClusterHarness } from '../harness/redis-servers';
 import { sleep } from '../harness/wait';
 import { oneDescriptor, rlsClient, type RlsTestClient } from '../helpers/rls-client';
-import {
-  StallMonitor,
-  awayFromWindowEdge,
-  oneRule,
-  scanKeys,
-  timedCall,
-  uniquePrefix,
-  type CallOutcome,
-} from './redis-backend-helpers';
+import { StallMonitor, awayFromWindowEdge, oneRule, scanKeys, timedCall, uniquePrefix, type CallOutcome } from './redis-backend-helpers';
 import { spawnServer, type ServerProcess } from '../helpers/server-process';
 import { fixedWindowCount } from '../helpers/fixed-window-value';
 
@@ -46,7 +38,12 @@ beforeAll(async () => {
   await Promise.all(
     MODES.map(async (mode) => {
       const prefix = uniquePrefix(`fo_${mode}`);
-      const server = await spawnServer(RULES, { REDIS_TYPE: 'CLUSTER', REDIS_URL: cluster.seeds, BACKEND_FAILURE_MODE: mode, CACHE_KEY_PREFIX: prefix });
+      const server = await spawnServer(RULES, {
+        REDIS_TYPE: 'CLUSTER',
+        REDIS_URL: cluster.seeds,
+        BACKEND_FAILURE_MODE: mode,
+        CACHE_KEY_PREFIX: prefix,
+      });
       apps.set(mode, { server, client: rlsClient(`127.0.0.1:${server.grpcPort}`), prefix });
     }),
   );
@@ -155,7 +152,9 @@ describe('cluster master killed while calls flow', () => {
       }
       const worst = Math.max(...measured.filter((s) => s.mode === mode).map((s) => s.ms));
       const r = TELLING.includes(mode) ? recoveredAt(mode) : undefined;
-      const recovery = !TELLING.includes(mode) ? '' : `, real answers for every value from ${r === undefined ? 'never' : `${r - promotedAt} ms after promotion`}`;
+      const recovery = !TELLING.includes(mode)
+        ? ''
+        : `, real answers for every value from ${r === undefined ? 'never' : `${r - promotedAt} ms after promotion`}`;
       return `${mode}: ${JSON.stringify(codes)}, worst ${worst.toFixed(0)} ms${recovery}`;
     });
     console.info(
@@ -171,7 +170,10 @@ describe('cluster master killed while calls flow', () => {
     for (const mode of ['allow', 'deny', 'local'] as const) {
       // An answer every time, from the server: no error and no client-side DEADLINE_EXCEEDED.
       const bad = measured.filter((s) => s.mode === mode && s.code !== 'OK' && s.code !== 'OVER_LIMIT');
-      expect(bad.map((s) => `${s.code} after ${s.ms.toFixed(0)} ms: ${s.details}`), mode).toEqual([]);
+      expect(
+        bad.map((s) => `${s.code} after ${s.ms.toFixed(0)} ms: ${s.details}`),
+        mode,
+      ).toEqual([]);
     }
     const errorModeCodes = new Set(samples.filter((s) => s.mode === 'error' && s.code !== 'OK').map((s) => s.code));
     expect([...errorModeCodes].filter((c) => c !== 'UNAVAILABLE' && c !== 'DEADLINE_EXCEEDED')).toEqual([]);

@@ -68,7 +68,13 @@ export async function timedCall(client: RlsTestClient, request: TestRequest, tim
   } catch (err) {
     const e = err as { code?: number; details?: string };
     const ended = performance.now();
-    return { code: GrpcStatus[e.code ?? GrpcStatus.UNKNOWN] ?? String(e.code), ms: ended - started, startedPerf: started, endedPerf: ended, details: e.details ?? String(err) };
+    return {
+      code: GrpcStatus[e.code ?? GrpcStatus.UNKNOWN] ?? String(e.code),
+      ms: ended - started,
+      startedPerf: started,
+      endedPerf: ended,
+      details: e.details ?? String(err),
+    };
   }
 }
 

@@ -25,14 +25,20 @@ afterAll(async () => {
 describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp({ 'lc.yaml': oneRule('lc', 'k', 2, 'hour') }, { REDIS_URL: redis.url, LOCAL_CACHE_SIZE_IN_BYTES: '100000', CACHE_KEY_PREFIX: 'lc_', BACKEND_FAILURE_MODE: 'error' });
+    t = await startTestApp(
+      { 'lc.yaml': oneRule('lc', 'k', 2, 'hour') },
+      { REDIS_URL: redis.url, LOCAL_CACHE_SIZE_IN_BYTES: '100000', CACHE_KEY_PREFIX: 'lc_', BACKEND_FAILURE_MODE: 'error' },
+    );
   });
   afterAll(async () => {
     await t?.stop();
   });
 
   async function overLocal(): Promise<number> {
-    return metricValue(await t.app.metrics.registry.metrics(), 'ratelimit_service_rate_limit_over_limit_with_local_cache', { domain: 'lc', key1: 'k' });
+    return metricValue(await t.app.metrics.registry.metrics(), 'ratelimit_service_rate_limit_over_limit_with_local_cache', {
+      domain: 'lc',
+      key1: 'k',
+    });
   }
 
   // Needs the algorithm branch (exact-algo): the cache keeps only answers with blockedForMs,
@@ -133,8 +139,17 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     await client?.quit();
   });
 
-  const spec = (algorithm: LimitSpec['algorithm'], limit: number, windowSeconds = 60, burst = limit): LimitSpec => ({ algorithm, limit, windowSeconds, burst });
-  const at = (value: string, s: LimitSpec, hits = 1): LimitCheck => ({ counter: { domain: 'exact', entries: [{ key: 'k', value }] }, spec: s, hits });
+  const spec = (algorithm: LimitSpec['algorithm'], limit: number, windowSeconds = 60, burst = limit): LimitSpec => ({
+    algorithm,
+    limit,
+    windowSeconds,
+    burst,
+  });
+  const at = (value: string, s: LimitSpec, hits = 1): LimitCheck => ({
+    counter: { domain: 'exact', entries: [{ key: 'k', value }] },
+    spec: s,
+    hits,
+  });
   const run = (checks: LimitCheck[], mode = COUNT) => cache.check(checks, { deadline: Date.now() + 2000, ...mode });
 
   test('token_bucket 10/min with 5 used: a denied 11-hit request does not lock out a 1-hit request', async () => {
@@ -222,7 +237,14 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     // Charged nothing: Redis still holds 5.
     const [peek] = await run([at('other', ten, 0)]);
     expect(peek!.used).toBe(5);
-    expect(fixedWindowCount(await redis.command('GET', (await scanKeys(redis, prefix)).find((k) => k.includes('other'))!))).toBe(5);
+    expect(
+      fixedWindowCount(
+        await redis.command(
+          'GET',
+          (await scanKeys(redis, prefix)).find((k) => k.includes('other'))!,
+        ),
+      ),
+    ).toBe(5);
     // Not locked: 5 more hits are admitted by Redis.
     const [afterwards] = await run([at('other', ten, 5)]);
     expect(afterwards).toMatchObject({ allowed: true, used: 10 });

@@ -90,7 +90,9 @@ describe.each([
       const afterKill = await allTtls(d.masters(), prefix);
       expect(afterKill.size).toBeGreaterThanOrEqual(beforeKill.size);
       expectAllExpire(afterKill);
-      console.info(`orphans (${d.name}): ${codes.OK} calls answered, ${afterKill.size} keys after SIGKILL, every one with a TTL; outcomes ${JSON.stringify(codes)}`);
+      console.info(
+        `orphans (${d.name}): ${codes.OK} calls answered, ${afterKill.size} keys after SIGKILL, every one with a TTL; outcomes ${JSON.stringify(codes)}`,
+      );
     } finally {
       client.close();
       server.cleanup();

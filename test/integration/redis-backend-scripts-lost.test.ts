@@ -49,7 +49,10 @@ describe.each([
       }
       const outcomes = await round(t);
       expectedRemaining--;
-      expect(outcomes.map((o) => `${o.code} ${o.remaining}`), `round ${r}`).toEqual(VALUES.map(() => `OK ${expectedRemaining}`));
+      expect(
+        outcomes.map((o) => `${o.code} ${o.remaining}`),
+        `round ${r}`,
+      ).toEqual(VALUES.map(() => `OK ${expectedRemaining}`));
     }
   });
 });
@@ -100,7 +103,10 @@ describe('Redis restarted in the middle of a run (standalone, BACKEND_FAILURE_MO
     for (let r = 0; r < 5; r++) after.push(await round(t));
     expect(after.flat().filter((o) => o.code !== 'OK')).toEqual([]);
     for (let i = 0; i < VALUES.length; i++) {
-      const seen = [...before, ...during, ...after].map((rnd) => rnd[i]!).filter((o) => o.code === 'OK').map((o) => o.remaining!);
+      const seen = [...before, ...during, ...after]
+        .map((rnd) => rnd[i]!)
+        .filter((o) => o.code === 'OK')
+        .map((o) => o.remaining!);
       // Counting down, one reset to LIMIT - 1 (the restart), counting down again by one per call.
       const reset = seen.findIndex((r, j) => j > 0 && r > seen[j - 1]!);
       expect(reset, `${VALUES[i]}: ${seen.join(' ')}`).toBeGreaterThanOrEqual(3);

@@ -25,12 +25,23 @@ describe('Redis over mutual TLS, with an ACL user (REDIS_TLS*, REDIS_AUTH user:p
     redis = await startStandalone({
       password: 'default-secret',
       extraArgs: [
-        '--tls-port', String(tlsPort),
-        '--tls-cert-file', join(dir, 'server.crt'),
-        '--tls-key-file', join(dir, 'server.key'),
-        '--tls-ca-cert-file', join(dir, 'ca.crt'),
-        '--tls-auth-clients', 'yes',
-        '--user', 'floodgate', 'on', '>fg-secret', '~*', '&*', '+@all',
+        '--tls-port',
+        String(tlsPort),
+        '--tls-cert-file',
+        join(dir, 'server.crt'),
+        '--tls-key-file',
+        join(dir, 'server.key'),
+        '--tls-ca-cert-file',
+        join(dir, 'ca.crt'),
+        '--tls-auth-clients',
+        'yes',
+        '--user',
+        'floodgate',
+        'on',
+        '>fg-secret',
+        '~*',
+        '&*',
+        '+@all',
       ],
     });
   });
@@ -49,11 +60,14 @@ describe('Redis over mutual TLS, with an ACL user (REDIS_TLS*, REDIS_AUTH user:p
   });
 
   test('counts exactly with a client certificate and the ACL user', async () => {
-    const t = await startTestApp(RULES, tlsEnv({
-      REDIS_TLS_CLIENT_CERT: join(dir, 'client.crt'),
-      REDIS_TLS_CLIENT_KEY: join(dir, 'client.key'),
-      REDIS_AUTH: 'floodgate:fg-secret',
-    }));
+    const t = await startTestApp(
+      RULES,
+      tlsEnv({
+        REDIS_TLS_CLIENT_CERT: join(dir, 'client.crt'),
+        REDIS_TLS_CLIENT_KEY: join(dir, 'client.key'),
+        REDIS_AUTH: 'floodgate:fg-secret',
+      }),
+    );
     apps.push(t);
     const remaining = [];
     for (let i = 0; i < 4; i++) remaining.push((await timedCall(t.client, oneDescriptor('tls', { k: 'a' }), 2000)).remaining);
@@ -64,12 +78,15 @@ describe('Redis over mutual TLS, with an ACL user (REDIS_TLS*, REDIS_AUTH user:p
   });
 
   test('with the default user password only (REDIS_AUTH password)', async () => {
-    const t = await startTestApp(RULES, tlsEnv({
-      REDIS_TLS_CLIENT_CERT: join(dir, 'client.crt'),
-      REDIS_TLS_CLIENT_KEY: join(dir, 'client.key'),
-      REDIS_AUTH: 'default-secret',
-      CACHE_KEY_PREFIX: 'tls2_',
-    }));
+    const t = await startTestApp(
+      RULES,
+      tlsEnv({
+        REDIS_TLS_CLIENT_CERT: join(dir, 'client.crt'),
+        REDIS_TLS_CLIENT_KEY: join(dir, 'client.key'),
+        REDIS_AUTH: 'default-secret',
+        CACHE_KEY_PREFIX: 'tls2_',
+      }),
+    );
     apps.push(t);
     expect((await timedCall(t.client, oneDescriptor('tls', { k: 'b' }), 2000)).remaining).toBe(2);
   });

@@ -117,7 +117,10 @@ describe('redis harness', () => {
         const slot = keySlot('key:7');
         const owner = cluster.masters().find((m) => m.port === ownerPort(client, slot))!;
         expect(owner).toBeDefined();
-        await client.nodes('master').find((n) => n.options.port === owner.port)!.wait(1, 2000);
+        await client
+          .nodes('master')
+          .find((n) => n.options.port === owner.port)!
+          .wait(1, 2000);
 
         const replica = cluster.replicaOf(owner)!;
         const started = Date.now();

@@ -47,7 +47,9 @@ describe('REDIS_STARTUP_MAX_ELAPSED_TIME', () => {
   test('no Redis within the time: the start fails, naming the setting, and leaves nothing listening', async () => {
     const settings = await settingsFor(await freePort(), '700ms');
     const started = Date.now();
-    await expect(startApp(settings, { logger: createLogger('ERROR', 'text') })).rejects.toThrow('Redis not reachable within REDIS_STARTUP_MAX_ELAPSED_TIME (700 ms)');
+    await expect(startApp(settings, { logger: createLogger('ERROR', 'text') })).rejects.toThrow(
+      'Redis not reachable within REDIS_STARTUP_MAX_ELAPSED_TIME (700 ms)',
+    );
     const took = Date.now() - started;
     expect(took).toBeGreaterThanOrEqual(650);
     expect(took).toBeLessThan(4000);
@@ -61,7 +63,9 @@ describe('REDIS_STARTUP_MAX_ELAPSED_TIME', () => {
     const settings = await settingsFor(port, '10s');
     const starting = startApp(settings, { logger: createLogger('ERROR', 'text') });
     await new Promise((resolve) => setTimeout(resolve, 5500));
-    const redis = spawn(REDIS_SERVER_BIN, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const redis = spawn(REDIS_SERVER_BIN, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: 'ignore',
+    });
     trackChild(redis);
     try {
       const app = await starting;

@@ -44,7 +44,11 @@ describe('user info in REDIS_URL', () => {
   });
 
   test('a malformed URL stops start-up without echoing the password', async () => {
-    const settings = loadSettings({ REDIS_URL: `redis://:${SECRET}@no-port-here`, RUNTIME_ROOT: '/nonexistent', FORCE_START_WITHOUT_INITIAL_CONFIG: 'true' });
+    const settings = loadSettings({
+      REDIS_URL: `redis://:${SECRET}@no-port-here`,
+      RUNTIME_ROOT: '/nonexistent',
+      FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
+    });
     const err = await startApp(settings, { logger: createLogger('ERROR', 'text', () => undefined) }).then(
       () => undefined,
       (e: Error) => e,

@@ -15,7 +15,11 @@ import type { CurrentLimit, DescriptorStatus, HeaderPair, RateLimitResponse } fr
 import type { Unit } from '../../src/domain/units';
 
 const rlsMethod = (options: protoLoader.Options): protoLoader.MethodDefinition<object, object> =>
-  (protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', options)['envoy.service.ratelimit.v3.RateLimitService'] as protoLoader.ServiceDefinition).ShouldRateLimit!;
+  (
+    protoLoader.loadSync('envoy/service/ratelimit/v3/rls.proto', options)[
+      'envoy.service.ratelimit.v3.RateLimitService'
+    ] as protoLoader.ServiceDefinition
+  ).ShouldRateLimit!;
 // Requests as the server read them before its own decoder (64-bit integers as exact decimal
 // strings); responses as a client with the usual options reads them.
 const serverMethod = rlsMethod(SERVER_PROTO_LOADER_OPTIONS);
@@ -52,7 +56,10 @@ class Rng {
   string(): string {
     const kind = this.int(0, 5);
     if (kind === 0) return '';
-    const alphabet = kind === 1 ? ['a', 'b', '/', '.', '_', '0'] : ['a', 'Z', ' ', 'é', 'ß', '日本', '€', '😀', '\u0000', '\u07ff', '\uffff', '{', '}', ':', '='];
+    const alphabet =
+      kind === 1
+        ? ['a', 'b', '/', '.', '_', '0']
+        : ['a', 'Z', ' ', 'é', 'ß', '日本', '€', '😀', '\u0000', '\u07ff', '\uffff', '{', '}', ':', '='];
     let s = '';
     const n = this.int(1, kind === 5 ? 60 : 12);
     for (let i = 0; i < n; i++) s += this.pick(alphabet);
@@ -86,7 +93,10 @@ function unknownField(rng: Rng, field: number): number[] {
     case 2:
       return [...tag(field, 5), ...Array.from({ length: 4 }, () => rng.int(0, 255))];
     case 3:
-      return len(field, Array.from({ length: rng.int(0, 20) }, () => rng.int(0, 255)));
+      return len(
+        field,
+        Array.from({ length: rng.int(0, 20) }, () => rng.int(0, 255)),
+      );
     case 4: // packed repeated
       return len(field, Array.from({ length: rng.int(0, 5) }, () => varint(BigInt(rng.int(0, 300000)))).flat());
     case 5: // unpacked repeated
@@ -127,10 +137,27 @@ function randomRequest(rng: Rng): Gen {
 
 function requestBytes(rng: Rng, g: Gen): Buffer {
   const descriptors = g.descriptors.map((d) => {
-    const entries = d.entries.map(([k, v]) => len(1, message(rng, [k !== '' || rng.chance(0.2) ? str(1, k) : [], v !== '' || rng.chance(0.2) ? str(2, v) : []], [], 3)));
+    const entries = d.entries.map(([k, v]) =>
+      len(1, message(rng, [k !== '' || rng.chance(0.2) ? str(1, k) : [], v !== '' || rng.chance(0.2) ? str(2, v) : []], [], 3)),
+    );
     const scalars: number[][] = [];
-    if (d.limit) scalars.push(len(2, message(rng, [[...tag(1, 0), ...varint(BigInt(d.limit[0]))], [...tag(2, 0), ...varint(d.limit[1])]], [], 3)));
-    if (d.hits !== undefined) scalars.push(len(3, message(rng, d.hits !== 0n || rng.chance(0.5) ? [[...tag(1, 0), ...varint(d.hits)]] : [], [], 2)));
+    if (d.limit)
+      scalars.push(
+        len(
+          2,
+          message(
+            rng,
+            [
+              [...tag(1, 0), ...varint(BigInt(d.limit[0]))],
+              [...tag(2, 0), ...varint(d.limit[1])],
+            ],
+            [],
+            3,
+          ),
+        ),
+      );
+    if (d.hits !== undefined)
+      scalars.push(len(3, message(rng, d.hits !== 0n || rng.chance(0.5) ? [[...tag(1, 0), ...varint(d.hits)]] : [], [], 2)));
     return len(2, message(rng, scalars, entries, 4));
   });
   const scalars = [str(1, g.domain), [...tag(3, 0), ...varint(BigInt(g.hits))]];
@@ -238,7 +265,14 @@ function randomResponse(rng: Rng, limits: readonly CurrentLimit[]): RateLimitRes
     statuses,
     responseHeadersToAdd: Array.from({ length: rng.chance(0.5) ? rng.int(1, 4) : 0 }, header),
     requestHeadersToAdd: Array.from({ length: rng.chance(0.2) ? rng.int(1, 2) : 0 }, header),
-    ...(rng.chance(0.4) ? { dynamicMetadata: randomJson(rng, 4) === null ? {} : Object.fromEntries(Array.from({ length: rng.int(0, 4) }, () => [rng.string(), randomJson(rng, 0)])) } : {}),
+    ...(rng.chance(0.4)
+      ? {
+          dynamicMetadata:
+            randomJson(rng, 4) === null
+              ? {}
+              : Object.fromEntries(Array.from({ length: rng.int(0, 4) }, () => [rng.string(), randomJson(rng, 0)])),
+        }
+      : {}),
   };
 }
 
@@ -267,7 +301,9 @@ describe('encodeRateLimitResponse against protobufjs', () => {
   it('writes the canonical bytes of a typical answer', () => {
     const bytes = encodeRateLimitResponse({
       overallCode: 'OK',
-      statuses: [{ code: 'OK', currentLimit: { name: 'n', requestsPerUnit: 10, unit: 'MINUTE' }, limitRemaining: 9, durationUntilResetSeconds: 42 }],
+      statuses: [
+        { code: 'OK', currentLimit: { name: 'n', requestsPerUnit: 10, unit: 'MINUTE' }, limitRemaining: 9, durationUntilResetSeconds: 42 },
+      ],
       responseHeadersToAdd: [],
       requestHeadersToAdd: [],
     });

@@ -27,7 +27,7 @@ afterEach(async () => {
 });
 
 function sendMany(transport: StatsdTransport, totalBytes: number): void {
-  const chunk = ('ratelimit.service.rate_limit.d.k.total_hits:1|c\n').repeat(1300); // ~64 KiB
+  const chunk = 'ratelimit.service.rate_limit.d.k.total_hits:1|c\n'.repeat(1300); // ~64 KiB
   for (let sent = 0; sent < totalBytes; sent += chunk.length) transport.send(chunk);
 }
 
@@ -74,7 +74,9 @@ describe('the statsd transport stays bounded when statsd does not take what it i
 });
 
 describe('a dead statsd host costs the request path nothing', () => {
-  const RULES = { 'd.yaml': 'domain: d\ndescriptors:\n  - key: k\n    detailed_metric: true\n    rate_limit: { unit: hour, requests_per_unit: 1000000 }\n' };
+  const RULES = {
+    'd.yaml': 'domain: d\ndescriptors:\n  - key: k\n    detailed_metric: true\n    rate_limit: { unit: hour, requests_per_unit: 1000000 }\n',
+  };
 
   let seq = 0;
   /** Latencies of `n` sequential calls, each with its own detailed-metric path (a new stat each). */

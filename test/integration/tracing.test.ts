@@ -71,10 +71,7 @@ describe('TRACING_ENABLED=true (Redis backend, in-memory exporter)', () => {
   test('one span per ShouldRateLimit with the domain, the descriptor count and the decision; a child span per script call', async () => {
     const request: TestRequest = {
       domain: 'traced',
-      descriptors: [
-        { entries: [{ key: 'k', value: 'a' }] },
-        { entries: [{ key: 'other', value: 'b' }] },
-      ],
+      descriptors: [{ entries: [{ key: 'k', value: 'a' }] }, { entries: [{ key: 'other', value: 'b' }] }],
     };
     expect((await t.client.shouldRateLimit(request)).overall_code).toBe('OK');
     const spans = exporter.getFinishedSpans();
@@ -111,18 +108,26 @@ describe('TRACING_ENABLED=true (Redis backend, in-memory exporter)', () => {
   test('the resource carries the service name, namespace and instance id', async () => {
     await t.client.shouldRateLimit(oneDescriptor('traced', { other: 'r' }));
     const [span] = exporter.getFinishedSpans();
-    expect(span!.resource.attributes).toMatchObject({ 'service.name': 'rls-under-test', 'service.namespace': 'edge', 'service.instance.id': 'rls-0' });
+    expect(span!.resource.attributes).toMatchObject({
+      'service.name': 'rls-under-test',
+      'service.namespace': 'edge',
+      'service.instance.id': 'rls-0',
+    });
   });
 
-  test('W3C traceparent in the gRPC metadata: the span joins the caller\'s trace', async () => {
+  test("W3C traceparent in the gRPC metadata: the span joins the caller's trace", async () => {
     await callWithMetadata(address, oneDescriptor('traced', { other: 'w3c' }), { traceparent: `00-${TRACE_ID}-${PARENT_SPAN_ID}-01` });
     const [call] = named(exporter.getFinishedSpans(), 'ShouldRateLimit Execution');
     expect(call!.spanContext().traceId).toBe(TRACE_ID);
     expect(call!.parentSpanContext?.spanId).toBe(PARENT_SPAN_ID);
   });
 
-  test('B3, multi-header and single-header forms: the span joins the caller\'s trace', async () => {
-    await callWithMetadata(address, oneDescriptor('traced', { other: 'b3m' }), { 'x-b3-traceid': TRACE_ID, 'x-b3-spanid': PARENT_SPAN_ID, 'x-b3-sampled': '1' });
+  test("B3, multi-header and single-header forms: the span joins the caller's trace", async () => {
+    await callWithMetadata(address, oneDescriptor('traced', { other: 'b3m' }), {
+      'x-b3-traceid': TRACE_ID,
+      'x-b3-spanid': PARENT_SPAN_ID,
+      'x-b3-sampled': '1',
+    });
     await callWithMetadata(address, oneDescriptor('traced', { other: 'b3s' }), { b3: `${TRACE_ID}-${PARENT_SPAN_ID}-1` });
     const calls = named(exporter.getFinishedSpans(), 'ShouldRateLimit Execution');
     expect(calls).toHaveLength(2);
@@ -149,7 +154,11 @@ describe('TRACING_SAMPLING_RATE=0: parent-based, as in the reference', () => {
   let t: TestApp;
 
   beforeAll(async () => {
-    t = await startTestApp({ 'traced.yaml': RULES }, { REDIS_URL: redis.url, CACHE_KEY_PREFIX: 'tracing0_', TRACING_ENABLED: 'true', TRACING_SAMPLING_RATE: '0' }, { spanExporter: exporter });
+    t = await startTestApp(
+      { 'traced.yaml': RULES },
+      { REDIS_URL: redis.url, CACHE_KEY_PREFIX: 'tracing0_', TRACING_ENABLED: 'true', TRACING_SAMPLING_RATE: '0' },
+      { spanExporter: exporter },
+    );
   });
   afterAll(async () => {
     await t?.stop();
@@ -158,7 +167,9 @@ describe('TRACING_SAMPLING_RATE=0: parent-based, as in the reference', () => {
   test('a root call is not sampled; a call whose caller sampled it is', async () => {
     for (let i = 0; i < 20; i++) await t.client.shouldRateLimit(oneDescriptor('traced', { other: `root-${i}` }));
     expect(exporter.getFinishedSpans()).toEqual([]);
-    await callWithMetadata(`127.0.0.1:${t.app.grpcPort}`, oneDescriptor('traced', { other: 'sampled' }), { traceparent: `00-${TRACE_ID}-${PARENT_SPAN_ID}-01` });
+    await callWithMetadata(`127.0.0.1:${t.app.grpcPort}`, oneDescriptor('traced', { other: 'sampled' }), {
+      traceparent: `00-${TRACE_ID}-${PARENT_SPAN_ID}-01`,
+    });
     const spans = exporter.getFinishedSpans();
     expect(named(spans, 'ShouldRateLimit Execution')).toHaveLength(1);
     expect(named(spans, 'Redis Script Execution')).toHaveLength(1);

@@ -62,16 +62,20 @@ describe('CONFIG_TYPE=GRPC_XDS_SOTW against a go-control-plane server', () => {
     trackDir(dir);
     server = await startXdsServer({ statePath: join(dir, 'state.json') });
     await server.push('v1', [limitConfig('first', 'xds', 3)]);
-    t = await startTestApp({}, {
-      CONFIG_TYPE: 'GRPC_XDS_SOTW',
-      CONFIG_GRPC_XDS_SERVER_URL: server.address,
-      CONFIG_GRPC_XDS_NODE_ID: 'default',
-      CONFIG_GRPC_XDS_NODE_METADATA: 'zone=test-a,role=rls',
-      CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: 'x-tenant:acme,Authorization:Bearer t0ken',
-      ...FAST_RETRY,
-    }, {
-      logger: { debug: () => {}, info: () => {}, warn: (m) => logLines.push(m), error: (m) => logLines.push(m) },
-    });
+    t = await startTestApp(
+      {},
+      {
+        CONFIG_TYPE: 'GRPC_XDS_SOTW',
+        CONFIG_GRPC_XDS_SERVER_URL: server.address,
+        CONFIG_GRPC_XDS_NODE_ID: 'default',
+        CONFIG_GRPC_XDS_NODE_METADATA: 'zone=test-a,role=rls',
+        CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: 'x-tenant:acme,Authorization:Bearer t0ken',
+        ...FAST_RETRY,
+      },
+      {
+        logger: { debug: () => {}, info: () => {}, warn: (m) => logLines.push(m), error: (m) => logLines.push(m) },
+      },
+    );
   }, 660_000);
   afterAll(async () => {
     await t?.stop();
@@ -105,7 +109,10 @@ describe('CONFIG_TYPE=GRPC_XDS_SOTW against a go-control-plane server', () => {
   test('an invalid snapshot is NACKed with the error text and the old rules stay', async () => {
     const before = await rlconfig(t);
     // Unit left unset (UNKNOWN): the same error a rule file without a valid unit gets.
-    await server.push('v3-bad', [limitConfig('first', 'xds', 9), { name: 'broken', domain: 'broken', descriptors: [{ key: 'k', rate_limit: { requests_per_unit: 1 } }] }]);
+    await server.push('v3-bad', [
+      limitConfig('first', 'xds', 9),
+      { name: 'broken', domain: 'broken', descriptors: [{ key: 'k', rate_limit: { requests_per_unit: 1 } }] },
+    ]);
     const nack = await waitUntil('a NACK', async () => (await server.requests()).find((r) => r.error_detail), { timeoutMs: 5000 });
     expect(nack.error_detail).toBe("broken: invalid rate limit unit 'UNKNOWN'");
     expect(nack.version_info).toBe('v2');
@@ -123,7 +130,11 @@ describe('CONFIG_TYPE=GRPC_XDS_SOTW against a go-control-plane server', () => {
 
     // A duplicate domain across two resources is refused as across two files.
     await server.push('v4-bad', [limitConfig('a', 'xds', 1), limitConfig('b', 'xds', 2)]);
-    await waitUntil('the second NACK', async () => (await server.requests()).some((r) => r.error_detail === "b: duplicate domain 'xds' in config file"), { timeoutMs: 5000 });
+    await waitUntil(
+      'the second NACK',
+      async () => (await server.requests()).some((r) => r.error_detail === "b: duplicate domain 'xds' in config file"),
+      { timeoutMs: 5000 },
+    );
     expect(await rlconfig(t)).toBe(before);
   });
 
@@ -138,7 +149,9 @@ describe('CONFIG_TYPE=GRPC_XDS_SOTW against a go-control-plane server', () => {
     expect((await t.client.shouldRateLimit(oneDescriptor('xds', { k: 'outage' }))).overall_code).toBe('OK');
 
     server = await startXdsServer({ listen: address, statePath: join(dir, 'state.json') });
-    const resubscribed = await waitUntil('a new subscription', async () => (await server.requests()).find((r) => r.response_nonce === ''), { timeoutMs: 5000 });
+    const resubscribed = await waitUntil('a new subscription', async () => (await server.requests()).find((r) => r.response_nonce === ''), {
+      timeoutMs: 5000,
+    });
     // It tells the new server the version it holds, so the same snapshot is not sent again.
     expect(resubscribed.version_info).toBe('v5');
     expect(await rlconfig(t)).not.toBe(before);
@@ -178,7 +191,16 @@ describe('xDS over TLS and mTLS', () => {
   }
 
   async function app(env: Record<string, string>): Promise<TestApp> {
-    const t = await startTestApp({}, { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true', CONFIG_GRPC_XDS_SERVER_TLS_CACERT: join(dir, 'ca.crt'), ...FAST_RETRY, ...env });
+    const t = await startTestApp(
+      {},
+      {
+        CONFIG_TYPE: 'GRPC_XDS_SOTW',
+        CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true',
+        CONFIG_GRPC_XDS_SERVER_TLS_CACERT: join(dir, 'ca.crt'),
+        ...FAST_RETRY,
+        ...env,
+      },
+    );
     apps.push(t);
     return t;
   }
@@ -237,14 +259,17 @@ describe('re-subscribing waits the configured backoff', () => {
   test('XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=2s without jitter: no new stream before 2 s, one soon after', async () => {
     server = await startXdsServer({ statePath: join(dir, 'state.json') });
     await server.push('v1', [limitConfig('first', 'slow', 4)]);
-    t = await startTestApp({}, {
-      CONFIG_TYPE: 'GRPC_XDS_SOTW',
-      CONFIG_GRPC_XDS_SERVER_URL: server.address,
-      CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '100ms',
-      XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '2s',
-      XDS_CLIENT_BACKOFF_MAX_INTERVAL: '10s',
-      XDS_CLIENT_BACKOFF_JITTER: 'false',
-    });
+    t = await startTestApp(
+      {},
+      {
+        CONFIG_TYPE: 'GRPC_XDS_SOTW',
+        CONFIG_GRPC_XDS_SERVER_URL: server.address,
+        CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '100ms',
+        XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: '2s',
+        XDS_CLIENT_BACKOFF_MAX_INTERVAL: '10s',
+        XDS_CLIENT_BACKOFF_JITTER: 'false',
+      },
+    );
     await inForceWithin(t, 'slow.k: unit=HOUR requests_per_unit=4', 5000);
     const address = server.address;
     await server.kill();
@@ -280,9 +305,15 @@ describe('before the first snapshot, and a server that is not there yet', () => 
 
   test('calls get UNAVAILABLE and health is NOT_SERVING (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED) until the first snapshot', async () => {
     const address = await freeAddress();
-    const t = await startTestApp({}, { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: address, HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: 'true', ...FAST_RETRY });
+    const t = await startTestApp(
+      {},
+      { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: address, HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED: 'true', ...FAST_RETRY },
+    );
     apps.push(t);
-    await expect(t.client.shouldRateLimit(oneDescriptor('late', { k: 'v' }))).rejects.toMatchObject({ code: 14, details: 'no rate limit configuration loaded' });
+    await expect(t.client.shouldRateLimit(oneDescriptor('late', { k: 'v' }))).rejects.toMatchObject({
+      code: 14,
+      details: 'no rate limit configuration loaded',
+    });
     expect(await t.client.healthCheck()).toBe('NOT_SERVING');
 
     // The server appears only now; CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL=100ms finds it soon.
@@ -297,7 +328,10 @@ describe('before the first snapshot, and a server that is not there yet', () => 
 
   test('CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL paces the connection attempts', async () => {
     const address = await freeAddress();
-    const t = await startTestApp({}, { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: address, CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '20s' });
+    const t = await startTestApp(
+      {},
+      { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: address, CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '20s' },
+    );
     apps.push(t);
     await sleep(300); // the first attempt has failed: the next one is 20 s away
     const server = await startXdsServer({ listen: address, statePath: join(dir, 'slow.json') });
@@ -313,9 +347,15 @@ describe('before the first snapshot, and a server that is not there yet', () => 
     servers.push(server);
     const descriptors = Array.from({ length: 50 }, (_, i) => ({ key: `key_${i}`, rate_limit: { unit: 'HOUR', requests_per_unit: 1 } }));
     await server.push('v1', [{ name: 'big', domain: 'big', descriptors }]);
-    const small = await startTestApp({}, { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: server.address, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '512', ...FAST_RETRY });
+    const small = await startTestApp(
+      {},
+      { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: server.address, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '512', ...FAST_RETRY },
+    );
     apps.push(small);
-    const roomy = await startTestApp({}, { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: server.address, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '65536', ...FAST_RETRY });
+    const roomy = await startTestApp(
+      {},
+      { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_URL: server.address, XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '65536', ...FAST_RETRY },
+    );
     apps.push(roomy);
     await inForceWithin(roomy, 'big.key_49: unit=HOUR requests_per_unit=1', 5000);
     await sleep(500);

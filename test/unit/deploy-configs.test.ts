@@ -59,7 +59,9 @@ function oneKey(o: Obj): [string, Obj] {
 
 // ---- the example rules ----------------------------------------------------------------------
 
-const RULE_FILES = readdirSync(repoPath('config')).filter((n) => /\.ya?ml$/.test(n)).sort();
+const RULE_FILES = readdirSync(repoPath('config'))
+  .filter((n) => /\.ya?ml$/.test(n))
+  .sort();
 
 function compileExampleRules(files: ReadonlyMap<string, string>): RuleSet {
   const configs = [...files].map(([name, text]) => parseRuleFile(name, text));
@@ -71,7 +73,9 @@ const exampleRules = compileExampleRules(new Map(RULE_FILES.map((n) => [n, read(
 // ---- Kubernetes ------------------------------------------------------------------------------
 
 const K8S_DIR = repoPath('deploy', 'kubernetes', 'base');
-const k8sFiles = readdirSync(K8S_DIR).filter((n) => /\.ya?ml$/.test(n) && n !== 'kustomization.yaml').sort();
+const k8sFiles = readdirSync(K8S_DIR)
+  .filter((n) => /\.ya?ml$/.test(n) && n !== 'kustomization.yaml')
+  .sort();
 const k8sObjects: Obj[] = k8sFiles.flatMap((n) => yamlDocuments(join(K8S_DIR, n)));
 
 function k8s(kind: string, name: string): Obj {
@@ -559,7 +563,8 @@ describe.each(ENVOY_FILES)('envoy/%s', (file) => {
     const names = new Set(clusters.map((c) => c.name as string));
     for (const hcm of hcms) {
       for (const vhost of hcm.route_config.virtual_hosts as Obj[]) {
-        for (const route of vhost.routes as Obj[]) if (route.route) expect(names.has(route.route.cluster as string), route.route.cluster).toBe(true);
+        for (const route of vhost.routes as Obj[])
+          if (route.route) expect(names.has(route.route.cluster as string), route.route.cluster).toBe(true);
       }
     }
   });

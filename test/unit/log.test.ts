@@ -4,7 +4,10 @@ import { createLogger } from '../../src/log';
 function textLines(log: (l: ReturnType<typeof createLogger>) => void): string[] {
   const out: string[] = [];
   log(createLogger('DEBUG', 'text', (l) => out.push(l)));
-  return out.join('').split('\n').filter((l) => l !== '');
+  return out
+    .join('')
+    .split('\n')
+    .filter((l) => l !== '');
 }
 
 describe('text log format (issue 8: msg is escaped)', () => {

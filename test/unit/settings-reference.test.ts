@@ -58,7 +58,9 @@ describe('the list of the reference variables (src/settings-reference.ts)', () =
 
   it('checks the accepted variables with the reference types', () => {
     expect(() => loadSettings({ REDIS_STARTUP_MAX_ELAPSED_TIME: 'forever' })).toThrow('invalid value for REDIS_STARTUP_MAX_ELAPSED_TIME');
-    expect(() => loadSettings({ REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'yes' })).toThrow('invalid value for REDIS_HEALTH_CHECK_ACTIVE_CONNECTION');
+    expect(() => loadSettings({ REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'yes' })).toThrow(
+      'invalid value for REDIS_HEALTH_CHECK_ACTIVE_CONNECTION',
+    );
     expect(() => loadSettings({ REDIS_CLUSTER_PIPELINE_PARALLELISM: '-1' })).toThrow('invalid value for REDIS_CLUSTER_PIPELINE_PARALLELISM');
     expect(() => loadSettings({ REDIS_POOL_ON_EMPTY_BEHAVIOR: 'SPIN' })).toThrow('invalid value for REDIS_POOL_ON_EMPTY_BEHAVIOR');
     expect(loadSettings({ REDIS_STARTUP_MAX_ELAPSED_TIME: '1m', REDIS_POOL_ON_EMPTY_BEHAVIOR: 'wait' }).backendType).toBe('memory');
@@ -68,12 +70,22 @@ describe('the list of the reference variables (src/settings-reference.ts)', () =
 describe('the start-up report of reference variables without effect', () => {
   function report(env: Record<string, string>): string[] {
     const lines: string[] = [];
-    reportIneffectiveVariables(env, createLogger('WARN', 'text', (l) => lines.push(l)));
+    reportIneffectiveVariables(
+      env,
+      createLogger('WARN', 'text', (l) => lines.push(l)),
+    );
     return lines;
   }
 
   it('logs one line per set variable that has no effect, and none for supported or unset ones', () => {
-    const lines = report({ HOST: '0.0.0.0', USE_STATSD: 'true', REDIS_POOL_ON_EMPTY_BEHAVIOR: 'WAIT', MEMCACHE_HOST_PORT: 'm:11211', TRACING_ENABLED: 'true', REDIS_POOL_SIZE: '' });
+    const lines = report({
+      HOST: '0.0.0.0',
+      USE_STATSD: 'true',
+      REDIS_POOL_ON_EMPTY_BEHAVIOR: 'WAIT',
+      MEMCACHE_HOST_PORT: 'm:11211',
+      TRACING_ENABLED: 'true',
+      REDIS_POOL_SIZE: '',
+    });
     expect(lines).toHaveLength(2);
     expect(lines[0]).toContain('REDIS_POOL_ON_EMPTY_BEHAVIOR is set but has no effect: a Go connection-pool setting');
     expect(lines[1]).toContain('MEMCACHE_HOST_PORT is set but not supported: the memcache backend is not offered');

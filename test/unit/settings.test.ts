@@ -237,9 +237,7 @@ describe('backend selection', () => {
   });
 
   it('requires REDIS_URL for BACKEND_TYPE=redis', () => {
-    expect(settingsErrorOf({ BACKEND_TYPE: 'redis' }).message).toBe(
-      `invalid value for REDIS_URL: '' (required when BACKEND_TYPE is redis)`,
-    );
+    expect(settingsErrorOf({ BACKEND_TYPE: 'redis' }).message).toBe(`invalid value for REDIS_URL: '' (required when BACKEND_TYPE is redis)`);
   });
 
   it('fills the redis defaults', () => {
@@ -331,9 +329,7 @@ describe('CACHE_KEY_PREFIX', () => {
   });
 
   it.each(['a{', '}b', '{tag}'])('rejects a brace in %j (it would become the cluster hash tag)', (v) => {
-    expect(settingsErrorOf({ CACHE_KEY_PREFIX: v }).message).toBe(
-      `invalid value for CACHE_KEY_PREFIX: '${v}' (must not contain '{' or '}')`,
-    );
+    expect(settingsErrorOf({ CACHE_KEY_PREFIX: v }).message).toBe(`invalid value for CACHE_KEY_PREFIX: '${v}' (must not contain '{' or '}')`);
   });
 });
 
@@ -392,7 +388,12 @@ describe('REDIS_PERSECOND', () => {
       REDIS_PERSECOND_URL: 'ps:6379',
       REDIS_PERSECOND_TLS: 'true',
     });
-    expect(s.redisPerSecond).toMatchObject({ tls: true, tlsCaCert: '/tls/ca.pem', tlsClientCert: '/tls/cert.pem', tlsClientKey: '/tls/key.pem' });
+    expect(s.redisPerSecond).toMatchObject({
+      tls: true,
+      tlsCaCert: '/tls/ca.pem',
+      tlsClientCert: '/tls/cert.pem',
+      tlsClientKey: '/tls/key.pem',
+    });
   });
 });
 
@@ -406,7 +407,13 @@ describe('Redis TLS files', () => {
       REDIS_TLS_CLIENT_KEY: '/k.pem',
       REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: 'true',
     }).redis;
-    expect(redis).toMatchObject({ tls: true, tlsCaCert: '/ca.pem', tlsClientCert: '/c.pem', tlsClientKey: '/k.pem', tlsSkipHostnameVerification: true });
+    expect(redis).toMatchObject({
+      tls: true,
+      tlsCaCert: '/ca.pem',
+      tlsClientCert: '/c.pem',
+      tlsClientKey: '/k.pem',
+      tlsSkipHostnameVerification: true,
+    });
   });
 
   it('need both the client cert and the key', () => {
@@ -504,7 +511,10 @@ describe('bounds against abusive clients (issue 8)', () => {
   });
 
   it.each<[Env, string]>([
-    [{ GRPC_MAX_RECEIVE_MESSAGE_BYTES: '100' }, `invalid value for GRPC_MAX_RECEIVE_MESSAGE_BYTES: '100' (expected an integer from 1024 to 16777216)`],
+    [
+      { GRPC_MAX_RECEIVE_MESSAGE_BYTES: '100' },
+      `invalid value for GRPC_MAX_RECEIVE_MESSAGE_BYTES: '100' (expected an integer from 1024 to 16777216)`,
+    ],
     [{ GRPC_MAX_CONCURRENT_STREAMS: '0' }, `invalid value for GRPC_MAX_CONCURRENT_STREAMS: '0' (expected an integer from 1 to 1000000)`],
     [{ GRPC_MAX_CONNECTION_IDLE: '0' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: '0' (expected a duration from 1ms to 24h)`],
     [{ GRPC_MAX_CONNECTION_IDLE: 'soon' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: 'soon' (expected a duration such as 500ms, 10s or 1m)`],
@@ -521,7 +531,10 @@ describe('contradictory gRPC TLS settings stop start-up (issue 8)', () => {
   it.each<[Env, string]>([
     [{ GRPC_CLIENT_TLS_CACERT: '/ca.pem' }, 'GRPC_CLIENT_TLS_CACERT is set but GRPC_SERVER_USE_TLS is not true'],
     [{ GRPC_CLIENT_TLS_SAN: 'envoy' }, 'GRPC_CLIENT_TLS_SAN is set but GRPC_SERVER_USE_TLS is not true'],
-    [{ GRPC_SERVER_USE_TLS: 'false', GRPC_CLIENT_TLS_CACERT: '/ca.pem', GRPC_CLIENT_TLS_SAN: 'envoy' }, 'GRPC_CLIENT_TLS_CACERT is set but GRPC_SERVER_USE_TLS is not true'],
+    [
+      { GRPC_SERVER_USE_TLS: 'false', GRPC_CLIENT_TLS_CACERT: '/ca.pem', GRPC_CLIENT_TLS_SAN: 'envoy' },
+      'GRPC_CLIENT_TLS_CACERT is set but GRPC_SERVER_USE_TLS is not true',
+    ],
     [
       { GRPC_SERVER_USE_TLS: 'true', GRPC_SERVER_TLS_CERT: '/c.pem', GRPC_SERVER_TLS_KEY: '/k.pem', GRPC_CLIENT_TLS_SAN: 'envoy' },
       'GRPC_CLIENT_TLS_SAN is set without GRPC_CLIENT_TLS_CACERT',
@@ -573,8 +586,13 @@ describe('user info in REDIS_URL (issue 8)', () => {
 });
 
 describe('REDIS_SENTINEL_AUTH (the reference name; issue 8)', () => {
-  it('is the sentinels\' own password, apart from REDIS_AUTH', () => {
-    const redis = loadSettings({ REDIS_TYPE: 'SENTINEL', REDIS_URL: 'm,s:26379', REDIS_AUTH: 'master-pw', REDIS_SENTINEL_AUTH: 'sentinel-pw' }).redis;
+  it("is the sentinels' own password, apart from REDIS_AUTH", () => {
+    const redis = loadSettings({
+      REDIS_TYPE: 'SENTINEL',
+      REDIS_URL: 'm,s:26379',
+      REDIS_AUTH: 'master-pw',
+      REDIS_SENTINEL_AUTH: 'sentinel-pw',
+    }).redis;
     expect(redis).toMatchObject({ password: 'master-pw', sentinelPassword: 'sentinel-pw' });
     expect(redis).not.toHaveProperty('sentinelUsername');
   });
@@ -616,8 +634,23 @@ describe('stats sinks (USE_STATSD, USE_DOG_STATSD, DISABLE_STATS) as the referen
   });
 
   it('reads STATSD_HOST, STATSD_PORT, STATSD_PROTOCOL, STATS_FLUSH_INTERVAL and EXTRA_TAGS', () => {
-    const s = loadSettings({ STATSD_HOST: '10.1.2.3', STATSD_PORT: '9125', STATSD_PROTOCOL: 'udp', STATS_FLUSH_INTERVAL: '1500ms', EXTRA_TAGS: 'b:2,a:x.y' }).statsd;
-    expect(s).toMatchObject({ host: '10.1.2.3', port: 9125, protocol: 'udp', flushIntervalMs: 1500, extraTags: [['a', 'x_y'], ['b', '2']] });
+    const s = loadSettings({
+      STATSD_HOST: '10.1.2.3',
+      STATSD_PORT: '9125',
+      STATSD_PROTOCOL: 'udp',
+      STATS_FLUSH_INTERVAL: '1500ms',
+      EXTRA_TAGS: 'b:2,a:x.y',
+    }).statsd;
+    expect(s).toMatchObject({
+      host: '10.1.2.3',
+      port: 9125,
+      protocol: 'udp',
+      flushIntervalMs: 1500,
+      extraTags: [
+        ['a', 'x_y'],
+        ['b', '2'],
+      ],
+    });
   });
 
   it('is off with USE_STATSD=false or DISABLE_STATS=true (DISABLE_STATS wins over USE_DOG_STATSD too)', () => {
@@ -662,7 +695,13 @@ describe('stats sinks (USE_STATSD, USE_DOG_STATSD, DISABLE_STATS) as the referen
     [{ USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X', DOG_STATSD_MOGRIFIER_X_PATTERN: '(' }, 'DOG_STATSD_MOGRIFIER_X_PATTERN'],
     [{ USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X', DOG_STATSD_MOGRIFIER_X_PATTERN: 'a' }, 'DOG_STATSD_MOGRIFIER_X_NAME'],
     [
-      { USE_DOG_STATSD: 'true', USE_DOG_STATSD_MOGRIFIERS: 'X', DOG_STATSD_MOGRIFIER_X_PATTERN: 'a', DOG_STATSD_MOGRIFIER_X_NAME: 'b', DOG_STATSD_MOGRIFIER_X_TAGS: 'k:' },
+      {
+        USE_DOG_STATSD: 'true',
+        USE_DOG_STATSD_MOGRIFIERS: 'X',
+        DOG_STATSD_MOGRIFIER_X_PATTERN: 'a',
+        DOG_STATSD_MOGRIFIER_X_NAME: 'b',
+        DOG_STATSD_MOGRIFIER_X_TAGS: 'k:',
+      },
       'DOG_STATSD_MOGRIFIER_X_TAGS',
     ],
   ])('refuses %j naming %s', (env, name) => {
@@ -679,7 +718,11 @@ describe('GRPC_MAX_CONNECTION_AGE, GRPC_MAX_CONNECTION_AGE_GRACE, PROMETHEUS_RES
   });
 
   it('are read as Go durations and a boolean', () => {
-    const s = loadSettings({ GRPC_MAX_CONNECTION_AGE: '5m', GRPC_MAX_CONNECTION_AGE_GRACE: '30s', PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: 'true' });
+    const s = loadSettings({
+      GRPC_MAX_CONNECTION_AGE: '5m',
+      GRPC_MAX_CONNECTION_AGE_GRACE: '30s',
+      PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: 'true',
+    });
     expect(s.grpcMaxConnectionAgeMs).toBe(300_000);
     expect(s.grpcMaxConnectionAgeGraceMs).toBe(30_000);
     expect(s.prometheusResponseTimeAsMilliseconds).toBe(true);
@@ -789,24 +832,40 @@ describe('CONFIG_TYPE and the xDS settings (issue 13)', () => {
 
   it('bad values stop start-up, naming the variable (even with CONFIG_TYPE=FILE, as envconfig does)', () => {
     expect(settingsErrorOf({ CONFIG_TYPE: 'ADS' }).message).toBe("invalid value for CONFIG_TYPE: 'ADS' (expected one of FILE, GRPC_XDS_SOTW)");
-    expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: 'soon' }).message).toMatch(/^invalid value for XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: 'soon'/);
-    expect(settingsErrorOf({ CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '3' }).message).toMatch(/^invalid value for CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '3'/);
-    expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_MAX_INTERVAL: '48h' }).message).toMatch(/^invalid value for XDS_CLIENT_BACKOFF_MAX_INTERVAL: '48h'/);
-    expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '-1' }).message).toMatch(/^invalid value for XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '-1'/);
+    expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: 'soon' }).message).toMatch(
+      /^invalid value for XDS_CLIENT_BACKOFF_INITIAL_INTERVAL: 'soon'/,
+    );
+    expect(settingsErrorOf({ CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '3' }).message).toMatch(
+      /^invalid value for CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL: '3'/,
+    );
+    expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_MAX_INTERVAL: '48h' }).message).toMatch(
+      /^invalid value for XDS_CLIENT_BACKOFF_MAX_INTERVAL: '48h'/,
+    );
+    expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '-1' }).message).toMatch(
+      /^invalid value for XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '-1'/,
+    );
     expect(settingsErrorOf({ XDS_CLIENT_BACKOFF_JITTER: 'maybe' }).message).toMatch(/^invalid value for XDS_CLIENT_BACKOFF_JITTER: 'maybe'/);
-    expect(settingsErrorOf({ XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '4MB' }).message).toMatch(/^invalid value for XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '4MB'/);
-    expect(settingsErrorOf({ CONFIG_GRPC_XDS_SERVER_USE_TLS: 'yes' }).message).toMatch(/^invalid value for CONFIG_GRPC_XDS_SERVER_USE_TLS: 'yes'/);
+    expect(settingsErrorOf({ XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '4MB' }).message).toMatch(
+      /^invalid value for XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '4MB'/,
+    );
+    expect(settingsErrorOf({ CONFIG_GRPC_XDS_SERVER_USE_TLS: 'yes' }).message).toMatch(
+      /^invalid value for CONFIG_GRPC_XDS_SERVER_USE_TLS: 'yes'/,
+    );
   });
 
   it('additional headers must be name:value pairs a gRPC client can send as text', () => {
     for (const bad of ['novalue', 'x-a:1,', 'bad key:1', 'token-bin:abc', 'grpc-timeout:1S']) {
-      expect(settingsErrorOf({ CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: bad }).message).toMatch(/^invalid value for CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: /);
+      expect(settingsErrorOf({ CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: bad }).message).toMatch(
+        /^invalid value for CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS: /,
+      );
     }
   });
 
   it('a client certificate needs its key and the other way round', () => {
     const env = { CONFIG_TYPE: 'GRPC_XDS_SOTW', CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true' };
-    expect(settingsErrorOf({ ...env, CONFIG_GRPC_XDS_CLIENT_TLS_CERT: '/c.crt' }).message).toMatch(/CONFIG_GRPC_XDS_CLIENT_TLS_CERT\/CONFIG_GRPC_XDS_CLIENT_TLS_KEY: both or neither/);
+    expect(settingsErrorOf({ ...env, CONFIG_GRPC_XDS_CLIENT_TLS_CERT: '/c.crt' }).message).toMatch(
+      /CONFIG_GRPC_XDS_CLIENT_TLS_CERT\/CONFIG_GRPC_XDS_CLIENT_TLS_KEY: both or neither/,
+    );
     expect(settingsErrorOf({ ...env, CONFIG_GRPC_XDS_CLIENT_TLS_KEY: '/c.key' }).message).toMatch(/both or neither/);
   });
 });
@@ -844,6 +903,8 @@ describe('TRACING_* (issue 13)', () => {
   it('bad values stop start-up, naming the variable (even with tracing off, as envconfig does)', () => {
     expect(settingsErrorOf({ TRACING_ENABLED: 'on' }).message).toMatch(/^invalid value for TRACING_ENABLED: 'on'/);
     expect(settingsErrorOf({ TRACING_SAMPLING_RATE: 'half' }).message).toMatch(/^invalid value for TRACING_SAMPLING_RATE: 'half'/);
-    expect(settingsErrorOf({ TRACING_EXPORTER_PROTOCOL: 'zipkin' }).message).toBe("invalid value for TRACING_EXPORTER_PROTOCOL: 'zipkin' (expected one of http, grpc)");
+    expect(settingsErrorOf({ TRACING_EXPORTER_PROTOCOL: 'zipkin' }).message).toBe(
+      "invalid value for TRACING_EXPORTER_PROTOCOL: 'zipkin' (expected one of http, grpc)",
+    );
   });
 });

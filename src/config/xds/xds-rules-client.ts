@@ -10,7 +10,14 @@ import { compileSnapshot, RATE_LIMIT_CONFIG_TYPE_URL, type AnyResource } from '.
 import { XdsBackoff, type XdsBackoffSettings } from './xds-backoff';
 
 // The ADS messages as plain objects: field names as in the proto, enums as names, defaults filled.
-const ADS_LOADER_OPTIONS: protoLoader.Options = { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true, includeDirs: [protoDir] };
+const ADS_LOADER_OPTIONS: protoLoader.Options = {
+  keepCase: true,
+  longs: Number,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+  includeDirs: [protoDir],
+};
 
 /** TLS to the management server (CONFIG_GRPC_XDS_SERVER_USE_TLS and the files it names). */
 export interface XdsTls {
@@ -75,7 +82,9 @@ const REPEATED_NACK_DELAY_MS = 250;
 
 /** Identifies a snapshot by its version and content, whatever order the resources come in. */
 function snapshotKey(response: DiscoveryResponse): string {
-  const parts = response.resources.map((resource) => createHash('sha256').update(resource.type_url).update('\0').update(resource.value).digest('hex'));
+  const parts = response.resources.map((resource) =>
+    createHash('sha256').update(resource.type_url).update('\0').update(resource.value).digest('hex'),
+  );
   return createHash('sha256').update(response.version_info).update('\0').update(parts.sort().join(',')).digest('hex');
 }
 

@@ -62,7 +62,7 @@ export class LruMap<V> {
 
   /** Removes every entry for which `drop` is true (a full pass; for the periodic sweep). */
   deleteWhere(drop: (value: V) => boolean): void {
-    for (let entry = this.oldest; entry !== undefined; ) {
+    for (let entry = this.oldest; entry !== undefined;) {
       const next = entry.newer;
       if (drop(entry.value)) this.remove(entry);
       entry = next;

@@ -89,7 +89,15 @@ export class CallCoalescer {
       batch = undefined;
     }
     if (batch === undefined) {
-      batch = { client: part.client, script: part.script, replyWidth: part.replyWidth, keys: [], args: [part.mode], waiters: [], call: new BreakerCall(part.breaker) };
+      batch = {
+        client: part.client,
+        script: part.script,
+        replyWidth: part.replyWidth,
+        keys: [],
+        args: [part.mode],
+        waiters: [],
+        call: new BreakerCall(part.breaker),
+      };
       this.batches.set(part.batchKey, batch);
     }
     const first = batch.keys.length;

@@ -133,7 +133,15 @@ export class RedisLimiter implements Limiter {
       if (group === undefined) {
         const node = target instanceof Cluster ? (target.slots[slot]?.[0] ?? `slot ${slot}`) : 'server';
         const algorithm = this.scripts[check.spec.algorithm];
-        group = { client: target, algorithm, batchKey: groupKey, breaker: this.breakerFor(side + node), node: side + node, keys: [], indexes: [] };
+        group = {
+          client: target,
+          algorithm,
+          batchKey: groupKey,
+          breaker: this.breakerFor(side + node),
+          node: side + node,
+          keys: [],
+          indexes: [],
+        };
         groups.set(groupKey, group);
       }
       group.keys.push(key);
@@ -193,7 +201,13 @@ export class RedisLimiter implements Limiter {
   }
 
   /** runGroup, timed for the observer (operator metrics): one script call per group and node. */
-  private async observedGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[], calls: BreakerCall[]): Promise<void> {
+  private async observedGroup(
+    checks: readonly LimitCheck[],
+    group: SlotGroup,
+    pass: CallPass,
+    out: LimitResult[],
+    calls: BreakerCall[],
+  ): Promise<void> {
     const observer = this.options.observer;
     if (observer === undefined) return this.runGroup(checks, group, pass, out, calls);
     const started = performance.now();
@@ -207,7 +221,13 @@ export class RedisLimiter implements Limiter {
     }
   }
 
-  private async runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, out: LimitResult[], calls: BreakerCall[]): Promise<void> {
+  private async runGroup(
+    checks: readonly LimitCheck[],
+    group: SlotGroup,
+    pass: CallPass,
+    out: LimitResult[],
+    calls: BreakerCall[],
+  ): Promise<void> {
     const algorithm = group.algorithm;
     const args: (number | string)[] = [];
     for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck);

@@ -166,8 +166,14 @@ descriptors:
     const m = (...pairs: string[]) => set.match('test-domain', entries(...pairs));
     expect(m('key1', 'value1')).toMatchObject({ rule: undefined });
     expect(m('key1', 'something')).toBeUndefined();
-    expect(m('key1', 'value1', 'subkey1', 'something')).toMatchObject({ metricKey: 'test-domain.key1_value1.subkey1', rule: { requestsPerUnit: 5, unit: 'SECOND' } });
-    expect(m('key1', 'value1', 'subkey1', 'subvalue1')).toMatchObject({ metricKey: 'test-domain.key1_value1.subkey1_subvalue1', rule: { requestsPerUnit: 10 } });
+    expect(m('key1', 'value1', 'subkey1', 'something')).toMatchObject({
+      metricKey: 'test-domain.key1_value1.subkey1',
+      rule: { requestsPerUnit: 5, unit: 'SECOND' },
+    });
+    expect(m('key1', 'value1', 'subkey1', 'subvalue1')).toMatchObject({
+      metricKey: 'test-domain.key1_value1.subkey1_subvalue1',
+      rule: { requestsPerUnit: 10 },
+    });
     expect(m('key2', 'something')).toMatchObject({ metricKey: 'test-domain.key2', rule: { requestsPerUnit: 20, unit: 'MINUTE' } });
     expect(m('key2', 'value2')).toMatchObject({ metricKey: 'test-domain.key2_value2', rule: { requestsPerUnit: 30 } });
     expect(m('key2', 'value3')).toMatchObject({ rule: { requestsPerUnit: 20 } });
@@ -258,7 +264,10 @@ descriptors:
 
   it('share_threshold wins over value_to_metric and applies to deeper rules', () => {
     const m = match('route', 'api/v1', 'method', 'GET');
-    expect(m?.counterEntries).toEqual([{ key: 'route', value: 'api/*' }, { key: 'method', value: 'GET' }]);
+    expect(m?.counterEntries).toEqual([
+      { key: 'route', value: 'api/*' },
+      { key: 'method', value: 'GET' },
+    ]);
     expect(m?.metricKey).toBe('d.route_api/*.method');
   });
 
@@ -283,7 +292,10 @@ descriptors:
 
   it('middle wildcards share at every level', () => {
     const m = match('tenant', 'team-prod', 'resource', 'res-1-v2');
-    expect(m?.counterEntries).toEqual([{ key: 'tenant', value: 't*prod' }, { key: 'resource', value: 'res*v2' }]);
+    expect(m?.counterEntries).toEqual([
+      { key: 'tenant', value: 't*prod' },
+      { key: 'resource', value: 'res*v2' },
+    ]);
     expect(m?.metricKey).toBe('d.tenant_t*prod.resource_res*v2');
   });
 });
@@ -336,7 +348,9 @@ describe('wildcard matching time (issue 8, finding 10)', () => {
   // Backtracking regexes took 324 ms per request for `*a*b` against 64 values of 4096 × 'a'
   // and 824 ms for `*a*a*b` against one 2000-byte value (cubic growth).
   function worstRequestMs(pattern: string, values: readonly string[], rounds: number): number {
-    const rules = compile(`domain: d\ndescriptors:\n  - key: k\n    value: "${pattern}"\n    rate_limit: {unit: second, requests_per_unit: 1}\n`);
+    const rules = compile(
+      `domain: d\ndescriptors:\n  - key: k\n    value: "${pattern}"\n    rate_limit: {unit: second, requests_per_unit: 1}\n`,
+    );
     let worst = 0;
     for (let r = 0; r < rounds; r++) {
       const start = performance.now();

@@ -70,19 +70,41 @@ describe('parseRuleFile', () => {
   });
 
   it('defaults: fixed_window, multiplier 1, burst = requests_per_unit, missing requests_per_unit = 0', () => {
-    const config = parse(['domain: d', 'descriptors:', '  - key: a', '    rate_limit: {unit: second, requests_per_unit: 9}', '  - key: b', '    rate_limit: {unit: second}']);
+    const config = parse([
+      'domain: d',
+      'descriptors:',
+      '  - key: a',
+      '    rate_limit: {unit: second, requests_per_unit: 9}',
+      '  - key: b',
+      '    rate_limit: {unit: second}',
+    ]);
     expect(config.descriptors[0]?.rateLimit).toMatchObject({ algorithm: 'fixed_window', unitMultiplier: 1, burst: 9 });
     expect(config.descriptors[1]?.rateLimit?.requestsPerUnit).toBe(0);
   });
 
   it('reads string fields from the source text, like yaml.v2 (numbers, octal, yes/no keep their spelling)', () => {
-    const config = parse(['domain: 42', 'descriptors:', '  - key: zip', '    value: 0123', '  - key: flag', '    value: on', '  - key: code', '    value: 429']);
+    const config = parse([
+      'domain: 42',
+      'descriptors:',
+      '  - key: zip',
+      '    value: 0123',
+      '  - key: flag',
+      '    value: on',
+      '  - key: code',
+      '    value: 429',
+    ]);
     expect(config.domain).toBe('42');
     expect(config.descriptors.map((d) => d.value)).toEqual(['0123', 'on', '429']);
   });
 
   it('accepts YAML 1.1 booleans for flags, as yaml.v2 does', () => {
-    const config = parse(['domain: d', 'descriptors:', '  - key: a', '    shadow_mode: yes', '    rate_limit: {unit: second, requests_per_unit: 1}']);
+    const config = parse([
+      'domain: d',
+      'descriptors:',
+      '  - key: a',
+      '    shadow_mode: yes',
+      '    rate_limit: {unit: second, requests_per_unit: 1}',
+    ]);
     expect(config.descriptors[0]?.shadowMode).toBe(true);
   });
 
@@ -106,7 +128,14 @@ describe('parseRuleFile', () => {
   });
 
   it('resolves anchors and aliases', () => {
-    const config = parse(['domain: d', 'descriptors:', '  - key: a', '    rate_limit: &lim {unit: second, requests_per_unit: 3}', '  - key: b', '    rate_limit: *lim']);
+    const config = parse([
+      'domain: d',
+      'descriptors:',
+      '  - key: a',
+      '    rate_limit: &lim {unit: second, requests_per_unit: 3}',
+      '  - key: b',
+      '    rate_limit: *lim',
+    ]);
     expect(config.descriptors[1]?.rateLimit?.requestsPerUnit).toBe(3);
   });
 

@@ -47,7 +47,9 @@ describe('policy block errors', () => {
   });
 
   it('refuses a second policy for one domain across merged files', () => {
-    expect(errorOf(['policy/api_policy.yaml', 'policy/api_second_policy.yaml'], true)).toBe("api_second_policy.yaml: duplicate policy for domain 'api'");
+    expect(errorOf(['policy/api_policy.yaml', 'policy/api_second_policy.yaml'], true)).toBe(
+      "api_second_policy.yaml: duplicate policy for domain 'api'",
+    );
   });
 });
 
@@ -76,10 +78,9 @@ describe('policy block', () => {
   });
 
   it('fills defaults and leaves files without a policy as they were', () => {
-    const rules = compileRules(
-      [parseRuleFile('p.yaml', 'domain: p\npolicy: { client: api_key }\n'), load('valid/basic_config.yaml')],
-      { mergeDomainConfig: false },
-    );
+    const rules = compileRules([parseRuleFile('p.yaml', 'domain: p\npolicy: { client: api_key }\n'), load('valid/basic_config.yaml')], {
+      mergeDomainConfig: false,
+    });
     expect(rules.policy('p')).toMatchObject({ client: 'api_key', windowSeconds: 10, blockedSeconds: 300, quietSeconds: 60, shadowMode: false });
     expect(rules.policy('p')?.route).toBeUndefined();
     expect(rules.policy('test-domain')).toBeUndefined();

@@ -32,7 +32,10 @@ const CASES: readonly (readonly [string, string])[] = [
   ['root_is_list', 'error loading config file: yaml: unmarshal errors:\n  line 1: cannot unmarshal !!seq into map[interface {}]interface {}'],
   ['requests_per_unit_not_integer', 'error loading config file: yaml: unmarshal errors:\n  line 6: cannot unmarshal !!str `abc` into uint32'],
   ['requests_per_unit_negative', 'error loading config file: yaml: unmarshal errors:\n  line 6: cannot unmarshal !!int `-1` into uint32'],
-  ['descriptors_not_list', 'error loading config file: yaml: unmarshal errors:\n  line 2: cannot unmarshal !!str `key1` into []config.YamlDescriptor'],
+  [
+    'descriptors_not_list',
+    'error loading config file: yaml: unmarshal errors:\n  line 2: cannot unmarshal !!str `key1` into []config.YamlDescriptor',
+  ],
   ['bool_not_bool', 'error loading config file: yaml: unmarshal errors:\n  line 4: cannot unmarshal !!str `true` into bool'],
   // bounds (ours; the reference has none and stalls on these)
   ['too_many_aliases', 'error loading config file: yaml: more than 1000 aliases'],
@@ -64,10 +67,22 @@ const CASES: readonly (readonly [string, string])[] = [
   ['zero_unit_multiplier', "invalid rate limit unit_multiplier '0': must be a positive integer"],
   ['zero_burst', "invalid rate limit burst '0': must be a positive integer"],
   // bounds within which every algorithm counts exactly (README, Rules)
-  ['sliding_log_over_bound', "rate limit 'test-domain.key1_value1': sliding_log allows at most 1000 requests_per_unit (one stored entry per hit), got 1001"],
-  ['token_bucket_over_bound', "rate limit 'test-domain.key1': token_bucket needs burst × window and requests_per_unit × window (300000000, 300000000 × 31536000000 ms) at most 2^52 to count exactly"],
-  ['gcra_burst_over_bound', "rate limit 'test-domain.key1.key2': gcra needs burst × window and requests_per_unit × window (60000000, 10 × 86400000 ms) at most 2^52 to count exactly"],
-  ['sliding_window_over_bound', "rate limit 'test-domain.key1': sliding_window needs requests_per_unit × window (2000000 × 2592000000 ms) at most 2^52 to count exactly"],
+  [
+    'sliding_log_over_bound',
+    "rate limit 'test-domain.key1_value1': sliding_log allows at most 1000 requests_per_unit (one stored entry per hit), got 1001",
+  ],
+  [
+    'token_bucket_over_bound',
+    "rate limit 'test-domain.key1': token_bucket needs burst × window and requests_per_unit × window (300000000, 300000000 × 31536000000 ms) at most 2^52 to count exactly",
+  ],
+  [
+    'gcra_burst_over_bound',
+    "rate limit 'test-domain.key1.key2': gcra needs burst × window and requests_per_unit × window (60000000, 10 × 86400000 ms) at most 2^52 to count exactly",
+  ],
+  [
+    'sliding_window_over_bound',
+    "rate limit 'test-domain.key1': sliding_window needs requests_per_unit × window (2000000 × 2592000000 ms) at most 2^52 to count exactly",
+  ],
   ['window_over_bound', "rate limit 'test-domain.key1': window of 6307200000000000 ms is over 2^52 ms"],
 ];
 
@@ -126,7 +141,9 @@ describe('rule file errors', () => {
   });
 
   it('lists every wrong type at once, like yaml.v2', () => {
-    const text = ['domain: d', 'descriptors:', '  - key: a', '    shadow_mode: 1', '    rate_limit: {unit: second, requests_per_unit: x}'].join('\n');
+    const text = ['domain: d', 'descriptors:', '  - key: a', '    shadow_mode: 1', '    rate_limit: {unit: second, requests_per_unit: x}'].join(
+      '\n',
+    );
     expect(() => parseRuleFile('types.yaml', text)).toThrow(
       'types.yaml: error loading config file: yaml: unmarshal errors:\n' +
         '  line 4: cannot unmarshal !!int `1` into bool\n' +

@@ -3,7 +3,12 @@ import * as protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
 import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
-import { compileSnapshot, rateLimitConfigToYaml, RATE_LIMIT_CONFIG_TYPE_URL, type AnyResource } from '../../../src/config/xds/rate-limit-config-resource';
+import {
+  compileSnapshot,
+  rateLimitConfigToYaml,
+  RATE_LIMIT_CONFIG_TYPE_URL,
+  type AnyResource,
+} from '../../../src/config/xds/rate-limit-config-resource';
 import { XdsBackoff } from '../../../src/config/xds/xds-backoff';
 import { protoDir } from '../../../src/paths';
 
@@ -32,7 +37,9 @@ const AS_PROTO = {
       detailed_metric: true,
       rate_limit: { unit: 'MINUTE', requests_per_unit: 100, name: 'api' },
       metadata: { fields: { team: stringValue('payments'), tier: { numberValue: 2 } } },
-      descriptors: [{ key: 'method', value: 'POST', shadow_mode: true, rate_limit: { unit: 'HOUR', requests_per_unit: 5, replaces: [{ name: 'api' }] } }],
+      descriptors: [
+        { key: 'method', value: 'POST', shadow_mode: true, rate_limit: { unit: 'HOUR', requests_per_unit: 5, replaces: [{ name: 'api' }] } },
+      ],
     },
     // Strings a YAML 1.1 reader would otherwise turn into bools and octal numbers.
     { key: 'yes', value: '0123', quota_mode: true, rate_limit: { unit: 'DAY', requests_per_unit: 1 } },
@@ -80,7 +87,10 @@ describe('RateLimitConfig resources compile as the same rules in a file', () => 
     const requests = [
       [{ key: 'remote_address', value: '10.0.0.1' }],
       [{ key: 'path', value: '/api/users' }],
-      [{ key: 'path', value: '/api/users' }, { key: 'method', value: 'POST' }],
+      [
+        { key: 'path', value: '/api/users' },
+        { key: 'method', value: 'POST' },
+      ],
       [{ key: 'yes', value: '0123' }],
       [{ key: 'yes', value: '123' }],
       [{ key: 'free', value: 'x' }],
@@ -94,9 +104,15 @@ describe('RateLimitConfig resources compile as the same rules in a file', () => 
   });
 
   it('a snapshot of several resources is one rule set, as a directory of files is', () => {
-    const two = compileSnapshot([resource(AS_PROTO), resource({ name: 'b', domain: 'other', descriptors: [{ key: 'k', rate_limit: { unit: 'SECOND', requests_per_unit: 1 } }] })], {
-      mergeDomainConfig: false,
-    });
+    const two = compileSnapshot(
+      [
+        resource(AS_PROTO),
+        resource({ name: 'b', domain: 'other', descriptors: [{ key: 'k', rate_limit: { unit: 'SECOND', requests_per_unit: 1 } }] }),
+      ],
+      {
+        mergeDomainConfig: false,
+      },
+    );
     expect(two.domainCount).toBe(2);
     expect(two.hasDomain('other')).toBe(true);
   });
@@ -115,27 +131,68 @@ describe('RateLimitConfig resources compile as the same rules in a file', () => 
 
 describe('a bad resource fails with the message the same file would get, named by the resource', () => {
   const cases: [string, Record<string, unknown>, string][] = [
-    ['no unit', { name: 'r', domain: 'd', descriptors: [{ key: 'k', rate_limit: { requests_per_unit: 1 } }] }, "r: invalid rate limit unit 'UNKNOWN'"],
-    ['unit with unlimited', { name: 'r', domain: 'd', descriptors: [{ key: 'k', rate_limit: { unit: 'SECOND', unlimited: true } }] }, 'r: should not specify rate limit unit when unlimited'],
+    [
+      'no unit',
+      { name: 'r', domain: 'd', descriptors: [{ key: 'k', rate_limit: { requests_per_unit: 1 } }] },
+      "r: invalid rate limit unit 'UNKNOWN'",
+    ],
+    [
+      'unit with unlimited',
+      { name: 'r', domain: 'd', descriptors: [{ key: 'k', rate_limit: { unit: 'SECOND', unlimited: true } }] },
+      'r: should not specify rate limit unit when unlimited',
+    ],
     ['empty domain', { name: 'r', domain: '', descriptors: [] }, 'r: config file cannot have empty domain'],
     ['empty key', { name: 'r', domain: 'd', descriptors: [{ key: '' }] }, 'r: descriptor has empty key'],
     ['duplicate key', { name: 'r', domain: 'd', descriptors: [{ key: 'k' }, { key: 'k' }] }, "r: duplicate descriptor composite key 'd.k'"],
-    ['replaces itself', { name: 'r', domain: 'd', descriptors: [{ key: 'k', rate_limit: { unit: 'SECOND', requests_per_unit: 1, name: 'n', replaces: [{ name: 'n' }] } }] }, 'r: replaces should not contain name of same descriptor'],
-    ['empty replaces', { name: 'r', domain: 'd', descriptors: [{ key: 'k', rate_limit: { unit: 'SECOND', requests_per_unit: 1, replaces: [{ name: '' }] } }] }, 'r: should not have an empty replaces entry'],
+    [
+      'replaces itself',
+      {
+        name: 'r',
+        domain: 'd',
+        descriptors: [{ key: 'k', rate_limit: { unit: 'SECOND', requests_per_unit: 1, name: 'n', replaces: [{ name: 'n' }] } }],
+      },
+      'r: replaces should not contain name of same descriptor',
+    ],
+    [
+      'empty replaces',
+      { name: 'r', domain: 'd', descriptors: [{ key: 'k', rate_limit: { unit: 'SECOND', requests_per_unit: 1, replaces: [{ name: '' }] } }] },
+      'r: should not have an empty replaces entry',
+    ],
   ];
   for (const [what, config, message] of cases) {
     it(what, () => {
       expect(() => compileSnapshot([resource(config)], { mergeDomainConfig: false })).toThrow(message);
       // The same rules as a file give the same text.
-      expect(() => compileRules([parseRuleFile('r', rateLimitConfigToYaml(RateLimitConfig.toObject(RateLimitConfig.fromObject(config), { enums: String, defaults: true, arrays: true, oneofs: true }) as never))], { mergeDomainConfig: false })).toThrow(message);
+      expect(() =>
+        compileRules(
+          [
+            parseRuleFile(
+              'r',
+              rateLimitConfigToYaml(
+                RateLimitConfig.toObject(RateLimitConfig.fromObject(config), {
+                  enums: String,
+                  defaults: true,
+                  arrays: true,
+                  oneofs: true,
+                }) as never,
+              ),
+            ),
+          ],
+          { mergeDomainConfig: false },
+        ),
+      ).toThrow(message);
     });
   }
 
   it('a resource of another type, or bytes that are no RateLimitConfig, reject the snapshot', () => {
-    expect(() => compileSnapshot([{ type_url: 'type.googleapis.com/envoy.config.cluster.v3.Cluster', value: new Uint8Array() }], { mergeDomainConfig: false })).toThrow(
-      "unexpected resource type 'type.googleapis.com/envoy.config.cluster.v3.Cluster'",
-    );
-    expect(() => compileSnapshot([{ type_url: RATE_LIMIT_CONFIG_TYPE_URL, value: Uint8Array.from([0x0a, 0xff]) }], { mergeDomainConfig: false })).toThrow(/^cannot decode RateLimitConfig: /);
+    expect(() =>
+      compileSnapshot([{ type_url: 'type.googleapis.com/envoy.config.cluster.v3.Cluster', value: new Uint8Array() }], {
+        mergeDomainConfig: false,
+      }),
+    ).toThrow("unexpected resource type 'type.googleapis.com/envoy.config.cluster.v3.Cluster'");
+    expect(() =>
+      compileSnapshot([{ type_url: RATE_LIMIT_CONFIG_TYPE_URL, value: Uint8Array.from([0x0a, 0xff]) }], { mergeDomainConfig: false }),
+    ).toThrow(/^cannot decode RateLimitConfig: /);
   });
 });
 

@@ -41,7 +41,11 @@ describe('wireRequestFromJson', () => {
       '{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}],"limit":{"requests_per_unit":7,"unit":"HOUR"},"hits_addend":3}],"hits_addend":4}',
     );
     expect(wire.hits_addend).toBe(4);
-    expect(wire.descriptors[0]).toEqual({ entries: [{ key: 'k', value: 'v' }], limit: { requests_per_unit: 7, unit: 'HOUR' }, hits_addend: { value: 3 } });
+    expect(wire.descriptors[0]).toEqual({
+      entries: [{ key: 'k', value: 'v' }],
+      limit: { requests_per_unit: 7, unit: 'HOUR' },
+      hits_addend: { value: 3 },
+    });
   });
 
   it('accepts 64-bit integers written as strings, as protobuf JSON does', () => {
@@ -84,20 +88,44 @@ describe('wireRequestFromJson', () => {
     ['a descriptor not an object', '{"domain":"d","descriptors":[1]}', /^descriptors\[0\] must be an object$/],
     ['entries not a list', '{"domain":"d","descriptors":[{"entries":"k=v"}]}', /^descriptors\[0\]\.entries must be a list$/],
     ['an entry not an object', '{"domain":"d","descriptors":[{"entries":["k"]}]}', /^descriptors\[0\]\.entries\[0\] must be an object$/],
-    ['a numeric value', '{"domain":"d","descriptors":[{"entries":[{"key":"k","value":1}]}]}', /^descriptors\[0\]\.entries\[0\]\.value must be a string$/],
+    [
+      'a numeric value',
+      '{"domain":"d","descriptors":[{"entries":[{"key":"k","value":1}]}]}',
+      /^descriptors\[0\]\.entries\[0\]\.value must be a string$/,
+    ],
     ['a negative hitsAddend', '{"domain":"d","hitsAddend":-1}', /^hitsAddend must be/],
     ['a fractional hitsAddend', '{"domain":"d","hitsAddend":1.5}', /^hitsAddend must be/],
     ['a boolean hitsAddend', '{"domain":"d","hitsAddend":true}', /^hitsAddend must be/],
     ['a non-numeric string hitsAddend', '{"domain":"d","hitsAddend":"two"}', /^hitsAddend must be/],
     ['a hitsAddend above uint32', '{"domain":"d","hitsAddend":4294967296}', /^hitsAddend must be/],
     ['a limit that is not an object', '{"domain":"d","descriptors":[{"entries":[],"limit":5}]}', /^descriptors\[0\]\.limit must be an object$/],
-    ['a requestsPerUnit above uint32', '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1e10,"unit":"SECOND"}}]}', /^descriptors\[0\]\.limit\.requestsPerUnit must be/],
-    ['a non-string unit', '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1,"unit":true}}]}', /^descriptors\[0\]\.limit\.unit must be a string$/],
-    ['a negative descriptor hitsAddend', '{"domain":"d","descriptors":[{"entries":[],"hitsAddend":-2}]}', /^descriptors\[0\]\.hitsAddend must be/],
+    [
+      'a requestsPerUnit above uint32',
+      '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1e10,"unit":"SECOND"}}]}',
+      /^descriptors\[0\]\.limit\.requestsPerUnit must be/,
+    ],
+    [
+      'a non-string unit',
+      '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1,"unit":true}}]}',
+      /^descriptors\[0\]\.limit\.unit must be a string$/,
+    ],
+    [
+      'a negative descriptor hitsAddend',
+      '{"domain":"d","descriptors":[{"entries":[],"hitsAddend":-2}]}',
+      /^descriptors\[0\]\.hitsAddend must be/,
+    ],
     ['a misspelt request field', '{"domain":"d","hitAddend":2}', /^unknown field 'hitAddend' in request body$/],
     ['an unknown descriptor field', '{"domain":"d","descriptors":[{"entries":[],"extra":1}]}', /^unknown field 'extra' in descriptors\[0\]$/],
-    ['an unknown entry field', '{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v","type":"x"}]}]}', /^unknown field 'type' in descriptors\[0\]\.entries\[0\]$/],
-    ['an unknown limit field', '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1,"unit":"SECOND","burst":2}}]}', /^unknown field 'burst' in descriptors\[0\]\.limit$/],
+    [
+      'an unknown entry field',
+      '{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v","type":"x"}]}]}',
+      /^unknown field 'type' in descriptors\[0\]\.entries\[0\]$/,
+    ],
+    [
+      'an unknown limit field',
+      '{"domain":"d","descriptors":[{"entries":[],"limit":{"requestsPerUnit":1,"unit":"SECOND","burst":2}}]}',
+      /^unknown field 'burst' in descriptors\[0\]\.limit$/,
+    ],
   ])('rejects %s with InvalidRequestError', (_what, body, message) => {
     expect(invalidMessage(body)).toMatch(message);
   });
@@ -110,7 +138,14 @@ describe('responseToJson', () => {
     const json = responseToJson({
       ...BASE,
       overallCode: 'OVER_LIMIT',
-      statuses: [{ code: 'OVER_LIMIT', currentLimit: { name: 'login', requestsPerUnit: 5, unit: 'MINUTE' }, limitRemaining: 0, durationUntilResetSeconds: 17 }],
+      statuses: [
+        {
+          code: 'OVER_LIMIT',
+          currentLimit: { name: 'login', requestsPerUnit: 5, unit: 'MINUTE' },
+          limitRemaining: 0,
+          durationUntilResetSeconds: 17,
+        },
+      ],
     });
     expect(json).toEqual({
       overallCode: 'OVER_LIMIT',

@@ -25,7 +25,18 @@ describe('loopbackOnly', () => {
   // The route sees only the peer address and the response; no socket is opened.
   const call = (remoteAddress: string) => {
     let served = false;
-    const res = { status: 0, body: '', writeHead(status: number) { this.status = status; return this; }, end(body: string) { this.body = body; return this; } };
+    const res = {
+      status: 0,
+      body: '',
+      writeHead(status: number) {
+        this.status = status;
+        return this;
+      },
+      end(body: string) {
+        this.body = body;
+        return this;
+      },
+    };
     const route = loopbackOnly(() => {
       served = true;
     }, 'why');
@@ -49,7 +60,15 @@ describe('jsonRouteFor: /json under gRPC mTLS (issue 8, finding 6)', () => {
   // A GET reaches the real route (405) without touching the service; a refused peer gets 403.
   const statusFor = (grpcRequiresClientCerts: boolean, remoteAddress: string): number => {
     let status = 0;
-    const res = { writeHead(s: number) { status = s; return this; }, end() { return this; } };
+    const res = {
+      writeHead(s: number) {
+        status = s;
+        return this;
+      },
+      end() {
+        return this;
+      },
+    };
     const route = jsonRouteFor({ defaultDeadlineMs: 1000, maxBodyBytes: 65536, grpcRequiresClientCerts }, {} as RateLimitService);
     route({ method: 'GET', socket: { remoteAddress } } as unknown as IncomingMessage, res as unknown as ServerResponse);
     return status;

@@ -95,7 +95,31 @@ function mulberry32(seed: number): () => number {
   };
 }
 
-const TOKENS = ['{', '}', ':', '_', '%', '=', '%7B', '%25', '%3A', '3A', 'a', 'b', '_b', 'é', 'e\u0301', '😀', '\u0000', ' ', '"', '.', 'rl', '}:', '{}'];
+const TOKENS = [
+  '{',
+  '}',
+  ':',
+  '_',
+  '%',
+  '=',
+  '%7B',
+  '%25',
+  '%3A',
+  '3A',
+  'a',
+  'b',
+  '_b',
+  'é',
+  'e\u0301',
+  '😀',
+  '\u0000',
+  ' ',
+  '"',
+  '.',
+  'rl',
+  '}:',
+  '{}',
+];
 
 function randomDescriptor(random: () => number): Descriptor {
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;

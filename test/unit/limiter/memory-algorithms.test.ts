@@ -187,7 +187,10 @@ describe('token_bucket and gcra', () => {
       for (const step of randomSteps(round, 60, 1500, 6)) {
         clock.now += step.at % 1500;
         const [tb, gc] = limiter.checkNow(
-          [check('x', spec('token_bucket', limit, windowSeconds, burst), step.hits), check('x', spec('gcra', limit, windowSeconds, burst), step.hits)],
+          [
+            check('x', spec('token_bucket', limit, windowSeconds, burst), step.hits),
+            check('x', spec('gcra', limit, windowSeconds, burst), step.hits),
+          ],
           false,
         );
         expect(gc).toEqual(tb);

@@ -165,7 +165,13 @@ describe('MemoryLimiter counter identity', () => {
     expect((await one(limiter, check('b', 10))).used).toBe(1);
     expect((await one(limiter, check('a', 10, 1, { domain: 'other' }))).used).toBe(1);
     const twoEntries: LimitCheck = {
-      counter: { domain: 'd', entries: [{ key: 'k', value: 'a' }, { key: 'k2', value: 'x' }] },
+      counter: {
+        domain: 'd',
+        entries: [
+          { key: 'k', value: 'a' },
+          { key: 'k2', value: 'x' },
+        ],
+      },
       spec: { algorithm: 'fixed_window', limit: 10, windowSeconds: 60, burst: 10 },
       hits: 1,
     };

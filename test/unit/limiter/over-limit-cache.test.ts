@@ -81,7 +81,13 @@ describe('OverLimitCache keeps only answers that hold for every request', () => 
     const { clock, cache } = setup(() => ({ ...DENIED, resetMs: 60_000, retryAfterMs: 6_000, blockedForMs: 6_000 }));
     await one(cache, check('a'));
     clock.now += 2_500;
-    expect(await one(cache, check('a'))).toMatchObject({ allowed: false, remaining: 0, resetMs: 57_500, retryAfterMs: 3_500, fromLocalCache: true });
+    expect(await one(cache, check('a'))).toMatchObject({
+      allowed: false,
+      remaining: 0,
+      resetMs: 57_500,
+      retryAfterMs: 3_500,
+      fromLocalCache: true,
+    });
   });
 
   it('a limit-0 counter answers "a window from now" at every moment: its cached answer does not count down', async () => {
@@ -102,7 +108,12 @@ describe('OverLimitCache keeps only answers that hold for every request', () => 
     const edge = setup(() => ({ ...standing, resetMs: 10_000, retryAfterMs: 10_000, blockedForMs: 10_000 }));
     await one(edge.cache, check('a', 1, grid));
     edge.clock.now += 2_500;
-    expect(await one(edge.cache, check('a', 1, grid))).toMatchObject({ resetMs: 7_500, retryAfterMs: 7_500, blockedForMs: 7_500, fromLocalCache: true });
+    expect(await one(edge.cache, check('a', 1, grid))).toMatchObject({
+      resetMs: 7_500,
+      retryAfterMs: 7_500,
+      blockedForMs: 7_500,
+      fromLocalCache: true,
+    });
   });
 
   it('an allowed answer is never cached, even one that used up the counter', async () => {
@@ -163,8 +174,12 @@ describe('OverLimitCache clock', () => {
 });
 
 describe('OverLimitCache with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', () => {
-  it('one key cached over: the others are asked with holdBack (judged with their hits, charged nothing) and the counter\'s answer is passed on', async () => {
-    const { inner, cache } = setup((c) => (c.counter.entries[0]!.value === 'hot' ? { ...DENIED, blockedForMs: 60_000 } : { allowed: c.hits <= 5, used: 5, remaining: 5, resetMs: 1000, retryAfterMs: 0 }));
+  it("one key cached over: the others are asked with holdBack (judged with their hits, charged nothing) and the counter's answer is passed on", async () => {
+    const { inner, cache } = setup((c) =>
+      c.counter.entries[0]!.value === 'hot'
+        ? { ...DENIED, blockedForMs: 60_000 }
+        : { allowed: c.hits <= 5, used: 5, remaining: 5, resetMs: 1000, retryAfterMs: 0 },
+    );
     await one(cache, check('hot'), STOP);
     const [hot, other] = await cache.check([check('hot'), check('b', 3)], STOP);
     expect(hot!.fromLocalCache).toBe(true);
@@ -220,44 +235,48 @@ describe('OverLimitCache memory', () => {
   // machine (a preempted insert, a GC pause) weighs on both alike and moves neither median,
   // while an O(n) eviction makes most inserts into the large cache slow. Measured on a loaded
   // machine: about 1.5 here (a large table misses the CPU caches more), 5.4 with the old eviction.
-  it('evicts in O(1): an insert into a full cache of 160,000 entries costs about what one into a full cache of 1,000 costs', { timeout: 180_000 }, async () => {
-    const ENTRY_BYTES = 300;
-    const small = setup(() => ({ ...DENIED, blockedForMs: 3_600_000 }), 1_000 * ENTRY_BYTES).cache;
-    const large = setup(() => ({ ...DENIED, blockedForMs: 3_600_000 }), 160_000 * ENTRY_BYTES).cache;
-    let n = 0;
-    const timedInsert = async (cache: OverLimitCache): Promise<number> => {
-      const c = check(`attacker-${n++}`);
-      const started = performance.now();
-      await one(cache, c);
-      return performance.now() - started;
-    };
-    // Filled until both evict on every insert.
-    for (let i = 0; i < 2_000; i++) await timedInsert(small);
-    for (let i = 0; i < 170_000; i++) await timedInsert(large);
-    const ROUNDS = 40_000;
-    const smallMs: number[] = [];
-    const largeMs: number[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      // Which cache goes first alternates, so neither always gets the warmer turn.
-      if (round % 2 === 0) {
-        smallMs.push(await timedInsert(small));
-        largeMs.push(await timedInsert(large));
-      } else {
-        largeMs.push(await timedInsert(large));
-        smallMs.push(await timedInsert(small));
+  it(
+    'evicts in O(1): an insert into a full cache of 160,000 entries costs about what one into a full cache of 1,000 costs',
+    { timeout: 180_000 },
+    async () => {
+      const ENTRY_BYTES = 300;
+      const small = setup(() => ({ ...DENIED, blockedForMs: 3_600_000 }), 1_000 * ENTRY_BYTES).cache;
+      const large = setup(() => ({ ...DENIED, blockedForMs: 3_600_000 }), 160_000 * ENTRY_BYTES).cache;
+      let n = 0;
+      const timedInsert = async (cache: OverLimitCache): Promise<number> => {
+        const c = check(`attacker-${n++}`);
+        const started = performance.now();
+        await one(cache, c);
+        return performance.now() - started;
+      };
+      // Filled until both evict on every insert.
+      for (let i = 0; i < 2_000; i++) await timedInsert(small);
+      for (let i = 0; i < 170_000; i++) await timedInsert(large);
+      const ROUNDS = 40_000;
+      const smallMs: number[] = [];
+      const largeMs: number[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        // Which cache goes first alternates, so neither always gets the warmer turn.
+        if (round % 2 === 0) {
+          smallMs.push(await timedInsert(small));
+          largeMs.push(await timedInsert(large));
+        } else {
+          largeMs.push(await timedInsert(large));
+          smallMs.push(await timedInsert(small));
+        }
       }
-    }
-    const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    const ratio = median(largeMs) / median(smallMs);
-    console.info(
-      `over-limit cache: median insert into a full cache of 1,000 / 160,000 entries ` +
-        `${(median(smallMs) * 1000).toFixed(1)} / ${(median(largeMs) * 1000).toFixed(1)} µs, ratio ${ratio.toFixed(2)} over ${ROUNDS} inserts each ` +
-        `(${small.size} / ${large.size} entries kept)`,
-    );
-    expect(small.size).toBeGreaterThan(800);
-    expect(large.size).toBeGreaterThan(140_000);
-    expect(ratio).toBeLessThan(3);
-  });
+      const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+      const ratio = median(largeMs) / median(smallMs);
+      console.info(
+        `over-limit cache: median insert into a full cache of 1,000 / 160,000 entries ` +
+          `${(median(smallMs) * 1000).toFixed(1)} / ${(median(largeMs) * 1000).toFixed(1)} µs, ratio ${ratio.toFixed(2)} over ${ROUNDS} inserts each ` +
+          `(${small.size} / ${large.size} entries kept)`,
+      );
+      expect(small.size).toBeGreaterThan(800);
+      expect(large.size).toBeGreaterThan(140_000);
+      expect(ratio).toBeLessThan(3);
+    },
+  );
 
   it('estimates its bytes within 35 % of what the entries really take on the heap', async () => {
     setFlagsFromString('--expose-gc');
@@ -275,7 +294,9 @@ describe('OverLimitCache memory', () => {
       gc();
       const measured = (process.memoryUsage().heapUsed - before) / N;
       const estimated = cache.estimatedBytes / cache.size;
-      console.info(`over-limit cache: value of ${valueLength} chars: ${measured.toFixed(0)} B per entry measured, ${estimated.toFixed(0)} B estimated`);
+      console.info(
+        `over-limit cache: value of ${valueLength} chars: ${measured.toFixed(0)} B per entry measured, ${estimated.toFixed(0)} B estimated`,
+      );
       expect(cache.size).toBe(N);
       expect(estimated).toBeGreaterThan(measured * 0.65);
       expect(estimated).toBeLessThan(measured * 1.35);

@@ -23,9 +23,7 @@ describe('lua includes', () => {
   });
 
   it('throws on an unknown include, naming it', () => {
-    expect(() => expandLuaIncludes('-- @include lib/missing.lua\n', tmp, 'lua/x.lua')).toThrow(
-      /lua\/x\.lua: unknown include lib\/missing\.lua/,
-    );
+    expect(() => expandLuaIncludes('-- @include lib/missing.lua\n', tmp, 'lua/x.lua')).toThrow(/lua\/x\.lua: unknown include lib\/missing\.lua/);
   });
 
   it('throws on a malformed include and on a nested one', () => {

@@ -10,13 +10,19 @@ import { luaDir } from '../../../src/paths';
 // lua/lib/read_call.lua (KEYS, ARGV) and lua/lib/run_call.lua (modes, reply); these checks keep
 // the headers present and honest without running Redis. The code checks run on the expanded
 // text (lib/*.lua included), which is what Redis runs.
-const files = fs.readdirSync(luaDir).filter((f) => f.endsWith('.lua')).sort();
+const files = fs
+  .readdirSync(luaDir)
+  .filter((f) => f.endsWith('.lua'))
+  .sort();
 // The counting scripts share the one call protocol; any other script (policy.lua) documents its own.
 const isAlgorithmScript = (file: string): boolean => (ALGORITHMS as readonly string[]).includes(file.replace(/\.lua$/, ''));
 const algorithmFiles = files.filter(isAlgorithmScript);
 const otherFiles = files.filter((f) => !isAlgorithmScript(f));
 const libDir = path.join(luaDir, 'lib');
-const libs = fs.readdirSync(libDir).filter((f) => f.endsWith('.lua')).sort();
+const libs = fs
+  .readdirSync(libDir)
+  .filter((f) => f.endsWith('.lua'))
+  .sort();
 
 const INCLUDE = /^--\s*@include\b/;
 
@@ -74,7 +80,11 @@ describe('lua scripts', () => {
     it('takes the one protocol: reads ARGV only through read_call and answers through run_call', () => {
       expect(source).toMatch(/^-- @include lib\/read_call\.lua$/m);
       expect(source).toMatch(/^-- @include lib\/run_call\.lua$/m);
-      const own = source.split('\n').slice(head.length).filter((l) => !INCLUDE.test(l)).join('\n');
+      const own = source
+        .split('\n')
+        .slice(head.length)
+        .filter((l) => !INCLUDE.test(l))
+        .join('\n');
       expect(own).not.toMatch(/\bARGV\b/);
       expect(own).toContain(`read_call('${file.replace(/\.lua$/, '')}')`);
       expect(own.trimEnd()).toMatch(/\nreturn run_call\(call, step, (true|false)\)$/);

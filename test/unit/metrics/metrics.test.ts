@@ -14,7 +14,11 @@ describe('ruleLabels', () => {
   });
 
   it('sanitizes the path as the reference names its stats: IPv4 dots, `:` and `|` become `_`', () => {
-    expect(ruleLabels('web', 'web.remote_address_10.0.0.1.path_/a:b')).toEqual({ domain: 'web', key1: 'remote_address_10_0_0_1', key2: 'path_/a_b' });
+    expect(ruleLabels('web', 'web.remote_address_10.0.0.1.path_/a:b')).toEqual({
+      domain: 'web',
+      key1: 'remote_address_10_0_0_1',
+      key2: 'path_/a_b',
+    });
     expect(ruleLabels('web', 'web.k_a|b')).toEqual({ domain: 'web', key1: 'k_a_b', key2: '' });
   });
 
@@ -71,7 +75,15 @@ describe('PrometheusMetrics', () => {
   it('adds rule counts under domain/key1/key2 labels', async () => {
     const m = new PrometheusMetrics();
     m.recordRule('d', 'd.k1_v1.k2_v2.k3', COUNTS);
-    m.recordRule('d', 'd.k1_v1.k2_v2.k3', { ...COUNTS, totalHits: 1, withinLimit: 1, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 });
+    m.recordRule('d', 'd.k1_v1.k2_v2.k3', {
+      ...COUNTS,
+      totalHits: 1,
+      withinLimit: 1,
+      nearLimit: 0,
+      overLimit: 0,
+      overLimitWithLocalCache: 0,
+      shadowMode: 0,
+    });
     m.recordRule('d', 'd.other', { ...COUNTS, totalHits: 2 });
     const text = await m.registry.metrics();
     const labels = { domain: 'd', key1: 'k1_v1', key2: 'k2_v2' };
@@ -187,7 +199,9 @@ describe('PrometheusMetrics bounds (issue 8, finding 2)', () => {
     for (let i = 0; i < 1000; i++) m.recordRule('d', `d.user_${i}`, ONE);
     m.recordRule('d', 'd.user_5', ONE); // an existing series keeps counting
     const text = await m.registry.metrics();
-    console.log(`1000 label sets, cap 100: ${seriesCount(text, 'ratelimit_service_rate_limit_total_hits')} series, /metrics ${text.length} bytes`);
+    console.log(
+      `1000 label sets, cap 100: ${seriesCount(text, 'ratelimit_service_rate_limit_total_hits')} series, /metrics ${text.length} bytes`,
+    );
     expect(seriesCount(text, 'ratelimit_service_rate_limit_total_hits')).toBe(100);
     expect(sample(text, 'ratelimit_service_rate_limit_total_hits', { domain: 'd', key1: 'user_5', key2: '' })).toBe(2);
     expect(sample(text, 'floodgate_metrics_series_dropped_total')).toBe(900);

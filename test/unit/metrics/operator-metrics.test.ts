@@ -35,7 +35,10 @@ describe('OperatorMetrics', () => {
     const registry = new Registry();
     const m = new OperatorMetrics(registry);
     let open = false;
-    m.watchBreakers(() => [{ node: 'm|a:1', open }, { node: 's|b:2', open: false }]);
+    m.watchBreakers(() => [
+      { node: 'm|a:1', open },
+      { node: 's|b:2', open: false },
+    ]);
     expect(total(parseScrape(await registry.metrics()), 'floodgate_redis_circuit_open', { node: 'a:1' })).toBe(0);
     open = true;
     const samples = parseScrape(await registry.metrics());

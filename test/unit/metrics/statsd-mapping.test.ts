@@ -56,19 +56,28 @@ describe('StatsdMapping (statsd_exporter mapping semantics)', () => {
   });
 
   it('honours match_metric_type', () => {
-    expect(m.map('ratelimit_server.ShouldRateLimit.total_requests', 'counter')).toMatchObject({ name: 'rl_requests', labels: { method: 'ShouldRateLimit' } });
+    expect(m.map('ratelimit_server.ShouldRateLimit.total_requests', 'counter')).toMatchObject({
+      name: 'rl_requests',
+      labels: { method: 'ShouldRateLimit' },
+    });
     expect(m.map('ratelimit_server.ShouldRateLimit.total_requests', 'gauge')).toMatchObject({ name: 'never_a_counter' });
   });
 
   it('takes observer type, scale and the default buckets', () => {
-    expect(m.map('ratelimit_server.ShouldRateLimit.response_time', 'observer')).toMatchObject({ name: 'rl_time', scale: 0.001, observer: { type: 'summary' } });
+    expect(m.map('ratelimit_server.ShouldRateLimit.response_time', 'observer')).toMatchObject({
+      name: 'rl_time',
+      scale: 0.001,
+      observer: { type: 'summary' },
+    });
     const hits = m.map('ratelimit.service.rate_limit.edge.api_key.total_hits', 'observer');
     expect(hits).toMatchObject({ observer: { type: 'histogram', buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] } });
   });
 
   it('refuses a mapping without a name, a bad regex or a bad label name, naming PROMETHEUS_MAPPER_YAML', () => {
     expect(() => new StatsdMapping('mappings:\n  - match: "a.*"\n')).toThrow(SettingsError);
-    expect(() => new StatsdMapping('mappings:\n  - match: "("\n    match_type: regex\n    name: x\n')).toThrow('invalid value for PROMETHEUS_MAPPER_YAML');
+    expect(() => new StatsdMapping('mappings:\n  - match: "("\n    match_type: regex\n    name: x\n')).toThrow(
+      'invalid value for PROMETHEUS_MAPPER_YAML',
+    );
     expect(() => new StatsdMapping('mappings:\n  - match: "a.*"\n    name: x\n    labels: { "1bad": "$1" }\n')).toThrow('invalid label key');
   });
 

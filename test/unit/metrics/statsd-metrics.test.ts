@@ -17,7 +17,10 @@ class RecordingTransport implements StatsdTransport {
     return Promise.resolve();
   }
   lines(): string[] {
-    return this.payloads.join('').split('\n').filter((l) => l !== '');
+    return this.payloads
+      .join('')
+      .split('\n')
+      .filter((l) => l !== '');
   }
 }
 
@@ -140,7 +143,8 @@ describe('statsd lines as the reference sends them (lyft/gostats)', () => {
 
   it('keeps at most 10 000 rule paths between flushes: the next one flushes and starts afresh', () => {
     const { metrics, transport } = make();
-    for (let i = 0; i < 10_001; i++) metrics.recordRule('d', `d.user_${i}`, { ...HITS, nearLimit: 0, overLimit: 0, withinLimit: 1, totalHits: 1 });
+    for (let i = 0; i < 10_001; i++)
+      metrics.recordRule('d', `d.user_${i}`, { ...HITS, nearLimit: 0, overLimit: 0, withinLimit: 1, totalHits: 1 });
     // The 10 001st path forced a flush of the first 10 000 (two lines each).
     expect(transport.lines()).toHaveLength(20_000);
     metrics.flush();

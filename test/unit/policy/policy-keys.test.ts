@@ -13,7 +13,11 @@ describe('policy keys', () => {
   });
 
   it('never equal a counter key of the same tag', () => {
-    const counter = counterKey('', { domain: 'api', entries: [{ key: 'remote_address', value: '1' }] }, { algorithm: 'fixed_window', limit: 1, windowSeconds: 60, burst: 1 });
+    const counter = counterKey(
+      '',
+      { domain: 'api', entries: [{ key: 'remote_address', value: '1' }] },
+      { algorithm: 'fixed_window', limit: 1, windowSeconds: 60, burst: 1 },
+    );
     expect(policyKeys('', 'api', 'remote_address', '1')).not.toContain(counter);
     expect(counter.split('}')[0]).toBe(policyKeys('', 'api', 'remote_address', '1')[0].split('}')[0]);
   });

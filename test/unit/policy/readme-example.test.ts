@@ -17,7 +17,9 @@ const START = Date.UTC(2030, 0, 1); // the start of a minute and of a 10-second 
 
 test('the README worked example', async () => {
   const clock = { now: START };
-  const rules = compileRules([parseRuleFile('api.yaml', readFileSync(join(projectRoot, 'config/api.yaml'), 'utf8'))], { mergeDomainConfig: false });
+  const rules = compileRules([parseRuleFile('api.yaml', readFileSync(join(projectRoot, 'config/api.yaml'), 'utf8'))], {
+    mergeDomainConfig: false,
+  });
   const metrics = new PrometheusMetrics();
   const service = new RateLimitService({
     rules: () => rules,
@@ -47,7 +49,13 @@ test('the README worked example', async () => {
       Date.now() + 1000,
     );
     const h = (k: string): string | undefined => res.responseHeadersToAdd.find((x) => x.key === k)?.value;
-    return [h('X-Floodgate-Tier') as string, res.overallCode, h('RateLimit-Limit') as string, h('Retry-After'), res.dynamicMetadata?.['floodgate.tier']];
+    return [
+      h('X-Floodgate-Tier') as string,
+      res.overallCode,
+      h('RateLimit-Limit') as string,
+      h('Retry-After'),
+      res.dynamicMetadata?.['floodgate.tier'],
+    ];
   };
   const rows = [];
   for (let i = 0; i < 16; i++) rows.push(await call(i * 100));

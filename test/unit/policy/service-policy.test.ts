@@ -71,8 +71,25 @@ test('tiers scale every matched limit and the box denies even without a matching
 
   // In the box, a request whose only descriptor matches no rule is denied as well.
   clock.now += 30_000;
-  const bare = await service.shouldRateLimit({ domain: 'p', descriptors: [{ entries: [{ key: 'ip', value: '1' }, { key: 'z', value: 'z' }] }], hitsAddend: 1 }, Date.now() + 1000);
+  const bare = await service.shouldRateLimit(
+    {
+      domain: 'p',
+      descriptors: [
+        {
+          entries: [
+            { key: 'ip', value: '1' },
+            { key: 'z', value: 'z' },
+          ],
+        },
+      ],
+      hitsAddend: 1,
+    },
+    Date.now() + 1000,
+  );
   expect(bare.overallCode).toBe('OVER_LIMIT');
   expect(bare.statuses).toEqual([{ code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 0 }]);
-  expect(bare.responseHeadersToAdd).toEqual([{ key: 'Retry-After', value: '60' }, { key: 'X-Floodgate-Tier', value: 'blocked' }]);
+  expect(bare.responseHeadersToAdd).toEqual([
+    { key: 'Retry-After', value: '60' },
+    { key: 'X-Floodgate-Tier', value: 'blocked' },
+  ]);
 });

@@ -12,14 +12,25 @@ describe('counterKeyShape', () => {
       ['sliding_log', 'zset'],
     ] as const;
     for (const [algorithm, type] of cases) {
-      const key = counterKey('p:', { domain: 'd{x}', entries: [{ key: 'k', value: 'a:b=c%' }] }, { algorithm, limit: 1, windowSeconds: 60, burst: 1 });
+      const key = counterKey(
+        'p:',
+        { domain: 'd{x}', entries: [{ key: 'k', value: 'a:b=c%' }] },
+        { algorithm, limit: 1, windowSeconds: 60, burst: 1 },
+      );
       expect(counterKeyShape('p:', key, type)).toEqual({ algorithm, windowSeconds: 60 });
       expect(counterKeyShape('p:', key, type === 'zset' ? 'string' : 'zset')).toBeUndefined();
     }
   });
 
   test('other keys are of unknown shape', () => {
-    for (const key of ['p:rl:garbage', 'p:rl:{d}:leaky:60', 'p:rl:{d}:fixed_window:0', 'p:rl:{d}:fixed_window:60:x', 'q:rl:{d}:fixed_window:60', 'p:rl:{a{b}:fixed_window:60']) {
+    for (const key of [
+      'p:rl:garbage',
+      'p:rl:{d}:leaky:60',
+      'p:rl:{d}:fixed_window:0',
+      'p:rl:{d}:fixed_window:60:x',
+      'q:rl:{d}:fixed_window:60',
+      'p:rl:{a{b}:fixed_window:60',
+    ]) {
       expect(counterKeyShape('p:', key, 'string'), key).toBeUndefined();
     }
   });

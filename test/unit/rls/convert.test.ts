@@ -24,9 +24,31 @@ function invalidMessage(fn: () => unknown): string {
 describe('requestFromWire', () => {
   it('maps domain, entries and hits', () => {
     const request = requestFromWire(
-      wireRequest({ descriptors: [wireDescriptor({ entries: [{ key: 'a', value: '1' }, { key: 'b', value: '' }] })], hits_addend: 3 }),
+      wireRequest({
+        descriptors: [
+          wireDescriptor({
+            entries: [
+              { key: 'a', value: '1' },
+              { key: 'b', value: '' },
+            ],
+          }),
+        ],
+        hits_addend: 3,
+      }),
     );
-    expect(request).toEqual({ domain: 'd', descriptors: [{ entries: [{ key: 'a', value: '1' }, { key: 'b', value: '' }] }], hitsAddend: 3, hitsAddendAsSent: 3 });
+    expect(request).toEqual({
+      domain: 'd',
+      descriptors: [
+        {
+          entries: [
+            { key: 'a', value: '1' },
+            { key: 'b', value: '' },
+          ],
+        },
+      ],
+      hitsAddend: 3,
+      hitsAddendAsSent: 3,
+    });
   });
 
   it('reads the wire hits_addend 0 ("not set") as 1', () => {

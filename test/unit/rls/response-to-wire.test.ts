@@ -14,7 +14,12 @@ describe('responseToWire', () => {
       overallCode: 'OVER_LIMIT',
       statuses: [
         { code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 0 },
-        { code: 'OVER_LIMIT', currentLimit: { name: 'per-user', requestsPerUnit: 10, unit: 'WEEK' }, limitRemaining: 0, durationUntilResetSeconds: 17 },
+        {
+          code: 'OVER_LIMIT',
+          currentLimit: { name: 'per-user', requestsPerUnit: 10, unit: 'WEEK' },
+          limitRemaining: 0,
+          durationUntilResetSeconds: 17,
+        },
         { code: 'OK', currentLimit: { requestsPerUnit: 5, unit: 'MINUTE' }, limitRemaining: 4, durationUntilResetSeconds: 1 },
         { code: 'OK', limitRemaining: 4294967295, durationUntilResetSeconds: 0 },
       ],

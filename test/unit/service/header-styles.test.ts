@@ -10,8 +10,18 @@ const REQUEST: RateLimitRequest = {
   descriptors: [{ entries: [{ key: 'api_key', value: 'a' }] }, { entries: [{ key: 'api_key', value: 'b' }] }],
   hitsAddend: 1,
 };
-const OK_STATUS: DescriptorStatus = { code: 'OK', currentLimit: { name: 'per_key', requestsPerUnit: 10, unit: 'MINUTE' }, limitRemaining: 4, durationUntilResetSeconds: 42 };
-const OVER: DescriptorStatus = { code: 'OVER_LIMIT', currentLimit: { requestsPerUnit: 5, unit: 'HOUR' }, limitRemaining: 0, durationUntilResetSeconds: 1800 };
+const OK_STATUS: DescriptorStatus = {
+  code: 'OK',
+  currentLimit: { name: 'per_key', requestsPerUnit: 10, unit: 'MINUTE' },
+  limitRemaining: 4,
+  durationUntilResetSeconds: 42,
+};
+const OVER: DescriptorStatus = {
+  code: 'OVER_LIMIT',
+  currentLimit: { requestsPerUnit: 5, unit: 'HOUR' },
+  limitRemaining: 0,
+  durationUntilResetSeconds: 1800,
+};
 
 /** The headers of one response whose rules are not in quota mode. */
 function headersFor(names: HeaderNames, statuses: DescriptorStatus[], overall: Code, retryAfterMs: number, request?: RateLimitRequest) {
@@ -49,7 +59,9 @@ describe('ietf style', () => {
 
   it('the partition key tells descriptors apart and is stable', () => {
     const pkOf = (request: RateLimitRequest) =>
-      Buffer.from(parseList(header(headersFor({ ...NAMES, style: 'ietf' }, [OK_STATUS], 'OK', 0, request), 'RateLimit'))[0]![1].get('pk') as ArrayBuffer).toString('base64');
+      Buffer.from(
+        parseList(header(headersFor({ ...NAMES, style: 'ietf' }, [OK_STATUS], 'OK', 0, request), 'RateLimit'))[0]![1].get('pk') as ArrayBuffer,
+      ).toString('base64');
     const other = { ...REQUEST, descriptors: [REQUEST.descriptors[1]!] };
     expect(pkOf(REQUEST)).toBe(pkOf(REQUEST));
     expect(pkOf(REQUEST)).not.toBe(pkOf(other));

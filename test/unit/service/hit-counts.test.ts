@@ -6,7 +6,15 @@ const zero = { withinLimit: 0, nearLimit: 0, overLimit: 0, overLimitWithLocalCac
 /** Counts for a fixed-window evaluation: `before` counted so far, `hits` added now. */
 function counts(limit: number, before: number, hits: number, opts: { ratio?: number; local?: boolean; shadow?: boolean } = {}) {
   const used = before + hits;
-  return hitCounts({ limit, used, hits, allowed: used <= limit, nearLimitRatio: opts.ratio ?? 0.8, fromLocalCache: opts.local ?? false, shadow: opts.shadow ?? false });
+  return hitCounts({
+    limit,
+    used,
+    hits,
+    allowed: used <= limit,
+    nearLimitRatio: opts.ratio ?? 0.8,
+    fromLocalCache: opts.local ?? false,
+    shadow: opts.shadow ?? false,
+  });
 }
 
 describe('hitCounts: limit 10, NEAR_LIMIT_RATIO 0.8 (near threshold 8)', () => {
@@ -44,12 +52,19 @@ describe('hitCounts: limit 10, NEAR_LIMIT_RATIO 0.8 (near threshold 8)', () => {
   });
 
   it('counts all refused hits over when the algorithm did not count them (used <= limit)', () => {
-    expect(hitCounts({ limit: 10, used: 9, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: false, shadow: false })).toEqual({ ...zero, totalHits: 3, overLimit: 3 });
+    expect(hitCounts({ limit: 10, used: 9, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: false, shadow: false })).toEqual({
+      ...zero,
+      totalHits: 3,
+      overLimit: 3,
+    });
   });
 
   it('a peek (hits 0) adds nothing anywhere', () => {
     expect(counts(10, 9, 0)).toEqual({ ...zero, totalHits: 0 });
-    expect(hitCounts({ limit: 10, used: 12, hits: 0, allowed: false, nearLimitRatio: 0.8, fromLocalCache: false, shadow: false })).toEqual({ ...zero, totalHits: 0 });
+    expect(hitCounts({ limit: 10, used: 12, hits: 0, allowed: false, nearLimitRatio: 0.8, fromLocalCache: false, shadow: false })).toEqual({
+      ...zero,
+      totalHits: 0,
+    });
   });
 });
 
@@ -83,7 +98,12 @@ describe('hitCounts: other limits and ratios', () => {
 
 describe('hitCounts: local cache and shadow mode', () => {
   it('an answer from the local over-limit cache is over and over_with_local_cache', () => {
-    expect(hitCounts({ limit: 10, used: 0, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: true, shadow: false })).toEqual({ ...zero, totalHits: 3, overLimit: 3, overLimitWithLocalCache: 3 });
+    expect(hitCounts({ limit: 10, used: 0, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: true, shadow: false })).toEqual({
+      ...zero,
+      totalHits: 3,
+      overLimit: 3,
+      overLimitWithLocalCache: 3,
+    });
   });
 
   it('shadow mode counts the hits over the limit, as over_limit does (the reference)', () => {
@@ -94,8 +114,14 @@ describe('hitCounts: local cache and shadow mode', () => {
     // The 21st call on a 20/minute rule.
     expect(counts(20, 20, 1, { shadow: true })).toEqual({ ...zero, totalHits: 1, overLimit: 1, shadowMode: 1 });
     // An algorithm that did not count the refused hits: all of them are over.
-    expect(hitCounts({ limit: 10, used: 9, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: false, shadow: true })).toMatchObject({ overLimit: 3, shadowMode: 3 });
-    expect(hitCounts({ limit: 10, used: 0, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: true, shadow: true })).toMatchObject({ overLimitWithLocalCache: 3, shadowMode: 3 });
+    expect(hitCounts({ limit: 10, used: 9, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: false, shadow: true })).toMatchObject({
+      overLimit: 3,
+      shadowMode: 3,
+    });
+    expect(hitCounts({ limit: 10, used: 0, hits: 3, allowed: false, nearLimitRatio: 0.8, fromLocalCache: true, shadow: true })).toMatchObject({
+      overLimitWithLocalCache: 3,
+      shadowMode: 3,
+    });
   });
 
   it('shadow mode counts nothing while within the limit', () => {

@@ -4,7 +4,12 @@ import type { DescriptorStatus } from '../../../src/service/types';
 
 const NAMES: HeaderNames = { limit: 'RateLimit-Limit', remaining: 'RateLimit-Remaining', reset: 'RateLimit-Reset' };
 
-function limited(requestsPerUnit: number, limitRemaining: number, durationUntilResetSeconds: number, code: 'OK' | 'OVER_LIMIT' = 'OK'): DescriptorStatus {
+function limited(
+  requestsPerUnit: number,
+  limitRemaining: number,
+  durationUntilResetSeconds: number,
+  code: 'OK' | 'OVER_LIMIT' = 'OK',
+): DescriptorStatus {
   return { code, currentLimit: { requestsPerUnit, unit: 'MINUTE' }, limitRemaining, durationUntilResetSeconds };
 }
 
@@ -63,7 +68,12 @@ describe('limitHeaders', () => {
 
   it('[1/min over, 0/day over] describes the last over-limit status: the day', () => {
     const minute = limited(1, 0, 42, 'OVER_LIMIT');
-    const day: DescriptorStatus = { code: 'OVER_LIMIT', currentLimit: { requestsPerUnit: 0, unit: 'DAY' }, limitRemaining: 0, durationUntilResetSeconds: 40_000 };
+    const day: DescriptorStatus = {
+      code: 'OVER_LIMIT',
+      currentLimit: { requestsPerUnit: 0, unit: 'DAY' },
+      limitRemaining: 0,
+      durationUntilResetSeconds: 40_000,
+    };
     const headers = asMap(limitHeaders(NAMES, on([minute, day], 'OVER_LIMIT', 40_000_000)));
     expect(headers).toMatchObject({ 'RateLimit-Limit': '0', 'RateLimit-Remaining': '0', 'RateLimit-Reset': '40000' });
   });

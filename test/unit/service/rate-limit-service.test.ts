@@ -85,7 +85,12 @@ describe('RateLimitService', () => {
   test('request-level hits count, and the status carries limit, remaining and reset', async () => {
     const { call } = setup();
     const first = await call([d({ user: 'alice' })], 2);
-    expect(first).toMatchObject({ overallCode: 'OK', statuses: [{ code: 'OK', limitRemaining: 1, durationUntilResetSeconds: 30, currentLimit: { name: 'per_user', requestsPerUnit: 3, unit: 'MINUTE' } }] });
+    expect(first).toMatchObject({
+      overallCode: 'OK',
+      statuses: [
+        { code: 'OK', limitRemaining: 1, durationUntilResetSeconds: 30, currentLimit: { name: 'per_user', requestsPerUnit: 3, unit: 'MINUTE' } },
+      ],
+    });
     const second = await call([d({ user: 'alice' })], 2);
     expect(second.overallCode).toBe('OVER_LIMIT');
     expect(second.statuses[0]).toMatchObject({ code: 'OVER_LIMIT', limitRemaining: 0 });
@@ -103,8 +108,16 @@ describe('RateLimitService', () => {
 
   test('a limit override replaces the rule, keyed by its own window, and works without a matching rule', async () => {
     const { call } = setup();
-    const res = await call([d({ user: 'carol' }, { limit: { requestsPerUnit: 1, unit: 'SECOND' } }), d({ nothing: 'here' }, { limit: { requestsPerUnit: 7, unit: 'HOUR' } })]);
-    expect(res.statuses[0]).toMatchObject({ code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 1, currentLimit: { requestsPerUnit: 1, unit: 'SECOND' } });
+    const res = await call([
+      d({ user: 'carol' }, { limit: { requestsPerUnit: 1, unit: 'SECOND' } }),
+      d({ nothing: 'here' }, { limit: { requestsPerUnit: 7, unit: 'HOUR' } }),
+    ]);
+    expect(res.statuses[0]).toMatchObject({
+      code: 'OK',
+      limitRemaining: 0,
+      durationUntilResetSeconds: 1,
+      currentLimit: { requestsPerUnit: 1, unit: 'SECOND' },
+    });
     expect(res.statuses[0]!.currentLimit!.name).toBeUndefined();
     expect(res.statuses[1]).toMatchObject({ code: 'OK', limitRemaining: 6, currentLimit: { requestsPerUnit: 7, unit: 'HOUR' } });
     // The per-minute rule's counter was not touched by the override.
@@ -254,9 +267,16 @@ describe('RateLimitService', () => {
     expect(second.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['q1=m'] }, { entries: ['q2=m'] }], hitsAddend: 2 });
     // A request whose hits_addend was not sent (0 on the wire) has no top-level hitsAddend.
     const service = setup({ responseDynamicMetadata: true }).service;
-    const unsent = await service.shouldRateLimit({ domain: 'svc', descriptors: [d({ q1: 'n' })], hitsAddend: 1, hitsAddendAsSent: 0 }, NOW + 1000);
+    const unsent = await service.shouldRateLimit(
+      { domain: 'svc', descriptors: [d({ q1: 'n' })], hitsAddend: 1, hitsAddendAsSent: 0 },
+      NOW + 1000,
+    );
     expect(unsent.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['q1=n'] }], metadata: { team: 'a' } });
-    await expect(setup().call([d({ q1: 'm' })]).then((r) => r.dynamicMetadata)).resolves.toBeUndefined();
+    await expect(
+      setup()
+        .call([d({ q1: 'm' })])
+        .then((r) => r.dynamicMetadata),
+    ).resolves.toBeUndefined();
   });
 
   test('dynamic metadata: a detailed_metric rule keeps its metadata; a limit override never has any', async () => {
@@ -264,7 +284,11 @@ describe('RateLimitService', () => {
     const detailed = await call([d({ detailed: 'v1' })]);
     expect(detailed.dynamicMetadata?.metadata).toEqual({ team: 'detailed' });
     const overridden = await call([d({ detailed: 'v1' }, { limit: { requestsPerUnit: 9, unit: 'MINUTE' } })]);
-    expect(overridden.dynamicMetadata).toEqual({ domain: 'svc', descriptors: [{ entries: ['detailed=v1'], limit: 'requests_per_unit:9 unit:MINUTE' }], hitsAddend: 1 });
+    expect(overridden.dynamicMetadata).toEqual({
+      domain: 'svc',
+      descriptors: [{ entries: ['detailed=v1'], limit: 'requests_per_unit:9 unit:MINUTE' }],
+      hitsAddend: 1,
+    });
   });
 
   test('STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: one descriptor over → the others are not charged', async () => {
