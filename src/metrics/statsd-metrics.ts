@@ -1,3 +1,4 @@
+import { boundedLabel } from './bounded-label';
 import { mogrify, type Mogrifier } from './dogstatsd-mogrifier';
 import { sanitizeStatName, type RedisPool, type RuleHitCounts, type ServiceMetrics } from './metrics';
 import type { StatsdTransport } from './statsd-transport';
@@ -42,6 +43,9 @@ const SERVICE = 'ratelimit.service';
  * (`name:n|c`, zero deltas not sent) every STATS_FLUSH_INTERVAL; response times are timers in
  * whole milliseconds (`|ms`). Nothing here does I/O on the request path.
  */
+/** Distinct counter names kept between two flushes; more are dropped until the next flush. */
+const MAX_COUNTER_NAMES = 10_000;
+
 export class StatsdMetrics implements ServiceMetrics {
   private rules = new Map<string, Map<string, RuleCounts>>();
   private ruleEntries = 0;
@@ -77,7 +81,8 @@ export class StatsdMetrics implements ServiceMetrics {
   }
 
   domainNotFound(domain: string): void {
-    this.add(`${SERVICE}.rate_limit.${sanitizeStatName(domain)}.domain_not_found`);
+    // The domain is request text: cut to a bounded length, as a label would be.
+    this.add(`${SERVICE}.rate_limit.${sanitizeStatName(boundedLabel(domain))}.domain_not_found`);
   }
 
   globalShadowMode(): void {
@@ -163,7 +168,10 @@ export class StatsdMetrics implements ServiceMetrics {
   }
 
   private add(name: string): void {
-    this.counters.set(name, (this.counters.get(name) ?? 0) + 1);
+    const count = this.counters.get(name);
+    // Names made from request text (unknown domains) are bounded per flush interval too.
+    if (count === undefined && this.counters.size >= MAX_COUNTER_NAMES) return;
+    this.counters.set(name, (count ?? 0) + 1);
   }
 
   private ruleCounts(domain: string, metricKey: string): RuleCounts {

@@ -50,7 +50,28 @@ export interface ScanOptions extends ScanPace {
  */
 export function scanTargets(client: Redis | Cluster, replicas: boolean): Redis[] {
   if (!(client instanceof Cluster)) return [client];
-  return client.nodes(replicas ? 'slave' : 'master');
+  return replicas ? shardReplicas(client).replicas : client.nodes('master');
+}
+
+/**
+ * One replica per shard, so that every key is counted once (a shard with two replicas is not
+ * scanned twice) and no primary is touched; `missing` counts the shards whose replica the
+ * client does not know (yet).
+ */
+export function shardReplicas(cluster: Cluster): { replicas: Redis[]; missing: number } {
+  const byName = new Map(cluster.nodes('slave').map((n) => [nodeName(n), n]));
+  const shards = new Set<string>();
+  const replicas: Redis[] = [];
+  let missing = 0;
+  for (const owners of cluster.slots) {
+    const [primary, ...others] = owners ?? [];
+    if (primary === undefined || shards.has(primary)) continue;
+    shards.add(primary);
+    const replica = others.map((name) => byName.get(name)).find((n) => n !== undefined);
+    if (replica === undefined) missing++;
+    else replicas.push(replica);
+  }
+  return { replicas, missing };
 }
 
 function nodeName(node: Redis): string {

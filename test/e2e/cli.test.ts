@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { loadRuleDirectory } from '../../src/config/load-rule-directory';
 import { projectRoot } from '../../src/paths';
 import { FLOODGATE_BIN, runCli } from '../helpers/run-cli';
 
@@ -55,7 +56,12 @@ describe('floodgate check', () => {
   test('the same error the server reports for the reference error fixtures', async () => {
     const run = await runCli(['check', ERRORS]);
     expect(run.code).toBe(1);
-    expect(run.stderr).toBe("bad_algorithm.yaml: invalid rate limit algorithm 'leaky_bucket'\n");
+    const server = await loadRuleDirectory(ERRORS, { mergeDomainConfig: false, ignoreDotFiles: false }).then(
+      () => 'loaded',
+      (err: Error) => err.message,
+    );
+    expect(server).toMatch(/^alias_bomb\.yaml: /);
+    expect(run.stderr).toBe(`${server}\n`);
   });
 
   test('MERGE_DOMAIN_CONFIG is read as the server reads it', async () => {

@@ -21,7 +21,12 @@ async function gauge(app: TestApp, name: string): Promise<number | undefined> {
 }
 
 async function gaugeBecomes(app: TestApp, name: string, value: number): Promise<void> {
-  await waitUntil(`${name} = ${value}`, async () => (await gauge(app, name)) === value, { timeoutMs: 20_000, intervalMs: 100 });
+  let last: number | undefined;
+  await waitUntil(`${name} = ${value}`, async () => (last = await gauge(app, name)) === value, {
+    timeoutMs: 20_000,
+    intervalMs: 100,
+    diagnostics: () => `last value: ${String(last)}`,
+  });
 }
 
 describe('standalone', () => {

@@ -201,3 +201,20 @@ describe('datagrams', () => {
     expect(parts).toHaveLength(3);
   });
 });
+
+describe('stat names from request text stay bounded (issue 8, finding 2, on the statsd side)', () => {
+  it('an unknown domain of 4 KB gives a short stat name, and one interval keeps a bounded number of names', () => {
+    const { metrics, transport } = make();
+    const long = 'd'.repeat(4096);
+    for (let i = 0; i < 20_000; i++) metrics.domainNotFound(`${i}-${long}`);
+    metrics.domainNotFound('nope');
+    metrics.flush();
+    const lines = transport.lines();
+    const longest = Math.max(...lines.map((l) => l.length));
+    console.log(`20,000 unknown 4 KB domains in one interval: ${lines.length} stat lines, longest ${longest} characters`);
+    expect(longest).toBeLessThan(300);
+    expect(lines.length).toBeLessThanOrEqual(10_001);
+    // A short, ordinary unknown domain keeps the reference's name.
+    expect(lines.some((l) => l.startsWith('ratelimit.service.rate_limit.0-ddd'))).toBe(true);
+  });
+});
