@@ -1,5 +1,5 @@
-import { zeroLimitResult, type AlgorithmState, type MemoryAlgorithm } from './memory-algorithm';
-import { bucketStep } from './token-bucket';
+import type { AlgorithmState, MemoryAlgorithm } from './memory-algorithm';
+import { tokenBucket } from './token-bucket';
 
 export interface GcraState extends AlgorithmState {
   /** lua/gcra.lua's one value "<at>;<debt>;<expiresAt>": the debt (tokens × W) as it stood at `at`. */
@@ -14,14 +14,6 @@ export interface GcraState extends AlgorithmState {
  */
 export const gcra: MemoryAlgorithm<GcraState> = {
   countsEveryHit: false,
-  step(input) {
-    const { state, spec, now } = input;
-    if (spec.limit === 0) return { result: zeroLimitResult(spec.windowSeconds * 1000, input.hits) };
-    return bucketStep({
-      ...input,
-      debt: state?.debt ?? 0,
-      at: state?.at ?? now,
-      store: (debt, at, expiresAt) => ({ at, debt, expiresAt }),
-    });
-  },
+  // The same state and the same arithmetic as the token bucket; only the script's storage differs.
+  step: (input) => tokenBucket.step(input),
 };
