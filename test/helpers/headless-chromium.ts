@@ -91,9 +91,17 @@ export async function launchChromium(): Promise<Browser> {
       };
     },
     async close() {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+      if (proc.exitCode === null && proc.signalCode === null) {
+        // A graceful close lets Chromium's helper processes leave the profile before it is
+        // removed; SIGKILL of the browser alone left them writing into it (ENOTEMPTY).
+        await Promise.race([send('Browser.close').catch(() => undefined), delay(3000)]);
+        await Promise.race([exited, delay(3000)]);
+        if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      }
       await exited;
-      rmSync(profile, { recursive: true, force: true });
+      // A helper process may still write for a moment: retry rather than fail the suite.
+      rmSync(profile, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
     },
   };
 }
