@@ -26,17 +26,15 @@
 --             the window's requests, repeats, distinct routes, denials and score.
 -- Errors      "ERR policy: ..." when ARGV does not fit or a number is invalid.
 
--- Not lib/args.lua: its read_call is for the counter layout and reads the clock itself.
+-- @include lib/int.lua
+
+-- Not lib/read_call.lua: that is the counters' ARGV layout, and it reads the clock itself.
 local function whole(i, min)
   local v = tonumber(ARGV[i])
   if v ~= nil and v >= min and v < 9007199254740992 and v == math.floor(v) then
     return v
   end
   return nil
-end
-
-local function int(v)
-  return string.format('%d', v)
 end
 
 if #KEYS ~= 3 then return redis.error_reply('ERR policy: needs 3 keys, got ' .. #KEYS) end
