@@ -1,5 +1,6 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { boundedLabel } from './bounded-label';
+import { PlainHistogram, type HistogramChild } from './plain-histogram';
 
 /** Per-rule counters of one descriptor evaluation, in hits (not requests), as the reference counts. */
 export interface RuleHitCounts {
@@ -100,12 +101,13 @@ export class PrometheusMetrics implements ServiceMetrics {
   private readonly ruleCounters: Record<RuleCounterName, Counter<'domain' | 'key1' | 'key2'>>;
   private readonly tallies = new Map<string, RuleTally>();
   /** Per gRPC method: the request counter's and the histogram's child, resolved once. */
-  private readonly methodChildren = new Map<string, { total: Counter.Internal; time: Histogram.Internal<'grpc_method'> }>();
+  private readonly methodChildren = new Map<string, { total: Counter.Internal; time: HistogramChild }>();
   private readonly configLoadSuccess: Counter;
   private readonly configLoadError: Counter;
   private readonly errors: Counter<'err_type'>;
   private readonly totalRequests: Counter<'grpc_method'>;
-  private readonly responseTime: Histogram<'grpc_method'>;
+  /** Observed on every call: a PlainHistogram, not prom-client's (see plain-histogram.ts). */
+  private readonly responseTime: PlainHistogram<'grpc_method'>;
   private readonly domainNotFoundCounter: Counter<'domain'>;
   private readonly globalShadowModeCounter: Counter;
   private readonly backendHealthy: Gauge;
@@ -150,7 +152,7 @@ export class PrometheusMetrics implements ServiceMetrics {
       labelNames: ['grpc_method'],
       registers: reg,
     });
-    this.responseTime = new Histogram({
+    this.responseTime = new PlainHistogram({
       name: 'ratelimit_service_response_time_seconds',
       help: 'Time to answer a call',
       labelNames: ['grpc_method'],
@@ -218,7 +220,7 @@ export class PrometheusMetrics implements ServiceMetrics {
   requestDone(method: string, seconds: number): void {
     let c = this.methodChildren.get(method);
     if (c === undefined) {
-      c = { total: this.totalRequests.labels(method), time: this.responseTime.labels(method) };
+      c = { total: this.totalRequests.labels(method), time: this.responseTime.child(method) };
       this.methodChildren.set(method, c);
     }
     c.total.inc();

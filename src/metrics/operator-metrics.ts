@@ -1,5 +1,6 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import { DeadlineExceededError } from '../errors';
+import { PlainHistogram, type HistogramChild } from './plain-histogram';
 import type { BreakerState, RedisCallObserver } from './redis-call-observer';
 
 /** What rulesLoaded reads of a RuleSet: its rules per domain. */
@@ -42,7 +43,13 @@ function nodeLabel(node: string): string {
  * the process metrics are prom-client's default metrics (nodejs_eventloop_lag_*, process_*).
  */
 export class OperatorMetrics implements RedisCallObserver {
-  private readonly scriptSeconds: Histogram<'script' | 'node'>;
+  /** Observed on every script call: a PlainHistogram, not prom-client's (see plain-histogram.ts). */
+  private readonly scriptSeconds: PlainHistogram<'script' | 'node'>;
+  /**
+   * scriptSeconds' children by script + '\u0000' + node label, resolved once. Bounded as the labels
+   * are: scripts are the algorithms, and node labels at most MAX_NODE_LABELS and 'other'.
+   */
+  private readonly scriptChildren = new Map<string, HistogramChild>();
   private readonly redisErrors: Counter<'kind'>;
   private readonly failureModeAnswers: Counter<'mode'>;
   private readonly localCacheHits: Counter;
@@ -55,7 +62,7 @@ export class OperatorMetrics implements RedisCallObserver {
 
   constructor(registry: Registry) {
     const registers = [registry];
-    this.scriptSeconds = new Histogram({
+    this.scriptSeconds = new PlainHistogram({
       name: 'floodgate_redis_script_duration_seconds',
       help: 'Time of one Lua script call, per script (algorithm) and Redis node',
       labelNames: ['script', 'node'],
@@ -122,7 +129,13 @@ export class OperatorMetrics implements RedisCallObserver {
       if (this.nodes.size >= MAX_NODE_LABELS) label = 'other';
       else this.nodes.add(label);
     }
-    this.scriptSeconds.observe({ script, node: label }, seconds);
+    const key = script + '\u0000' + label;
+    let child = this.scriptChildren.get(key);
+    if (child === undefined) {
+      child = this.scriptSeconds.child(script, label);
+      this.scriptChildren.set(key, child);
+    }
+    child.observe(seconds);
     if (error !== undefined) this.redisErrors.inc({ kind: redisErrorKind(error) });
   }
 
