@@ -1,5 +1,5 @@
 import type { LimitSpec } from '../domain/limit-spec';
-import type { CounterId } from './limiter';
+import type { CounterId, LimitCheck } from './limiter';
 
 // Characters with a meaning in a key: `{` `}` delimit the Redis Cluster hash tag, `:` separates
 // parts, `=` separates an entry's key from its value, `%` introduces an escape. Percent-encoding
@@ -46,9 +46,23 @@ export function counterIdentity(counter: CounterId, spec: LimitSpec): string {
   return '{' + tag + '}:' + spec.algorithm + ':' + spec.windowSeconds;
 }
 
+function redisKey(prefix: string, identity: string): string {
+  return prefix + 'rl:' + identity;
+}
+
+/** The identity of `check`'s counter, built once per check (see LimitCheck.identity). */
+export function identityOf(check: LimitCheck): string {
+  return (check.identity ??= counterIdentity(check.counter, check.spec));
+}
+
 /** The full Redis key of a counter. `prefix` is CACHE_KEY_PREFIX (validated to hold no braces). */
 export function counterKey(prefix: string, counter: CounterId, spec: LimitSpec): string {
-  return prefix + 'rl:' + counterIdentity(counter, spec);
+  return redisKey(prefix, counterIdentity(counter, spec));
+}
+
+/** counterKey of `check`'s counter, from its memoised identity. */
+export function checkKey(prefix: string, check: LimitCheck): string {
+  return redisKey(prefix, identityOf(check));
 }
 
 /** The suffixes of a client's policy keys (lua/policy.lua: KEYS[1..3]). */

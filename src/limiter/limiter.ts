@@ -12,6 +12,11 @@ export interface LimitCheck {
   readonly counter: CounterId;
   readonly spec: LimitSpec;
   readonly hits: number;
+  /**
+   * The counter's identity (counterIdentity), memoised by identityOf on first use, so that the
+   * layers that key a check (over-limit cache, Redis or memory) build the string once.
+   */
+  identity?: string;
 }
 
 /** What the algorithm decided, in milliseconds. */

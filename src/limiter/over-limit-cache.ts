@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { counterIdentity } from './counter-key';
+import { identityOf } from './counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from './limiter';
 
 // What one entry costs on the heap besides its key's characters: the Map slot, the entry object
@@ -69,10 +69,16 @@ export class OverLimitCache implements Limiter {
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     const now = this.now();
+    // An empty cache answers nothing: no key is built then but for an answer worth keeping.
+    if (this.entries.size === 0) {
+      const fresh = await this.inner.check(checks, options);
+      for (let i = 0; i < fresh.length; i++) this.keepIfDenying(checks[i] as LimitCheck, fresh[i] as LimitResult, now);
+      return fresh;
+    }
     const results = new Array<LimitResult | undefined>(checks.length);
     const keys = new Array<string | undefined>(checks.length);
-    let misses: LimitCheck[] | undefined;
-    let missIndex: number[] | undefined;
+    const misses: LimitCheck[] = [];
+    const missIndex: number[] = [];
     for (let i = 0; i < checks.length; i++) {
       const check = checks[i] as LimitCheck;
       if (check.hits > 0) {
@@ -84,22 +90,25 @@ export class OverLimitCache implements Limiter {
           continue;
         }
       }
-      (misses ??= []).push(check);
-      (missIndex ??= []).push(i);
+      misses.push(check);
+      missIndex.push(i);
     }
-    if (misses === undefined || missIndex === undefined) return results as LimitResult[];
+    if (misses.length === 0) return results as LimitResult[];
     // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT with a counter already over: the request is
     // denied, so the others are judged with their hits but charged nothing.
     const holdBack = options.stopIncrementWhenOverLimit && misses.length < checks.length && options.holdBack !== true;
     const fresh = await this.inner.check(misses, holdBack ? { ...options, holdBack: true } : options);
     for (let j = 0; j < fresh.length; j++) {
       const i = missIndex[j] as number;
-      const result = fresh[j] as LimitResult;
-      results[i] = result;
-      const key = keys[i];
-      if (key !== undefined && deniesEveryRequest(result)) this.remember(key, now, result, answersAlikeAtEveryMoment(misses[j] as LimitCheck));
+      results[i] = fresh[j];
+      this.keepIfDenying(misses[j] as LimitCheck, fresh[j] as LimitResult, now, keys[i]);
     }
     return results as LimitResult[];
+  }
+
+  /** Keeps `result` when it denies every request for a known time (see deniesEveryRequest). */
+  private keepIfDenying(check: LimitCheck, result: LimitResult, now: number, key?: string): void {
+    if (check.hits > 0 && deniesEveryRequest(result)) this.remember(key ?? entryKey(check), now, result, answersAlikeAtEveryMoment(check));
   }
 
   isHealthy(): boolean {
@@ -190,7 +199,7 @@ function entryKey(check: LimitCheck): string {
   const { spec } = check;
   // Flattened into one sequential string: a key built by `+` is a tree of partial strings,
   // which would cost the heap several times its length for as long as the entry lives.
-  return flat(counterIdentity(check.counter, spec) + '|' + spec.limit + '|' + spec.burst + '|' + check.hits);
+  return flat(identityOf(check) + '|' + spec.limit + '|' + spec.burst + '|' + check.hits);
 }
 
 /** Only such an answer may be kept: the counter denies every request, whatever its size, for a known time. */

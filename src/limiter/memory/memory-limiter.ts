@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
-import { counterIdentity } from '../counter-key';
+import { identityOf } from '../counter-key';
 import { LruMap } from './lru-map';
 import type { AlgorithmState, MemoryAlgorithm } from './memory-algorithm';
 import { memoryAlgorithms } from './memory-algorithms';
@@ -25,7 +25,7 @@ export const DEFAULT_MAX_COUNTERS = 100_000;
 const MAX_PLAIN_KEY_LENGTH = 128;
 
 function storageKey(check: LimitCheck): string {
-  const identity = counterIdentity(check.counter, check.spec);
+  const identity = identityOf(check);
   return identity.length <= MAX_PLAIN_KEY_LENGTH ? identity : '#' + createHash('sha256').update(identity).digest('base64');
 }
 

@@ -1,3 +1,5 @@
+import { DeadlineExceededError } from '../../errors';
+import type { RedisCallObserver } from '../../metrics/redis-call-observer';
 import { BreakerCall, type CircuitBreaker } from './circuit-breaker';
 import type { LuaScript } from './lua-script';
 import type { RedisClient } from './redis-client';
@@ -10,38 +12,25 @@ import type { RedisClient } from './redis-client';
  */
 export const DEFAULT_MAX_KEYS_PER_CALL = 512;
 
-interface Waiter {
-  readonly first: number;
-  readonly count: number;
-  readonly resolve: (reply: number[]) => void;
-  readonly reject: (err: unknown) => void;
-}
-
-interface Batch {
-  readonly client: RedisClient;
-  readonly script: LuaScript;
-  readonly replyWidth: number;
-  readonly keys: string[];
-  readonly args: (number | string)[];
-  readonly waiters: Waiter[];
-  /** The one Redis call this batch becomes, as its node's breaker sees it. */
-  readonly call: BreakerCall;
-}
-
 export interface CoalescerOptions {
   /** REDIS_PIPELINE_WINDOW: how long calls are collected, in ms; 0 = until this loop turn ends. */
   readonly windowMs?: number;
   /** REDIS_PIPELINE_LIMIT: a batch with this many keys goes out at once; 0 = DEFAULT_MAX_KEYS_PER_CALL. */
   readonly maxKeys?: number;
+  /** Operator metrics: one observation per Redis call, however many requests it serves. */
+  readonly observer?: RedisCallObserver;
 }
 
-/** One request's part of a script call that may be merged with others. */
-export interface CoalescibleCall {
-  /** Client side, slot and script: calls with the same one are merged. */
-  readonly batchKey: string;
+/** One request's script call to one node, slot and script; it may be merged with others. */
+export interface ScriptCall {
+  /** Client side, slot and algorithm: calls with the same one may be merged. */
+  readonly batchKey: number;
   readonly client: RedisClient;
   readonly script: LuaScript;
-  /** ARGV[1] of the merged call. */
+  /** The script's name and the node's (`m|<node>`), for the operator metrics. */
+  readonly scriptName: string;
+  readonly node: string;
+  /** ARGV[1]. */
   readonly mode: number;
   /** Integers per key in the reply. */
   readonly replyWidth: number;
@@ -50,37 +39,79 @@ export interface CoalescibleCall {
   readonly keys: readonly string[];
   /** Per-key arguments, without the mode. */
   readonly args: readonly (number | string)[];
+  /** Epoch ms: the call's part is refused with DeadlineExceededError when Redis has not answered by then. */
+  readonly deadline: number;
 }
 
-export interface CoalescedReply {
-  /** This request's part of the merged reply (`replyWidth` integers per key). */
-  readonly reply: Promise<number[]>;
-  /** The merged Redis call: a caller whose deadline passes marks it failed (once for all). */
+interface Waiter {
+  readonly first: number;
+  readonly count: number;
+  readonly deadline: number;
+  readonly resolve: (reply: number[]) => void;
+  readonly reject: (err: unknown) => void;
+  done: boolean;
+}
+
+interface Batch {
+  readonly client: RedisClient;
+  readonly script: LuaScript;
+  readonly scriptName: string;
+  readonly node: string;
+  readonly replyWidth: number;
+  readonly keys: string[];
+  readonly args: (number | string)[];
+  readonly waiters: Waiter[];
+  /** The one Redis call this batch becomes, as its node's breaker sees it. */
   readonly call: BreakerCall;
+  /** The waiters' earliest deadline, and its timer once the batch is sent. */
+  earliest: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
 }
 
 /**
- * Merges the script calls that concurrent requests make in one turn of the event loop, for the
- * same client, slot and script, into one call: under load Redis then runs one script (and
- * ioredis writes one command) for many requests. Only for calls whose keys the script handles
- * one after another, each on its own (a key that appears twice is simply counted twice), so a
- * merged call answers every request exactly as its own call would. A merged call carries at
- * most `maxKeys` keys (unless one request alone has more), and its outcome is one success or
- * one failure for its node's circuit breaker, not one per request it serves.
+ * Every script call of the Redis limiter goes out here, so that what surrounds a Redis call is
+ * done once per call, not once per request: the node's breaker hears one outcome, the
+ * operator metrics time it once, and one timer watches the deadlines of all the requests it
+ * serves (a timer per request was a measurable share of a request's CPU).
+ *
+ * Count-mode calls (`merge`) that concurrent requests make in one turn of the event loop, for
+ * the same client, slot and script, become one call: under load Redis then runs one script
+ * (and ioredis writes one command) for many requests. Only for calls whose keys the script
+ * handles one after another, each on its own (a key that appears twice is simply counted
+ * twice), so a merged call answers every request exactly as its own call would. A merged call
+ * carries at most `maxKeys` keys (unless one request alone has more).
+ *
+ * A request whose deadline passes before the reply is refused with DeadlineExceededError and
+ * the call counts as failed for the breaker (once, however many requests it serves; a late end
+ * is not counted again). A request with no time left is refused without a call.
  */
 export class CallCoalescer {
-  private batches = new Map<string, Batch>();
+  private batches = new Map<number, Batch>();
   private scheduled = false;
   private readonly windowMs: number;
   private readonly maxKeys: number;
+  private readonly observer: RedisCallObserver | undefined;
 
   constructor(options: CoalescerOptions = {}) {
     this.windowMs = options.windowMs ?? 0;
     this.maxKeys = options.maxKeys !== undefined && options.maxKeys > 0 ? options.maxKeys : DEFAULT_MAX_KEYS_PER_CALL;
+    this.observer = options.observer;
   }
 
-  /** Queues the keys of `part` and resolves with this request's part of the merged reply. */
-  run(part: CoalescibleCall): CoalescedReply {
+  /**
+   * Sends `part` (merged with others when `merge`; `extraArgs` then must be empty) and resolves
+   * with this request's part of the reply: `replyWidth` integers per key. `extraArgs` follow the
+   * per-key arguments of a call of its own (the tests' pinned clock).
+   */
+  run(part: ScriptCall, merge: boolean, extraArgs?: readonly number[]): Promise<number[]> {
+    if (part.deadline <= Date.now()) return Promise.reject(new DeadlineExceededError('no time left for redis'));
+    if (!merge) {
+      const batch = newBatch(part);
+      const reply = join(batch, part);
+      if (extraArgs !== undefined) for (const a of extraArgs) batch.args.push(a);
+      this.send(batch);
+      return reply;
+    }
     let batch = this.batches.get(part.batchKey);
     if (batch !== undefined && batch.keys.length + part.keys.length > this.maxKeys) {
       // Full: it goes now, and this request starts the next one.
@@ -89,24 +120,10 @@ export class CallCoalescer {
       batch = undefined;
     }
     if (batch === undefined) {
-      batch = {
-        client: part.client,
-        script: part.script,
-        replyWidth: part.replyWidth,
-        keys: [],
-        args: [part.mode],
-        waiters: [],
-        call: new BreakerCall(part.breaker),
-      };
+      batch = newBatch(part);
       this.batches.set(part.batchKey, batch);
     }
-    const first = batch.keys.length;
-    for (const k of part.keys) batch.keys.push(k);
-    for (const a of part.args) batch.args.push(a);
-    const open = batch;
-    const reply = new Promise<number[]>((resolve, reject) => {
-      open.waiters.push({ first, count: part.keys.length, resolve, reject });
-    });
+    const reply = join(batch, part);
     if (batch.keys.length >= this.maxKeys) {
       this.batches.delete(part.batchKey);
       this.send(batch);
@@ -117,7 +134,7 @@ export class CallCoalescer {
       if (this.windowMs > 0) setTimeout(() => this.flush(), this.windowMs);
       else setImmediate(() => this.flush());
     }
-    return { reply, call: batch.call };
+    return reply;
   }
 
   private flush(): void {
@@ -128,14 +145,77 @@ export class CallCoalescer {
   }
 
   private send(batch: Batch): void {
-    batch.call.track(batch.script.run(batch.client, batch.keys, batch.args)).then(
+    const started = this.observer === undefined ? 0 : performance.now();
+    this.armDeadline(batch);
+    batch.script.run(batch.client, batch.keys, batch.args).then(
       (reply) => {
+        this.settle(batch, started);
+        batch.call.succeeded();
         const w = batch.replyWidth;
-        for (const waiter of batch.waiters) waiter.resolve(reply.slice(waiter.first * w, (waiter.first + waiter.count) * w));
+        for (const waiter of batch.waiters) {
+          if (!waiter.done) waiter.resolve(reply.slice(waiter.first * w, (waiter.first + waiter.count) * w));
+        }
       },
       (err: unknown) => {
-        for (const waiter of batch.waiters) waiter.reject(err);
+        this.settle(batch, started, err);
+        batch.call.failed();
+        for (const waiter of batch.waiters) if (!waiter.done) waiter.reject(err);
       },
     );
   }
+
+  private settle(batch: Batch, started: number, err?: unknown): void {
+    if (batch.timer !== undefined) clearTimeout(batch.timer);
+    this.observer?.scriptCall(batch.scriptName, batch.node, (performance.now() - started) / 1000, err);
+  }
+
+  /** One timer per call, at its waiters' earliest deadline; it refuses those whose time is up and re-arms for the rest. */
+  private armDeadline(batch: Batch): void {
+    batch.timer = setTimeout(() => this.expire(batch), Math.max(0, batch.earliest - Date.now()));
+  }
+
+  private expire(batch: Batch): void {
+    const now = Date.now();
+    let earliest = Infinity;
+    for (const waiter of batch.waiters) {
+      if (waiter.done) continue;
+      if (waiter.deadline <= now) {
+        waiter.done = true;
+        batch.call.failed();
+        waiter.reject(new DeadlineExceededError(`redis did not answer within the deadline (${batch.scriptName} on ${batch.node})`));
+      } else if (waiter.deadline < earliest) earliest = waiter.deadline;
+    }
+    batch.timer = undefined;
+    if (earliest !== Infinity) {
+      batch.earliest = earliest;
+      this.armDeadline(batch);
+    }
+  }
+}
+
+function newBatch(part: ScriptCall): Batch {
+  return {
+    client: part.client,
+    script: part.script,
+    scriptName: part.scriptName,
+    node: part.node,
+    replyWidth: part.replyWidth,
+    keys: [],
+    args: [part.mode],
+    waiters: [],
+    call: new BreakerCall(part.breaker),
+    earliest: part.deadline,
+    timer: undefined,
+  };
+}
+
+/** Adds `part`'s keys and arguments to `batch`; the promise of its part of the reply. */
+function join(batch: Batch, part: ScriptCall): Promise<number[]> {
+  const first = batch.keys.length;
+  for (const k of part.keys) batch.keys.push(k);
+  for (const a of part.args) batch.args.push(a);
+  if (part.deadline < batch.earliest) batch.earliest = part.deadline;
+  return new Promise<number[]>((resolve, reject) => {
+    batch.waiters.push({ first, count: part.keys.length, deadline: part.deadline, resolve, reject, done: false });
+  });
 }

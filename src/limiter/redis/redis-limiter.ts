@@ -2,8 +2,8 @@ import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
 import type { Algorithm } from '../../domain/algorithm';
 import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
-import { BreakerCall, CircuitBreaker } from './circuit-breaker';
-import { counterKey } from '../counter-key';
+import { CircuitBreaker } from './circuit-breaker';
+import { checkKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 import { algorithmScripts, type AlgorithmScript, type CallPass, type WrapScript } from './algorithm-scripts';
 import { CallCoalescer, type CoalescerOptions } from './call-coalescer';
@@ -31,8 +31,9 @@ export interface RedisLimiterOptions {
 interface SlotGroup {
   readonly client: RedisClient;
   readonly algorithm: AlgorithmScript;
-  /** Client side, slot and algorithm: calls with the same one may be merged. */
-  readonly batchKey: string;
+  readonly algorithmName: Algorithm;
+  /** Client side, slot and algorithm (a number: cheaper to look up than a string): calls with the same one may be merged. */
+  readonly batchKey: number;
   readonly breaker: CircuitBreaker;
   /** The breaker's name: side and node (`m|127.0.0.1:7000`). */
   readonly node: string;
@@ -40,25 +41,35 @@ interface SlotGroup {
   readonly indexes: number[];
 }
 
+/** Index of each algorithm in a batch key. */
+const ALGORITHM_INDEX: Readonly<Record<Algorithm, number>> = { fixed_window: 0, sliding_window: 1, token_bucket: 2, gcra: 3, sliding_log: 4 };
+const SIDES = ['m|', 's|'] as const;
+
 /**
  * Counts in Redis: every check is one key; the checks of one call that share a slot (all of
  * them, outside a cluster) and an algorithm go to Redis as one atomic call of that algorithm's
  * script (algorithm-scripts.ts), and the groups are sent in parallel. Each Redis node has its
  * own circuit breaker, so a lost cluster master fails fast for its own slots while the other
- * masters keep answering.
+ * masters keep answering. Every call goes out through the CallCoalescer, which merges
+ * concurrent count-mode calls and watches deadlines, breakers and timing once per Redis call.
  */
 export class RedisLimiter implements Limiter {
   private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>>;
-  private readonly breakers = new Map<string, CircuitBreaker>();
+  /** Per side (main, per-second): node name → its breaker. */
+  private readonly breakers: readonly [Map<string, CircuitBreaker>, Map<string, CircuitBreaker>] = [new Map(), new Map()];
   private readonly coalescer: CallCoalescer;
   private readonly newBreaker: () => CircuitBreaker;
 
   constructor(private readonly options: RedisLimiterOptions) {
     this.scripts = algorithmScripts(options.wrapScript);
     this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
-    this.coalescer = new CallCoalescer(options.coalescing);
+    this.coalescer = new CallCoalescer({ ...options.coalescing, ...(options.observer ? { observer: options.observer } : {}) });
     // A (re)connected client is worth trying at once, not after the breaker's open time.
-    for (const client of this.clients()) client.on('ready', () => this.breakers.clear());
+    for (const client of this.clients()) {
+      client.on('ready', () => {
+        for (const side of this.breakers) side.clear();
+      });
+    }
   }
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
@@ -75,6 +86,7 @@ export class RedisLimiter implements Limiter {
         ? await this.stopAcrossGroups(checks, groups, options.deadline)
         : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? 'stop' : 'count', options.deadline);
     } catch (err) {
+      if (err instanceof DeadlineExceededError) this.options.observer?.refused('timeout');
       for (const group of groups) refreshAfterFailure(group.client);
       throw err instanceof DeadlineExceededError || err instanceof BackendUnavailableError
         ? err
@@ -100,54 +112,66 @@ export class RedisLimiter implements Limiter {
   }
 
   private allCircuitsOpen(client: RedisClient): boolean {
-    const prefix = client === this.options.client ? 'm|' : 's|';
+    const side = this.breakers[client === this.options.client ? 0 : 1];
     const nodes = client instanceof Cluster ? client.nodes('master').length : 1;
     let open = 0;
-    for (const [name, breaker] of this.breakers) if (name.startsWith(prefix) && breaker.isOpen) open++;
+    for (const breaker of side.values()) if (breaker.isOpen) open++;
     return open > 0 && open >= nodes;
   }
 
   /** Every node's circuit breaker that has seen a call, for the operator metrics. */
   breakerStates(): BreakerState[] {
-    return [...this.breakers].map(([node, breaker]) => ({ node, open: breaker.isOpen }));
+    const states: BreakerState[] = [];
+    this.breakers.forEach((side, i) => {
+      for (const [node, breaker] of side) states.push({ node: SIDES[i] + node, open: breaker.isOpen });
+    });
+    return states;
   }
 
-  private breakerFor(name: string): CircuitBreaker {
-    let breaker = this.breakers.get(name);
-    if (breaker === undefined) this.breakers.set(name, (breaker = this.newBreaker()));
+  private breakerFor(side: 0 | 1, node: string): CircuitBreaker {
+    const breakers = this.breakers[side];
+    let breaker = breakers.get(node);
+    if (breaker === undefined) breakers.set(node, (breaker = this.newBreaker()));
     return breaker;
   }
 
   private group(checks: readonly LimitCheck[]): SlotGroup[] {
     const { client, perSecondClient, keyPrefix } = this.options;
-    const groups = new Map<string, SlotGroup>();
+    // A request has a handful of groups at most: a list searched in turn costs less than a Map.
+    const groups: SlotGroup[] = [];
     for (let i = 0; i < checks.length; i++) {
       const check = checks[i] as LimitCheck;
-      const key = counterKey(keyPrefix, check.counter, check.spec);
-      const target = perSecondClient !== undefined && check.spec.windowSeconds === 1 ? perSecondClient : client;
-      const side = target === client ? 'm|' : 's|';
+      const key = checkKey(keyPrefix, check);
+      const side = perSecondClient !== undefined && check.spec.windowSeconds === 1 ? 1 : 0;
+      const target = side === 1 ? (perSecondClient as RedisClient) : client;
       // Outside a cluster every key lives on one server: one script call for all of them.
       const slot = target instanceof Cluster ? calculateSlot(key) : -1;
-      const groupKey = side + slot + '|' + check.spec.algorithm;
-      let group = groups.get(groupKey);
+      const batchKey = ((slot + 1) * 2 + side) * 8 + ALGORITHM_INDEX[check.spec.algorithm];
+      let group: SlotGroup | undefined;
+      for (const g of groups) {
+        if (g.batchKey === batchKey) {
+          group = g;
+          break;
+        }
+      }
       if (group === undefined) {
         const node = target instanceof Cluster ? (target.slots[slot]?.[0] ?? `slot ${slot}`) : 'server';
-        const algorithm = this.scripts[check.spec.algorithm];
         group = {
           client: target,
-          algorithm,
-          batchKey: groupKey,
-          breaker: this.breakerFor(side + node),
-          node: side + node,
+          algorithm: this.scripts[check.spec.algorithm],
+          algorithmName: check.spec.algorithm,
+          batchKey,
+          breaker: this.breakerFor(side, node),
+          node: SIDES[side] + node,
           keys: [],
           indexes: [],
         };
-        groups.set(groupKey, group);
+        groups.push(group);
       }
       group.keys.push(key);
       group.indexes.push(i);
     }
-    return [...groups.values()];
+    return groups;
   }
 
   /**
@@ -179,79 +203,35 @@ export class RedisLimiter implements Limiter {
     return looked;
   }
 
-  /**
-   * Each Redis call tells its node's breaker its outcome once, when it settles (see BreakerCall);
-   * a call still unanswered at the deadline has failed, and its late end is not counted again.
-   */
-  private async runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], pass: CallPass, deadline: number): Promise<LimitResult[]> {
+  /** One script call per group, in parallel; the results in the order of `checks`. */
+  private runGroups(checks: readonly LimitCheck[], groups: SlotGroup[], pass: CallPass, deadline: number): Promise<LimitResult[]> {
     const results = new Array<LimitResult>(checks.length);
-    const calls: BreakerCall[] = [];
-    const pending = new Set(groups);
-    const runs = groups.map((g) => this.observedGroup(checks, g, pass, results, calls).finally(() => pending.delete(g)));
-    try {
-      await withDeadline(Promise.all(runs), deadline);
-    } catch (err) {
-      if (err instanceof DeadlineExceededError) {
-        for (const call of calls) call.failed();
-        if (pending.size > 0) this.options.observer?.refused('timeout');
-      }
-      throw err;
-    }
-    return results;
+    if (groups.length === 1) return this.runGroup(checks, groups[0] as SlotGroup, pass, deadline, results).then(() => results);
+    return Promise.all(groups.map((g) => this.runGroup(checks, g, pass, deadline, results))).then(() => results);
   }
 
-  /** runGroup, timed for the observer (operator metrics): one script call per group and node. */
-  private async observedGroup(
-    checks: readonly LimitCheck[],
-    group: SlotGroup,
-    pass: CallPass,
-    out: LimitResult[],
-    calls: BreakerCall[],
-  ): Promise<void> {
-    const observer = this.options.observer;
-    if (observer === undefined) return this.runGroup(checks, group, pass, out, calls);
-    const started = performance.now();
-    const script = (checks[group.indexes[0] as number] as LimitCheck).spec.algorithm;
-    try {
-      await this.runGroup(checks, group, pass, out, calls);
-      observer.scriptCall(script, group.node, (performance.now() - started) / 1000);
-    } catch (err) {
-      observer.scriptCall(script, group.node, (performance.now() - started) / 1000, err);
-      throw err;
-    }
-  }
-
-  private async runGroup(
-    checks: readonly LimitCheck[],
-    group: SlotGroup,
-    pass: CallPass,
-    out: LimitResult[],
-    calls: BreakerCall[],
-  ): Promise<void> {
+  private runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, deadline: number, out: LimitResult[]): Promise<void> {
     const algorithm = group.algorithm;
     const args: (number | string)[] = [];
     for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck);
-    let reply: number[];
-    if (pass === 'count' && algorithm.coalescible && this.options.pinnedNow === undefined) {
-      const merged = this.coalescer.run({
-        batchKey: group.batchKey,
-        client: group.client,
-        script: algorithm.script,
-        mode: algorithm.mode(pass),
-        replyWidth: algorithm.replyWidth,
-        breaker: group.breaker,
-        keys: group.keys,
-        args,
-      });
-      calls.push(merged.call);
-      reply = await merged.reply;
-    } else {
-      if (this.options.pinnedNow) args.push(this.options.pinnedNow());
-      const call = new BreakerCall(group.breaker);
-      calls.push(call);
-      reply = await call.track(algorithm.script.run(group.client, group.keys, [algorithm.mode(pass), ...args]));
-    }
-    for (let j = 0; j < group.indexes.length; j++) out[group.indexes[j] as number] = algorithm.decode(reply, j);
+    const pinned = this.options.pinnedNow;
+    const call = {
+      batchKey: group.batchKey,
+      client: group.client,
+      script: algorithm.script,
+      scriptName: group.algorithmName,
+      node: group.node,
+      mode: algorithm.mode(pass),
+      replyWidth: algorithm.replyWidth,
+      breaker: group.breaker,
+      keys: group.keys,
+      args,
+      deadline,
+    };
+    const merge = pass === 'count' && algorithm.coalescible && pinned === undefined;
+    return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then((reply) => {
+      for (let j = 0; j < group.indexes.length; j++) out[group.indexes[j] as number] = algorithm.decode(reply, j);
+    });
   }
 }
 
@@ -272,26 +252,4 @@ function admitOrThrow(groups: readonly SlotGroup[]): void {
     for (const b of admitted) b.cancelProbe();
     throw new BackendUnavailableError('redis is unavailable (circuit open)');
   }
-}
-
-/** Rejects with DeadlineExceededError when `work` has not settled by `deadline` (epoch ms). */
-function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
-  const budget = deadline - Date.now();
-  if (budget <= 0) {
-    work.catch(() => undefined);
-    return Promise.reject(new DeadlineExceededError('no time left for redis'));
-  }
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new DeadlineExceededError(`redis did not answer within ${budget} ms`)), budget);
-    work.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (e: Error) => {
-        clearTimeout(timer);
-        reject(e);
-      },
-    );
-  });
 }

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../../../src/limiter/limiter';
 import type { LimitSpec } from '../../../src/domain/limit-spec';
 import { OverLimitCache } from '../../../src/limiter/over-limit-cache';
+import { identityOf } from '../../../src/limiter/counter-key';
 
 const COUNT = { deadline: Number.MAX_SAFE_INTEGER, stopIncrementWhenOverLimit: false };
 const STOP = { deadline: Number.MAX_SAFE_INTEGER, stopIncrementWhenOverLimit: true };
@@ -286,6 +287,8 @@ describe('OverLimitCache memory', () => {
       const { cache } = setup(() => ({ ...DENIED, blockedForMs: 3_600_000 }), 1e12);
       // The checks themselves are built first and kept alive, so only the cache's own memory counts.
       const checks = Array.from({ length: N }, (_, i) => check(`${i}-${'v'.repeat(valueLength)}`));
+      // A check memoises its counter's identity (identityOf): part of the check, not of the cache.
+      for (const c of checks) identityOf(c);
       gc();
       gc();
       const before = process.memoryUsage().heapUsed;
