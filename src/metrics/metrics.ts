@@ -101,7 +101,11 @@ export class PrometheusMetrics implements ServiceMetrics {
   private readonly ruleCounters: Record<RuleCounterName, Counter<'domain' | 'key1' | 'key2'>>;
   private readonly tallies = new Map<string, RuleTally>();
   /** Per gRPC method: the request counter's and the histogram's child, resolved once. */
-  private readonly methodChildren = new Map<string, { total: Counter.Internal; time: HistogramChild }>();
+  /**
+   * Per gRPC method: calls not yet handed to the request counter (a scrape does, as for the
+   * rule tallies) and the histogram's child, resolved once.
+   */
+  private readonly methodChildren = new Map<string, { pending: number; time: HistogramChild }>();
   private readonly configLoadSuccess: Counter;
   private readonly configLoadError: Counter;
   private readonly errors: Counter<'err_type'>;
@@ -151,6 +155,7 @@ export class PrometheusMetrics implements ServiceMetrics {
       help: 'Calls received',
       labelNames: ['grpc_method'],
       registers: reg,
+      collect: () => this.flushRequestCounts(),
     });
     this.responseTime = new PlainHistogram({
       name: 'ratelimit_service_response_time_seconds',
@@ -220,10 +225,10 @@ export class PrometheusMetrics implements ServiceMetrics {
   requestDone(method: string, seconds: number): void {
     let c = this.methodChildren.get(method);
     if (c === undefined) {
-      c = { total: this.totalRequests.labels(method), time: this.responseTime.child(method) };
+      c = { pending: 0, time: this.responseTime.child(method) };
       this.methodChildren.set(method, c);
     }
-    c.total.inc();
+    c.pending++;
     c.time.observe(seconds * this.responseTimeScale);
   }
 
@@ -257,6 +262,14 @@ export class PrometheusMetrics implements ServiceMetrics {
   }
 
   /** Moves the tallied hits into the prom-client counters (on every scrape, before reading). */
+  private flushRequestCounts(): void {
+    for (const [method, c] of this.methodChildren) {
+      if (c.pending === 0) continue;
+      this.totalRequests.inc({ grpc_method: method }, c.pending);
+      c.pending = 0;
+    }
+  }
+
   private flushRuleTallies(): void {
     for (const t of this.tallies.values()) {
       for (const name of RULE_COUNTER_NAMES) {

@@ -58,8 +58,10 @@ export class RateLimitService {
     validateRequest(request, config.requestLimits);
     const rules = this.deps.rules();
     if (rules === undefined) throw new NotReadyError('no rate limit configuration loaded');
-    // The policy runs first, so the tier applied includes this request's own signals.
-    const decision = await this.policyDecision(rules, request, deadline);
+    // The policy runs first, so the tier applied includes this request's own signals. Without
+    // a policy for the domain there is nothing to wait for (an await costs a turn of the queue).
+    const deciding = this.policyDecision(rules, request, deadline);
+    const decision = deciding === undefined ? undefined : await deciding;
     const { domainKnown, plans, checks } = planRequest(rules, request);
     if (!domainKnown) this.deps.metrics.domainNotFound(request.domain);
     const results = await this.count(checks, decision, deadline);
@@ -70,7 +72,7 @@ export class RateLimitService {
   }
 
   /** The domain's policy decision for this request; undefined (no call) when it names no client. */
-  private async policyDecision(rules: RuleSet, request: RateLimitRequest, deadline: number): Promise<PolicyDecision | undefined> {
+  private policyDecision(rules: RuleSet, request: RateLimitRequest, deadline: number): Promise<PolicyDecision> | undefined {
     const engine = this.deps.policy;
     if (engine === undefined) return undefined;
     const policy = rules.policy(request.domain);
@@ -80,9 +82,9 @@ export class RateLimitService {
   }
 
   /** The limiter's answers; in the penalty box every check is denied without a call. */
-  private async count(checks: readonly LimitCheck[], decision: PolicyDecision | undefined, deadline: number): Promise<readonly LimitResult[]> {
-    if (checks.length === 0) return [];
-    if (decision !== undefined && decision.blockedMsLeft > 0) return penaltyBoxResults(checks, decision.blockedMsLeft);
+  private count(checks: readonly LimitCheck[], decision: PolicyDecision | undefined, deadline: number): Promise<readonly LimitResult[]> {
+    if (checks.length === 0) return Promise.resolve([]);
+    if (decision !== undefined && decision.blockedMsLeft > 0) return Promise.resolve(penaltyBoxResults(checks, decision.blockedMsLeft));
     const effective = decision !== undefined && decision.limitPercent < 100 ? scaleChecks(checks, decision.limitPercent) : checks;
     return this.deps.limiter.check(effective, { deadline, stopIncrementWhenOverLimit: this.deps.config.stopIncrementWhenOverLimit });
   }
