@@ -3,7 +3,6 @@
 // against window boundaries. The built server as a child process is test/helpers/server-process.ts.
 import { randomBytes } from 'node:crypto';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { CircuitBreaker } from '../../src/limiter/redis/circuit-breaker';
 import type { RespValue } from '../harness/resp-client';
 import type { RlsTestClient, TestRequest } from '../helpers/rls-client';
 
@@ -140,16 +139,4 @@ export class StallMonitor {
   }
 }
 
-/** A circuit breaker that counts the outcomes it is told (RedisLimiter's `newBreaker`). */
-export class CountingBreaker extends CircuitBreaker {
-  successes = 0;
-  failures = 0;
-  override success(): void {
-    this.successes++;
-    super.success();
-  }
-  override failure(): void {
-    this.failures++;
-    super.failure();
-  }
-}
+export { CountingBreaker } from '../helpers/counting-breaker';

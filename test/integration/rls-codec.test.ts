@@ -13,6 +13,7 @@ import { encodeRateLimitResponse } from '../../src/rls/response-encoder';
 import { responseToWire } from '../helpers/response-to-wire';
 import type { CurrentLimit, DescriptorStatus, HeaderPair, RateLimitResponse } from '../../src/service/types';
 import type { Unit } from '../../src/domain/units';
+import { mulberry32 } from '../helpers/seeded-random';
 
 const rlsMethod = (options: protoLoader.Options): protoLoader.MethodDefinition<object, object> =>
   (
@@ -30,17 +31,6 @@ const pbResponseToBytes = (o: object): Buffer => method.responseSerialize(o);
 const pbResponseFromBytes = (b: Buffer): WireResponse => method.responseDeserialize(b) as WireResponse;
 
 // --- seeded randomness ------------------------------------------------------------------
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class Rng {
   constructor(readonly next: () => number) {}

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CallCoalescer, type ScriptCall } from '../../../src/limiter/redis/call-coalescer';
-import { CircuitBreaker } from '../../../src/limiter/redis/circuit-breaker';
+import { CountingBreaker } from '../../helpers/counting-breaker';
+import type { CircuitBreaker } from '../../../src/limiter/redis/circuit-breaker';
 import type { LuaScript } from '../../../src/limiter/redis/lua-script';
 import type { RedisClient } from '../../../src/limiter/redis/redis-client';
 import { DeadlineExceededError } from '../../../src/errors';
@@ -15,19 +16,6 @@ function scriptedScript() {
       }),
   };
   return { script, calls };
-}
-
-class CountingBreaker extends CircuitBreaker {
-  successes = 0;
-  failures = 0;
-  override success(): void {
-    this.successes++;
-    super.success();
-  }
-  override failure(): void {
-    this.failures++;
-    super.failure();
-  }
 }
 
 function part(script: LuaScript, breaker: CircuitBreaker, key: string, deadline: number): ScriptCall {

@@ -5,6 +5,7 @@ import { counterIdentity, counterKey, escapeKeyPart } from '../../../src/limiter
 import type { LimitSpec } from '../../../src/domain/limit-spec';
 import type { CounterId } from '../../../src/limiter/limiter';
 import { crc16, hashTag, keySlot } from '../../harness/key-slot';
+import { mulberry32 } from '../../helpers/seeded-random';
 
 const ALGORITHMS: readonly Algorithm[] = ['fixed_window', 'sliding_window', 'token_bucket', 'gcra', 'sliding_log'];
 const WINDOWS = [1, 60, 120, 3600, 86400];
@@ -83,17 +84,6 @@ function checkStructure(prefix: string, d: Descriptor): string {
 }
 
 // --- Seeded random descriptors from an alphabet that is mostly separators and escapes.
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const TOKENS = [
   '{',

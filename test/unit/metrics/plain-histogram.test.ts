@@ -2,23 +2,13 @@ import { AggregatorRegistry, Histogram, Registry, type RegistryContentType } fro
 import { describe, expect, it } from 'vitest';
 import { PlainHistogram, type HistogramChild } from '../../../src/metrics/plain-histogram';
 import { parseScrape, total } from '../../helpers/metrics-scrape';
+import { mulberry32 } from '../../helpers/seeded-random';
 
 // The script histogram's bounds, and the response time's in milliseconds (le="2.5", le="500"...).
 const SCRIPT_BUCKETS = [0.0002, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5];
 const MS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1].map((b) => b * 1000);
 const NAME = 'test_duration_seconds';
 const HELP = 'Time of something, with "quotes" and a \\ backslash';
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Values on every bound, 0, above the last bound, and random ones across (and past) the range. */
 function values(buckets: readonly number[], seed: number, n: number): number[] {
