@@ -99,12 +99,7 @@ export interface PrometheusMetricsOptions {
 export class PrometheusMetrics implements ServiceMetrics {
   readonly registry = new Registry();
   private readonly ruleCounters: Record<RuleCounterName, Counter<'domain' | 'key1' | 'key2'>>;
-  /**
-   * domain → metric key → tally. Two levels rather than one joined key: the lookup on every
-   * call then builds no string (both are strings the request and the rule already hold).
-   */
-  private readonly tallies = new Map<string, Map<string, RuleTally>>();
-  private tallyCount = 0;
+  private readonly tallies = new Map<string, RuleTally>();
   /** Per gRPC method: the request counter's and the histogram's child, resolved once. */
   /**
    * Per gRPC method: calls not yet handed to the request counter (a scrape does, as for the
@@ -254,16 +249,14 @@ export class PrometheusMetrics implements ServiceMetrics {
    * dropped: there are at most `maxSeries` of them, one per exported label set.
    */
   private tallyFor(domain: string, metricKey: string): RuleTally | undefined {
-    let byKey = this.tallies.get(domain);
-    let t = byKey?.get(metricKey);
+    const cacheKey = domain + '\n' + metricKey;
+    let t = this.tallies.get(cacheKey);
     if (t === undefined) {
-      if (this.tallyCount >= this.maxSeries) return undefined;
+      if (this.tallies.size >= this.maxSeries) return undefined;
       const raw = ruleLabels(domain, metricKey);
       const labels = { domain: boundedLabel(raw.domain), key1: boundedLabel(raw.key1), key2: boundedLabel(raw.key2) };
       t = { labels, total: 0, within: 0, near: 0, over: 0, overLocal: 0, shadow: 0 };
-      if (byKey === undefined) this.tallies.set(domain, (byKey = new Map<string, RuleTally>()));
-      byKey.set(metricKey, t);
-      this.tallyCount++;
+      this.tallies.set(cacheKey, t);
     }
     return t;
   }
@@ -278,18 +271,14 @@ export class PrometheusMetrics implements ServiceMetrics {
   }
 
   private flushRuleTallies(): void {
-    for (const byKey of this.tallies.values()) {
-      for (const t of byKey.values()) this.flushTally(t);
-    }
-  }
-
-  private flushTally(t: RuleTally): void {
-    for (const name of RULE_COUNTER_NAMES) {
-      const n = t[name];
-      // total_hits is exported for every rule path seen, also at 0, as before.
-      if (n !== 0 || name === 'total') {
-        this.ruleCounters[name].inc(t.labels, n);
-        t[name] = 0;
+    for (const t of this.tallies.values()) {
+      for (const name of RULE_COUNTER_NAMES) {
+        const n = t[name];
+        // total_hits is exported for every rule path seen, also at 0, as before.
+        if (n !== 0 || name === 'total') {
+          this.ruleCounters[name].inc(t.labels, n);
+          t[name] = 0;
+        }
       }
     }
   }
