@@ -67,16 +67,13 @@ export class OverLimitCache implements Limiter {
     return this.bytes;
   }
 
-  // Promise chains rather than an async function: a request answered here entirely (the
-  // traffic of an abuse spike) costs no more than one resolved promise.
-  check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
+  async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     const now = this.now();
     // An empty cache answers nothing: no key is built then but for an answer worth keeping.
     if (this.entries.size === 0) {
-      return this.inner.check(checks, options).then((fresh) => {
-        for (let i = 0; i < fresh.length; i++) this.keepIfDenying(checks[i] as LimitCheck, fresh[i] as LimitResult, now);
-        return fresh;
-      });
+      const fresh = await this.inner.check(checks, options);
+      for (let i = 0; i < fresh.length; i++) this.keepIfDenying(checks[i] as LimitCheck, fresh[i] as LimitResult, now);
+      return fresh;
     }
     const results = new Array<LimitResult | undefined>(checks.length);
     const keys = new Array<string | undefined>(checks.length);
@@ -96,18 +93,17 @@ export class OverLimitCache implements Limiter {
       misses.push(check);
       missIndex.push(i);
     }
-    if (misses.length === 0) return Promise.resolve(results as LimitResult[]);
+    if (misses.length === 0) return results as LimitResult[];
     // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT with a counter already over: the request is
     // denied, so the others are judged with their hits but charged nothing.
     const holdBack = options.stopIncrementWhenOverLimit && misses.length < checks.length && options.holdBack !== true;
-    return this.inner.check(misses, holdBack ? { ...options, holdBack: true } : options).then((fresh) => {
-      for (let j = 0; j < fresh.length; j++) {
-        const i = missIndex[j] as number;
-        results[i] = fresh[j];
-        this.keepIfDenying(misses[j] as LimitCheck, fresh[j] as LimitResult, now, keys[i]);
-      }
-      return results as LimitResult[];
-    });
+    const fresh = await this.inner.check(misses, holdBack ? { ...options, holdBack: true } : options);
+    for (let j = 0; j < fresh.length; j++) {
+      const i = missIndex[j] as number;
+      results[i] = fresh[j];
+      this.keepIfDenying(misses[j] as LimitCheck, fresh[j] as LimitResult, now, keys[i]);
+    }
+    return results as LimitResult[];
   }
 
   /** Keeps `result` when it denies every request for a known time (see deniesEveryRequest). */
