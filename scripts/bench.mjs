@@ -10,7 +10,10 @@
 // BENCH_WARMUP (s, 1.5), BENCH_CONCURRENCY (50), BENCH_CONNECTIONS (4),
 // BENCH_BACKENDS (memory,redis,cluster), BENCH_SCENARIOS (uniform,multi3,hot),
 // BENCH_LATENCY (1: also the latency mode at half the saturated throughput; 0 to skip),
-// BENCH_ENV (extra server settings, e.g. "WORKERS=2").
+// BENCH_ENV (extra server settings, e.g. "WORKERS=2"),
+// BENCH_FRESH (1: a new server process for every sample, warmed up for BENCH_WARMUP, instead of
+// one long-lived server per target; steadier on a noisy machine, where a long-lived server's
+// heap and JIT state carry one scenario's history into the next).
 //
 // Figures per scenario and target, medians over the rounds: req/s, p50, p99, server CPU per call
 // (user + system time of every process of the server, from /proc), Redis CPU per call (every
@@ -37,6 +40,7 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 4);
 const BACKENDS = (process.env.BENCH_BACKENDS ?? 'memory,redis,cluster').split(',').filter(Boolean);
 const SCENARIOS = (process.env.BENCH_SCENARIOS ?? 'uniform,multi3,hot').split(',').filter(Boolean);
 const LATENCY = process.env.BENCH_LATENCY !== '0';
+const FRESH = process.env.BENCH_FRESH === '1';
 const EXTRA_ENV = Object.fromEntries(
   (process.env.BENCH_ENV ?? '')
     .split(/\s+/)
@@ -271,7 +275,16 @@ async function startFloodgate(side, backend, redis) {
   );
   children.push(child);
   await waitForPort(port);
-  return { name: `${side.name}/${backend}`, side: side.name, backend, port, pid: child.pid, redisPids: redis?.pids ?? [], child };
+  return {
+    name: `${side.name}/${backend}`,
+    side: side.name,
+    backend,
+    port,
+    pid: child.pid,
+    redisPids: redis?.pids ?? [],
+    child,
+    start: () => startFloodgate(side, backend, redis),
+  };
 }
 
 async function startBare() {
@@ -282,7 +295,7 @@ async function startBare() {
   });
   children.push(child);
   await waitForPort(port);
-  return { name: 'bare', side: 'bare', backend: '-', port, pid: child.pid, redisPids: [], child };
+  return { name: 'bare', side: 'bare', backend: '-', port, pid: child.pid, redisPids: [], child, start: startBare };
 }
 
 // --- ghz ------------------------------------------------------------------------------------
@@ -354,7 +367,7 @@ function markdown(result) {
   );
   lines.push(`- load average at start / end: ${result.machine.loadStart.map(f2).join(' ')} / ${result.machine.loadEnd.map(f2).join(' ')}`);
   lines.push(
-    `- settings: ghz -c ${CONCURRENCY} --connections ${CONNECTIONS}, ${result.settings.rounds} alternating rounds of ${result.settings.duration} s per scenario and target (after a ${result.settings.warmup} s warm-up), server env: ${JSON.stringify(result.settings.env)}, LOCAL_CACHE_SIZE_IN_BYTES=1048576`,
+    `- settings: ghz -c ${CONCURRENCY} --connections ${CONNECTIONS}, ${result.settings.rounds} alternating rounds of ${result.settings.duration} s per scenario and target (after a ${result.settings.warmup} s warm-up${result.settings.fresh ? ', each on a new server process (BENCH_FRESH)' : ''}), server env: ${JSON.stringify(result.settings.env)}, LOCAL_CACHE_SIZE_IN_BYTES=1048576`,
   );
   lines.push(`- sides: ${result.sides.map((s) => `${s.name} = ${s.ref} (${s.commit})`).join(', ')}`);
   lines.push(
@@ -388,6 +401,16 @@ function markdown(result) {
 
 // --- main -----------------------------------------------------------------------------------
 
+/** BENCH_FRESH: `t` becomes a new server process of the same kind, warmed up on `scenario`. */
+async function restart(bin, t, scenario) {
+  const exited = new Promise((resolve) => t.child.once('exit', resolve));
+  t.child.kill('SIGKILL');
+  await exited;
+  const fresh = await t.start();
+  Object.assign(t, { port: fresh.port, pid: fresh.pid, child: fresh.child });
+  ghz(bin, t, scenario, WARMUP);
+}
+
 async function main() {
   const argv = process.argv.slice(2);
   const compareAt = argv.indexOf('--compare');
@@ -419,6 +442,7 @@ async function main() {
       // Rotate the order each round so a slow drift of the machine does not favour one target.
       const order = targets.map((_, i) => targets[(i + round - 1) % targets.length]);
       for (const t of order) {
+        if (FRESH) await restart(bin, t, scenario);
         const s = ghz(bin, t, scenario, DURATION);
         samples.push({ round, scenario, target: t.name, ...s });
         log(
@@ -486,6 +510,7 @@ async function main() {
       backends: BACKENDS,
       scenarios: SCENARIOS,
       env: EXTRA_ENV,
+      fresh: FRESH,
     },
     sides: sides.map(({ name, ref, commit }) => ({ name, ref, commit })),
     rows,
