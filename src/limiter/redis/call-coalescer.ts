@@ -83,7 +83,8 @@ interface Batch {
  *
  * A request whose deadline passes before the reply is refused with DeadlineExceededError and
  * the call counts as failed for the breaker (once, however many requests it serves; a late end
- * is not counted again). A request with no time left is refused without a call.
+ * is not counted again). A request with no time left is refused without a call, and hands
+ * back the breaker's probe it may hold.
  */
 export class CallCoalescer {
   private batches = new Map<number, Batch>();
@@ -104,7 +105,13 @@ export class CallCoalescer {
    * per-key arguments of a call of its own (the tests' pinned clock).
    */
   run(part: ScriptCall, merge: boolean, extraArgs?: readonly number[]): Promise<number[]> {
-    if (part.deadline <= Date.now()) return Promise.reject(new DeadlineExceededError('no time left for redis'));
+    if (part.deadline <= Date.now()) {
+      // No call is made: if this request was let through a half-open breaker as its probe, the
+      // next one must be able to probe, or the breaker would stay closed to everyone. (When
+      // another request holds the probe, this lets one more through: a rare second probe.)
+      part.breaker.cancelProbe();
+      return Promise.reject(new DeadlineExceededError('no time left for redis'));
+    }
     if (!merge) {
       const batch = newBatch(part);
       const reply = join(batch, part);

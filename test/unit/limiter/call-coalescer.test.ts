@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CallCoalescer, type ScriptCall } from '../../../src/limiter/redis/call-coalescer';
 import { CountingBreaker } from '../../helpers/counting-breaker';
-import type { CircuitBreaker } from '../../../src/limiter/redis/circuit-breaker';
+import { CircuitBreaker } from '../../../src/limiter/redis/circuit-breaker';
 import type { LuaScript } from '../../../src/limiter/redis/lua-script';
 import type { RedisClient } from '../../../src/limiter/redis/redis-client';
 import { DeadlineExceededError } from '../../../src/errors';
@@ -99,6 +99,20 @@ describe('CallCoalescer', () => {
     await new Promise((r) => setImmediate(r));
     expect(calls).toHaveLength(0);
     expect(breaker.failures + breaker.successes).toBe(0);
+  });
+
+  it('a request with no time left hands back the probe it was granted: a half-open breaker is not left closed to everyone', async () => {
+    let now = 0;
+    const breaker = new CircuitBreaker(1, 500, () => now);
+    const { script } = scriptedScript();
+    const coalescer = new CallCoalescer();
+    breaker.failure();
+    now = 600;
+    expect(breaker.allow()).toBe(true); // this request is the probe
+    const refused = await outcome(coalescer.run(part(script, breaker, 'a', Date.now() - 1), true));
+    expect(refused).toBeInstanceOf(DeadlineExceededError);
+    // No call was made, so the next request may probe.
+    expect(breaker.allow()).toBe(true);
   });
 
   it('a call of its own goes at once with the extra arguments last, and a failure rejects it once for the breaker', async () => {
