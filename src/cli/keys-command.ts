@@ -3,7 +3,7 @@ import { scanCounterKeys, scanTargets, type ScanReport } from '../redis-keys/sca
 import { loadSettings } from '../settings';
 import { EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, intOption, parseArgs, stringOption, type CliIo } from './cli-io';
 
-export const KEYS_USAGE = `usage: floodgate keys --redis <url> [--cluster] [--fix] [options]
+export const KEYS_USAGE = `usage: floodgate keys --redis <url> [--cluster | --sentinel] [--fix] [options]
 
 Walks every counter key under the prefix with SCAN, a bounded COUNT per call and a pause
 between calls, and reports keys without a TTL and keys of an unknown shape (not
@@ -13,6 +13,8 @@ left to report, 1 otherwise, 2 when Redis cannot be reached.
 
   --redis URL      redis://[user:pass@]host:port, host:port, or a unix socket path
   --cluster        URL is a seed of a Redis Cluster: scan every master
+  --sentinel       URL is master,host:port[,host:port...] (REDIS_URL of REDIS_TYPE SENTINEL):
+                   scan the master the sentinels name
   --prefix P       CACHE_KEY_PREFIX (default: $CACHE_KEY_PREFIX)
   --fix            give each key without a TTL one (EXPIRE ... NX): two windows of its rule,
                    or --ttl for a policy key or a key of unknown shape
@@ -27,8 +29,21 @@ function connectOptions(): RedisOptions {
   return { lazyConnect: true, enableOfflineQueue: true, maxRetriesPerRequest: 0, connectTimeout: 5000, retryStrategy: () => null };
 }
 
-function clientFor(url: string, cluster: boolean): Redis | Cluster {
-  if (cluster) {
+type Topology = 'single' | 'cluster' | 'sentinel';
+
+function sentinelClient(url: string): Redis {
+  const [name, ...sentinels] = url.split(',');
+  const addresses = sentinels.map((s) => /^\[?([^\]]+?)\]?:(\d+)$/.exec(s.trim()));
+  if (!name || addresses.length === 0 || addresses.some((m) => m === null)) {
+    throw new UsageError(`--redis ${url}: with --sentinel, expected master,host:port[,host:port...]`);
+  }
+  const list = addresses.map((m) => ({ host: (m as RegExpExecArray)[1] as string, port: Number((m as RegExpExecArray)[2]) }));
+  return new Redis({ ...connectOptions(), name, sentinels: list, sentinelRetryStrategy: () => null });
+}
+
+function clientFor(url: string, topology: Topology): Redis | Cluster {
+  if (topology === 'sentinel') return sentinelClient(url);
+  if (topology === 'cluster') {
     const m = /^(?:rediss?:\/\/)?(?:[^@/]*@)?\[?([^\]/]+?)\]?:(\d+)\/?$/.exec(url);
     if (!m) throw new UsageError(`--redis ${url}: a cluster seed must be host:port`);
     return new Cluster([{ host: m[1], port: Number(m[2]) }], { lazyConnect: true, clusterRetryStrategy: () => null });
@@ -56,7 +71,7 @@ function formatReport(report: ScanReport, fix: boolean): string {
 }
 
 export async function keysCommand(args: readonly string[], io: CliIo): Promise<number> {
-  const parsed = parseArgs(args, ['redis', 'prefix', 'ttl', 'count', 'pause', 'max-calls'], ['cluster', 'fix']);
+  const parsed = parseArgs(args, ['redis', 'prefix', 'ttl', 'count', 'pause', 'max-calls'], ['cluster', 'sentinel', 'fix']);
   if (parsed.positional.length > 0) throw new UsageError(`unexpected argument ${parsed.positional[0]}`);
   const url = stringOption(parsed, 'redis');
   if (url === undefined) throw new UsageError('keys needs --redis <url>');
@@ -68,7 +83,9 @@ export async function keysCommand(args: readonly string[], io: CliIo): Promise<n
     maxCalls: intOption(parsed, 'max-calls', 1_000_000, 1, 1_000_000_000),
     ...(fix ? { fix: { unknownTtlSeconds: intOption(parsed, 'ttl', 86_400, 1, 10 * 365 * 86_400) } } : {}),
   };
-  const client = clientFor(url, parsed.options.has('cluster'));
+  if (parsed.options.has('cluster') && parsed.options.has('sentinel')) throw new UsageError('--sentinel and --cluster exclude each other');
+  const topology: Topology = parsed.options.has('cluster') ? 'cluster' : parsed.options.has('sentinel') ? 'sentinel' : 'single';
+  const client = clientFor(url, topology);
   // The connection's own error (ECONNREFUSED...) says more than the failed command's.
   let connectionError: Error | undefined;
   client.on('error', (err: Error) => (connectionError = err));

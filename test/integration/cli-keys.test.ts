@@ -2,6 +2,7 @@
 // unknown shape are reported, --fix gives the first a TTL, keys outside the prefix are left alone.
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { startSentinel } from '../harness/redis-sentinel';
 import { runCli } from '../helpers/run-cli';
 import { uniquePrefix } from './redis-backend-helpers';
 
@@ -87,3 +88,26 @@ test('an unreachable Redis exits 2 with the reason', async () => {
   expect(run.code).toBe(2);
   expect(run.stderr).toMatch(/^floodgate keys: redis 127\.0\.0\.1:1: .*ECONNREFUSED/);
 });
+
+test('--sentinel: the URL names the master and its sentinels, and the scan reaches the master they name', async () => {
+  const sentinel = await startSentinel();
+  try {
+    const p = uniquePrefix('keys-sentinel');
+    const orphan = `${p}rl:{shop:user=dee}:fixed_window:60`;
+    await sentinel.master().command('SET', orphan, '2');
+    const url = `${sentinel.masterName},${sentinel.sentinels}`;
+    expect(await runCli(['keys', '--redis', url, '--sentinel', '--prefix', p, '--pause', '1'])).toEqual({
+      code: 1,
+      stdout: `no-ttl ${orphan} (string)\nscanned 1 key on 1 node: 1 without TTL, 0 of unknown shape\n`,
+      stderr: '',
+    });
+    const fixed = await runCli(['keys', '--redis', url, '--sentinel', '--prefix', p, '--pause', '1', '--fix']);
+    expect(fixed.code).toBe(0);
+    expect(Number(await sentinel.master().command('TTL', orphan))).toBeGreaterThan(110);
+    const both = await runCli(['keys', '--redis', url, '--sentinel', '--cluster']);
+    expect(both).toMatchObject({ code: 2 });
+    expect(both.stderr).toContain('--sentinel and --cluster');
+  } finally {
+    await sentinel.stop();
+  }
+}, 60_000);
