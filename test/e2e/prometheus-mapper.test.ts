@@ -56,6 +56,10 @@ describe('PROMETHEUS_MAPPER_YAML', () => {
       const key = 'ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"}';
       expect(mapped.get(key)).toBe(7);
       expect(mapped.get('ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="1"}')).toBe(7);
+      // floodgate's operator metrics are served beside the mapped ones, as without a mapping.
+      expect(mapped.get('floodgate_rules_loaded{domain="rl"}')).toBe(2);
+      expect(mapped.get('floodgate_backend_failure_mode_answers_total{mode="allow"}')).toBe(0);
+      expect(mapped.get('floodgate_rules_loaded{domain="rl"}')).toBe(own.get('floodgate_rules_loaded{domain="rl"}'));
     } finally {
       await plain.stop();
     }
