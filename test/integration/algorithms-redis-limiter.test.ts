@@ -1,11 +1,10 @@
-import Redis, { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Algorithm } from '../../src/domain/algorithm';
 import type { LimitSpec } from '../../src/domain/limit-spec';
 import type { LimitCheck, LimitResult } from '../../src/limiter/limiter';
 import { MemoryLimiter } from '../../src/limiter/memory/memory-limiter';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
-import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
+import { standaloneAndCluster } from '../helpers/standalone-and-cluster';
 import { TRACE_START, seededRandom } from '../helpers/algorithm-traces';
 
 // Both backends behind the Limiter seam, on the same pinned clock: every request (several
@@ -26,19 +25,7 @@ function check(value: string, spec: LimitSpec, hits: number): LimitCheck {
   return { counter: { domain: 'algos', entries: [{ key: 'k', value }] }, spec, hits };
 }
 
-let standalone: RedisProcess;
-let cluster: RedisClusterHarness;
-beforeAll(async () => {
-  [standalone, cluster] = await Promise.all([startStandalone(), startCluster({ masters: 3, replicasPerMaster: 0 })]);
-}, 90_000);
-afterAll(async () => {
-  await Promise.all([standalone?.stop(), cluster?.stop()]);
-}, 30_000);
-
-describe.each([
-  ['standalone', () => new Redis({ host: standalone.host, port: standalone.port, maxRetriesPerRequest: 1 })],
-  ['cluster', () => new Cluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: 1 } })],
-] as const)('RedisLimiter and MemoryLimiter on %s', (name, connect) => {
+describe.each(standaloneAndCluster())('RedisLimiter and MemoryLimiter on %s', (name, connect) => {
   const clock = { now: TRACE_START };
   let redis: RedisLimiter;
   let memory: MemoryLimiter;

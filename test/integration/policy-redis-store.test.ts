@@ -1,26 +1,14 @@
 import Redis, { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { RedisPolicyStore } from '../../src/policy/redis-policy-store';
-import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
+import { standaloneAndCluster } from '../helpers/standalone-and-cluster';
 import { expectConcurrentEqualsSerial } from '../helpers/policy-concurrency';
 import { POLICY_TRACES, TRACE_START, runPolicyTrace } from '../helpers/policy-traces';
 
 // lua/policy.lua on real Redis with a pinned clock must answer the shared traces exactly as
 // the memory store does (test/unit/policy/memory-policy-store.test.ts), on a standalone server
 // and on a 3-master cluster; its keys share the client's slot and every one has a TTL.
-let standalone: RedisProcess;
-let cluster: RedisClusterHarness;
-beforeAll(async () => {
-  [standalone, cluster] = await Promise.all([startStandalone(), startCluster({ masters: 3, replicasPerMaster: 0 })]);
-}, 90_000);
-afterAll(async () => {
-  await Promise.all([standalone?.stop(), cluster?.stop()]);
-}, 30_000);
-
-describe.each([
-  ['standalone', () => new Redis({ host: standalone.host, port: standalone.port, maxRetriesPerRequest: 1 })],
-  ['cluster', () => new Cluster([...cluster.startupNodes], { redisOptions: { maxRetriesPerRequest: 1 } })],
-] as const)('RedisPolicyStore on %s', (name, connect) => {
+describe.each(standaloneAndCluster())('RedisPolicyStore on %s', (name, connect) => {
   const clock = { now: TRACE_START };
   const clients: (Redis | Cluster)[] = [];
   let run = 0;

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
-import type { Algorithm } from '../../domain/algorithm';
+import { ALGORITHMS, type Algorithm } from '../../domain/algorithm';
 import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
 import { CircuitBreaker } from './circuit-breaker';
 import { checkKey } from '../counter-key';
@@ -41,8 +41,8 @@ interface SlotGroup {
   readonly indexes: number[];
 }
 
-/** Index of each algorithm in a batch key. */
-const ALGORITHM_INDEX: Readonly<Record<Algorithm, number>> = { fixed_window: 0, sliding_window: 1, token_bucket: 2, gcra: 3, sliding_log: 4 };
+/** Index of each algorithm in a batch key (fewer than 8 algorithms: see group()). */
+const ALGORITHM_INDEX = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i])) as Readonly<Record<Algorithm, number>>;
 const SIDES = ['m|', 's|'] as const;
 
 /**
