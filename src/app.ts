@@ -262,6 +262,7 @@ function startOrphanScan(settings: Settings, { logger, prometheus }: Core, runni
 function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, running: Running): HealthState {
   running.health = new HealthState({
     backendHealthy: () => limiter.isHealthy(),
+    backendCountsForHealth: settings.redisHealthCheckActiveConnection,
     rulesReady: () => !settings.healthyWithAtLeastOneConfigLoaded || holder.current !== undefined,
   });
   return running.health;
@@ -351,10 +352,20 @@ async function openPorts(
   return { grpcPort, httpPort, debugPort, metricsPort };
 }
 
-function reportHealthChanges(health: HealthState, limiter: Limiter, { logger, metrics }: Core): void {
-  health.on('change', (serving: boolean) => {
-    metrics.setBackendHealthy(limiter.isHealthy());
-    logger.warn(serving ? 'health: SERVING' : 'health: NOT_SERVING');
+function reportHealthChanges(health: HealthState, { logger, metrics }: Core): void {
+  let serving = health.isServing();
+  let backend = health.isBackendHealthy();
+  metrics.setBackendHealthy(backend);
+  health.on('change', () => {
+    if (backend !== health.isBackendHealthy()) {
+      backend = !backend;
+      metrics.setBackendHealthy(backend);
+      logger.warn(backend ? 'backend: reachable again' : 'backend: unreachable; calls follow BACKEND_FAILURE_MODE');
+    }
+    if (serving !== health.isServing()) {
+      serving = !serving;
+      logger.warn(serving ? 'health: SERVING' : 'health: NOT_SERVING');
+    }
   });
 }
 
@@ -469,7 +480,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
     const service = running.tracing ? running.tracing.traceService(untraced) : untraced;
     const ports = await openPorts(settings, core, { service, policy, health, rules, limiter }, running);
-    reportHealthChanges(health, limiter, core);
+    reportHealthChanges(health, core);
     let stopping: Promise<void> | undefined;
     const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));
     return { ...ports, health, metrics: prometheus, prometheusRegistry, ...(statsd ? { statsd } : {}), limiter, rules, stop };

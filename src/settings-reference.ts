@@ -99,11 +99,7 @@ export const REFERENCE_VARIABLES: readonly ReferenceVariable[] = Object.freeze([
     'the script calls of one request to different cluster slots are always sent in parallel',
     'REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM',
   ),
-  ...withStatus(
-    'accepted',
-    'health always follows the Redis connection (NOT_SERVING while Redis is unreachable)',
-    'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION',
-  ),
+  ...supported('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION'),
   ...supported('REDIS_TIMEOUT', 'REDIS_PERSECOND_TIMEOUT'),
   ...withStatus(
     'accepted',

@@ -45,6 +45,8 @@ export interface Settings {
   readonly mergeDomainConfig: boolean;
   readonly forceStartWithoutInitialConfig: boolean;
   readonly healthyWithAtLeastOneConfigLoaded: boolean;
+  /** REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: a lost backend makes /healthcheck and service `ratelimit` fail. */
+  readonly redisHealthCheckActiveConnection: boolean;
   /** CONFIG_TYPE: rules from the rule files, or from an xDS management server (then `xds` is set). */
   readonly configType: ConfigType;
   readonly xds?: XdsSettings;
@@ -480,7 +482,6 @@ function statsdSettings(env: Env, flushIntervalMs: number, tags: Array<[string, 
 function checkAcceptedVariables(env: Env): void {
   for (const name of ['REDIS_STARTUP_INITIAL_INTERVAL', 'REDIS_STARTUP_MAX_INTERVAL']) duration(env, name, 0);
   for (const name of ['REDIS_CLUSTER_PIPELINE_PARALLELISM', 'REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM']) int(env, name, 1, 0, 1_000_000);
-  bool(env, 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false);
   for (const name of ['REDIS_POOL_ON_EMPTY_BEHAVIOR', 'REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR'])
     oneOf(env, name, 'WAIT', ['WAIT', 'CREATE', 'ERROR']);
 }
@@ -546,6 +547,7 @@ export function loadSettings(env: Env = process.env): Settings {
     mergeDomainConfig: bool(env, 'MERGE_DOMAIN_CONFIG', false),
     forceStartWithoutInitialConfig: bool(env, 'FORCE_START_WITHOUT_INITIAL_CONFIG', false),
     healthyWithAtLeastOneConfigLoaded: bool(env, 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
+    redisHealthCheckActiveConnection: bool(env, 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false),
     ...rulesSource(env),
     ...tracingSettings(env),
     ...backend,

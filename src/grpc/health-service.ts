@@ -8,8 +8,12 @@ const KNOWN_SERVICES: ReadonlySet<string> = new Set(['', 'ratelimit']);
 type StatusReply = { status: WireServingStatus };
 type WatchCall = grpc.ServerWritableStream<WireHealthRequest, StatusReply>;
 
-function statusOf(health: HealthState): WireServingStatus {
-  return health.isServing() ? 'SERVING' : 'NOT_SERVING';
+/**
+ * Service `ratelimit` (and /healthcheck) follows the whole health; service `""` only the process,
+ * never the backend, as in the reference (grpc-go's health server keeps `""` SERVING).
+ */
+function statusOf(health: HealthState, service: string): WireServingStatus {
+  return (service === '' ? health.isProcessServing() : health.isServing()) ? 'SERVING' : 'NOT_SERVING';
 }
 
 export interface HealthService {
@@ -22,13 +26,19 @@ export interface HealthService {
 export function healthService(health: HealthState): HealthService {
   // Watches of a known service get every change; one listener on `health` serves them all, so
   // any number of streams adds no listener (and no MaxListenersExceededWarning).
-  const watchers = new Set<WatchCall>();
+  // Each known-service watch, with the status it was last sent: a change is written only to the
+  // streams whose own answer changed.
+  const watchers = new Map<WatchCall, WireServingStatus>();
   // Every open Watch, unknown services included (they stay open, as the health protocol asks,
   // until the client leaves or the server shuts down).
   const open = new Set<WatchCall>();
   const onChange = (): void => {
-    const status = statusOf(health);
-    for (const call of watchers) call.write({ status });
+    for (const [call, sent] of watchers) {
+      const status = statusOf(health, call.request.service);
+      if (status === sent) continue;
+      watchers.set(call, status);
+      call.write({ status });
+    }
   };
   health.on('change', onChange);
   const handlers: grpc.UntypedServiceImplementation = {
@@ -37,7 +47,7 @@ export function healthService(health: HealthState): HealthService {
         callback({ code: grpc.status.NOT_FOUND, details: `unknown service '${call.request.service}'` });
         return;
       }
-      callback(null, { status: statusOf(health) });
+      callback(null, { status: statusOf(health, call.request.service) });
     },
     Watch(call: WatchCall) {
       const stop = (): void => {
@@ -51,8 +61,9 @@ export function healthService(health: HealthState): HealthService {
         call.write({ status: 'SERVICE_UNKNOWN' });
         return;
       }
-      call.write({ status: statusOf(health) });
-      watchers.add(call);
+      const status = statusOf(health, call.request.service);
+      call.write({ status });
+      watchers.set(call, status);
     },
   };
   return {

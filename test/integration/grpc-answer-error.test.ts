@@ -11,7 +11,7 @@ import type { RateLimitResponse } from '../../src/service/types';
 import { oneDescriptor, rlsClient, type RlsTestClient } from '../helpers/rls-client';
 
 describe('gRPC handler: an error while answering', () => {
-  const health = new HealthState({ backendHealthy: () => true, rulesReady: () => true });
+  const health = new HealthState({ backendHealthy: () => true, backendCountsForHealth: true, rulesReady: () => true });
   // A response the wire conversion cannot read: reading its statuses throws.
   const unreadable = {
     overallCode: 'OK',

@@ -1,6 +1,7 @@
 // Done when: with Redis stopped entirely, every call is answered per BACKEND_FAILURE_MODE within
 // 50 ms (client-side, 20 ms deadline as Envoy sends), gRPC health and /healthcheck turn
-// NOT_SERVING/500 within about a second, and come back on their own once Redis is back.
+// NOT_SERVING/500 within about a second (with REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true; without
+// it health stays up, see redis-health-active-connection.test.ts), and come back on their own once Redis is back.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { sleep, within } from '../harness/wait';
@@ -20,7 +21,15 @@ const apps = new Map<Mode, TestApp>();
 beforeAll(async () => {
   redis = await startStandalone();
   for (const mode of MODES) {
-    apps.set(mode, await startTestApp(RULES, { REDIS_URL: redis.url, BACKEND_FAILURE_MODE: mode, CACHE_KEY_PREFIX: uniquePrefix(mode) }));
+    apps.set(
+      mode,
+      await startTestApp(RULES, {
+        REDIS_URL: redis.url,
+        BACKEND_FAILURE_MODE: mode,
+        CACHE_KEY_PREFIX: uniquePrefix(mode),
+        REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true',
+      }),
+    );
   }
 });
 afterAll(async () => {

@@ -17,7 +17,7 @@ describe('a hanging standalone Redis', () => {
   let t: TestApp;
   beforeAll(async () => {
     redis = await startStandalone();
-    t = await startTestApp(RULES, { REDIS_URL: redis.url, BACKEND_FAILURE_MODE: 'error' });
+    t = await startTestApp(RULES, { REDIS_URL: redis.url, BACKEND_FAILURE_MODE: 'error', REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true' });
   });
   afterAll(async () => {
     if (redis?.pid) process.kill(redis.pid, 'SIGCONT');

@@ -24,7 +24,13 @@ beforeAll(async () => {
   [main, perSecond] = await Promise.all([startStandalone(), startStandalone()]);
   t = await startTestApp(
     { 'ps.yaml': RULES },
-    { REDIS_URL: main.url, REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: perSecond.url, CACHE_KEY_PREFIX: 'ps_' },
+    {
+      REDIS_URL: main.url,
+      REDIS_PERSECOND: 'true',
+      REDIS_PERSECOND_URL: perSecond.url,
+      CACHE_KEY_PREFIX: 'ps_',
+      REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true',
+    },
   );
 });
 afterAll(async () => {
@@ -56,14 +62,14 @@ describe('REDIS_PERSECOND', () => {
     for (const key of onMain) expect(Number(await main.command('PTTL', key))).toBeGreaterThan(0);
   });
 
-  test('health needs both: the per-second Redis down means NOT_SERVING', async () => {
-    expect(await t.client.healthCheck()).toBe('SERVING');
+  test('with REDIS_HEALTH_CHECK_ACTIVE_CONNECTION, health needs both: the per-second Redis down means NOT_SERVING', async () => {
+    expect(await t.client.healthCheck('ratelimit')).toBe('SERVING');
     await perSecond.kill('SIGKILL');
     try {
-      await within(2000, async () => (await t.client.healthCheck()) === 'NOT_SERVING', 'NOT_SERVING');
+      await within(2000, async () => (await t.client.healthCheck('ratelimit')) === 'NOT_SERVING', 'NOT_SERVING');
     } finally {
       await perSecond.restart();
     }
-    await within(5000, async () => (await t.client.healthCheck()) === 'SERVING', 'SERVING');
+    await within(5000, async () => (await t.client.healthCheck('ratelimit')) === 'SERVING', 'SERVING');
   });
 });

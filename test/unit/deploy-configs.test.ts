@@ -425,7 +425,7 @@ describe('deploy/kubernetes', () => {
       const readiness = container.readinessProbe as Obj;
       expect(readiness.grpc).toEqual({ port: settings.grpcPort, service: 'ratelimit' });
       const liveness = container.livenessProbe as Obj;
-      // /healthcheck and gRPC health are NOT_SERVING while Redis is unreachable; a liveness
+      // With REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true, /healthcheck and gRPC health are NOT_SERVING while Redis is unreachable; a liveness
       // probe on them would restart every pod during a Redis outage.
       expect(liveness.httpGet).toBeUndefined();
       expect(liveness.grpc).toBeUndefined();
