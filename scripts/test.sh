@@ -32,6 +32,9 @@ if [ ! -x "$(go env GOPATH)/bin/statsd_exporter" ]; then
   go install "github.com/prometheus/statsd_exporter@$STATSD_EXPORTER_VERSION"
 fi
 
+# The tests run on the Node.js line the image ships (.node-version), fetched once when older here.
+source scripts/use-node-lts.sh
+
 [ -d node_modules ] || npm ci
 # The SIGTERM end-to-end tests run the built server as a real process.
 npm run --silent build
