@@ -92,7 +92,10 @@ describe('Redis over mutual TLS, with an ACL user (REDIS_TLS*, REDIS_AUTH user:p
   });
 
   test('without a client certificate Redis refuses the connection: not healthy, calls UNAVAILABLE', async () => {
-    const t = await startTestApp(RULES, tlsEnv({ REDIS_AUTH: 'floodgate:fg-secret', BACKEND_FAILURE_MODE: 'error', REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true' }));
+    const t = await startTestApp(
+      RULES,
+      tlsEnv({ REDIS_AUTH: 'floodgate:fg-secret', BACKEND_FAILURE_MODE: 'error', REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true' }),
+    );
     apps.push(t);
     expect(t.app.limiter.isHealthy()).toBe(false);
     expect(await t.client.healthCheck('ratelimit')).toBe('NOT_SERVING');
