@@ -24,7 +24,7 @@ const LAYERS = [
   { name: 'service', groups: [['src/service']] },
   { name: 'rls protocol', groups: [['src/rls']] },
   { name: 'transports', groups: [['src/grpc'], ['src/http'], ['src/tracing']] },
-  { name: 'settings', groups: [['src/settings.ts', 'src/settings-parse.ts', 'src/redis-url-credentials.ts', 'src/settings-reference.ts']] },
+  { name: 'settings', groups: [['src/settings.ts', 'src/settings-parse.ts', 'src/redis-url-credentials.ts', 'src/settings-reference.ts', 'src/settings-doubts.ts']] },
   // The CLI sits with the app: it wires the same pieces (rules, service, limiter, settings) for one command.
   { name: 'app', groups: [['src/app.ts', 'src/cluster-primary.ts', 'src/main.ts', 'src/cli']] },
 ];

@@ -5,6 +5,7 @@ import { runClusterPrimary } from './cluster-primary';
 import { FloodgateError } from './errors';
 import { createLogger } from './log';
 import { loadSettings } from './settings';
+import { reportSettingsDoubts } from './settings-doubts';
 import { reportIneffectiveVariables } from './settings-reference';
 
 async function main(): Promise<void> {
@@ -12,12 +13,17 @@ async function main(): Promise<void> {
   try {
     settings = loadSettings();
   } catch (err) {
+    // A typo is a common cause of an invalid environment: say so before the error itself.
+    reportSettingsDoubts(process.env, undefined, createLogger('WARN', 'text'));
     process.stderr.write(`floodgate: ${(err as Error).message}\n`);
     process.exit(2);
   }
   const logger = createLogger(settings.logLevel, settings.logFormat);
   // Once per deployment, not once per worker.
-  if (cluster.isPrimary) reportIneffectiveVariables(process.env, logger);
+  if (cluster.isPrimary) {
+    reportIneffectiveVariables(process.env, logger);
+    reportSettingsDoubts(process.env, settings, logger);
+  }
   if (settings.workers > 1 && cluster.isPrimary) {
     await runClusterPrimary(settings, logger);
     return;
@@ -53,11 +59,16 @@ async function main(): Promise<void> {
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));
   // Printed whatever LOG_LEVEL says: operators and scripts look for this line.
+  const banner =
+    `serving gRPC on ${settings.grpcUds ?? `${settings.grpcHost}:${app.grpcPort}`}, HTTP on ${settings.host}:${app.httpPort}, ` +
+    `debug on ${settings.debugHost}:${app.debugPort}` +
+    (app.metricsPort !== undefined ? `, metrics on ${settings.prometheusHost}:${app.metricsPort}${settings.prometheusPath}` : '') +
+    `, backend ${settings.backendType}, rules from ${settings.xds ? `xDS server ${settings.xds.serverUrl}` : settings.rulesDir}`;
+  // Under LOG_FORMAT=json every line on stderr is a JSON object, this one too, for log collectors.
   process.stderr.write(
-    `floodgate: serving gRPC on ${settings.grpcUds ?? `${settings.grpcHost}:${app.grpcPort}`}, HTTP on ${settings.host}:${app.httpPort}, ` +
-      `debug on ${settings.debugHost}:${app.debugPort}` +
-      (app.metricsPort !== undefined ? `, metrics on ${settings.prometheusHost}:${app.metricsPort}${settings.prometheusPath}` : '') +
-      `, backend ${settings.backendType}, rules from ${settings.xds ? `xDS server ${settings.xds.serverUrl}` : settings.rulesDir}\n`,
+    settings.logFormat === 'json'
+      ? JSON.stringify({ time: new Date().toISOString(), level: 'info', msg: `floodgate: ${banner}` }) + '\n'
+      : `floodgate: ${banner}\n`,
   );
 }
 
