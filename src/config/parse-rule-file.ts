@@ -271,12 +271,25 @@ function toPlain(node: YNode): unknown {
     }
     return out;
   }
-  if (node.type === 'int') {
-    const n = node.value as bigint;
-    // Metadata travels as JSON/protobuf Struct (doubles); beyond 2^53 keep the digits as text.
-    return Number.isSafeInteger(Number(n)) ? Number(n) : node.text;
-  }
+  if (node.type === 'int') return metadataInteger(node.value as bigint, node.text);
   return node.value;
+}
+
+const INT64_MIN = -(2n ** 63n);
+const UINT64_MAX = 2n ** 64n - 1n;
+
+/**
+ * A YAML integer as the reference's metadata carries it: Go's YAML reader makes it an int64 or a
+ * uint64, past those a float64 read from its decimal digits, and the Struct holds each as a
+ * double (rounded past 2^53, as the reference sends it). Only what no float reading takes (a huge
+ * hex, octal-prefixed or binary literal, or digits past the double range) stays text, as Go's
+ * reader leaves it a string.
+ */
+function metadataInteger(n: bigint, text: string): number | string {
+  if (n >= INT64_MIN && n <= UINT64_MAX) return Number(n);
+  const digits = text.replace(/_/g, '');
+  const asDouble = Number(digits);
+  return /^[-+]?[0-9]+$/.test(digits) && Number.isFinite(asDouble) ? asDouble : text;
 }
 
 function deepFreeze<T>(value: T): T {

@@ -50,7 +50,7 @@ const UNIT_BY_NUMBER = ['UNKNOWN', 'SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', '
 
 function unitFromJson(v: unknown, what: string): WireUnit | number {
   if (v === undefined || v === null) return 'UNKNOWN';
-  // A number outside the enum stays a number; conversion rejects it with a message.
+  // A number outside the enum stays a number for conversion: 7 is WEEK, any other is refused.
   if (typeof v === 'number') return UNIT_BY_NUMBER[v] ?? v;
   return asString(v, what) as WireUnit;
 }

@@ -4,8 +4,18 @@ import { UINT32_MAX } from '../domain/uint32';
 import type { Unit } from '../domain/units';
 import type { WireDescriptor, WireRequest } from './wire-types';
 
-// RateLimitUnit on the request side has no WEEK; UNKNOWN or a number outside the enum is invalid.
-const OVERRIDE_UNITS: ReadonlySet<string> = new Set(['SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR']);
+// RateLimitUnit on the request side: its names, and the number 7, which the request's enum does
+// not name but the reference enforces as WEEK (its response enum's 7). The name WEEK is not the
+// request enum's, so protobuf JSON refuses it; UNKNOWN and other numbers crash the reference.
+const OVERRIDE_UNITS: ReadonlyMap<string | number, Unit> = new Map<string | number, Unit>([
+  ['SECOND', 'SECOND'],
+  ['MINUTE', 'MINUTE'],
+  ['HOUR', 'HOUR'],
+  ['DAY', 'DAY'],
+  ['MONTH', 'MONTH'],
+  ['YEAR', 'YEAR'],
+  [7, 'WEEK'],
+]);
 
 /**
  * A hits_addend from the wire (a decimal string on the server, exact for any uint64); 0 = not set.
@@ -22,11 +32,11 @@ function hitsFromWire(raw: number | string, what: string): number {
 function descriptorFromWire(d: WireDescriptor, index: number): RequestDescriptor {
   let descriptor: RequestDescriptor = { entries: d.entries ?? [] };
   if (d.limit) {
-    const unit = d.limit.unit;
-    if (typeof unit !== 'string' || !OVERRIDE_UNITS.has(unit)) {
-      throw new InvalidRequestError(`descriptor ${index}: limit override has invalid unit '${String(unit)}'`);
+    const unit = OVERRIDE_UNITS.get(d.limit.unit);
+    if (unit === undefined) {
+      throw new InvalidRequestError(`descriptor ${index}: limit override has invalid unit '${String(d.limit.unit)}'`);
     }
-    descriptor = { ...descriptor, limit: { requestsPerUnit: d.limit.requests_per_unit, unit: unit as Unit } };
+    descriptor = { ...descriptor, limit: { requestsPerUnit: d.limit.requests_per_unit, unit } };
   }
   if (d.hits_addend) {
     descriptor = { ...descriptor, hitsAddend: hitsFromWire(d.hits_addend.value, `descriptor ${index}: hits_addend`) };

@@ -26,8 +26,10 @@ const TAG_REQUESTS_PER_UNIT = (1 << 3) | 0;
 const TAG_UNIT = (2 << 3) | 0;
 const TAG_UINT64_VALUE = (1 << 3) | 0;
 
-// envoy.type.v3.RateLimitUnit: the request side has no WEEK; UNKNOWN or another number is invalid.
-const OVERRIDE_UNITS: readonly (Unit | undefined)[] = [undefined, 'SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR'];
+// envoy.type.v3.RateLimitUnit by number. The request's enum has no WEEK, but the reference reads
+// the number as its response enum, where 7 is WEEK, and enforces it. UNKNOWN (0) and any other
+// number are refused: the reference crashes on them.
+const OVERRIDE_UNITS: readonly (Unit | undefined)[] = [undefined, 'SECOND', 'MINUTE', 'HOUR', 'DAY', 'MONTH', 'YEAR', 'WEEK'];
 
 function decodeEntry(r: ProtoReader): DescriptorEntry {
   const end = r.lengthEnd();

@@ -78,7 +78,8 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
   let replaced: Set<string> | undefined;
   for (let i = 0; i < request.descriptors.length; i++) {
     const d = request.descriptors[i] as RequestDescriptor;
-    if (!domainKnown || d.entries.length === 0) {
+    // A descriptor with no entries matches no rule, but Envoy's limit override still applies.
+    if (!domainKnown || (d.entries.length === 0 && d.limit === undefined)) {
       resolved[i] = {};
       continue;
     }
@@ -99,13 +100,15 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
     const d = request.descriptors[i] as RequestDescriptor;
     const hits = d.hitsAddend ?? request.hitsAddend;
     const rule = r.rule;
-    const name = rule?.name;
-    if (rule === undefined || (replaced !== undefined && name !== undefined && name !== '' && replaced.has(name))) {
-      return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
-    }
+    if (rule === undefined) return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
     const metricKey = r.overrideMetricKey ?? r.match?.metricKey ?? rule.fullKey;
     const metadata = r.match?.metadata;
+    // Unlimited before `replaces`, as the reference: a replaced unlimited rule stays unlimited.
     if (rule.unlimited) return { rule, metricKey, metadata, hits, checkIndex: NOTHING_TO_COUNT };
+    const name = rule.name;
+    if (replaced !== undefined && name !== undefined && name !== '' && replaced.has(name)) {
+      return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
+    }
     checks.push({
       counter: { domain, entries: r.match?.counterEntries ?? d.entries },
       spec: { algorithm: rule.algorithm, limit: rule.requestsPerUnit, windowSeconds: rule.windowSeconds, burst: rule.burst },

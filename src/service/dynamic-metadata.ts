@@ -42,7 +42,8 @@ function mergeInto(dest: JsonMap, src: Readonly<JsonMap>): void {
  * space between fields depending on the binary; one space is the canonical form.)
  */
 export function limitOverrideText(limit: LimitOverride): string {
-  const unit = 'unit:' + limit.unit;
+  // Envoy's request enum has no name for WEEK (7): Go prints such a value as its number.
+  const unit = 'unit:' + (limit.unit === 'WEEK' ? '7' : limit.unit);
   return limit.requestsPerUnit === 0 ? unit : `requests_per_unit:${limit.requestsPerUnit} ${unit}`;
 }
 

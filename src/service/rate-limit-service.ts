@@ -133,6 +133,9 @@ export class RateLimitService {
       const rule = plan.rule;
       if (rule === undefined) {
         statuses[i] = STATUS_NO_LIMIT;
+        // Global quota mode makes every descriptor that is not unlimited a quota descriptor, one
+        // without a rule (or replaced, or of an unknown domain) a passing one (ratelimit.go).
+        if (config.quotaMode) tally.add(true, false, 0);
         continue;
       }
       if (plan.checkIndex < 0) {

@@ -23,7 +23,7 @@ export interface TestApp {
 export async function startTestApp(
   files: Record<string, string>,
   env: Record<string, string> = {},
-  options: { logger?: Logger; spanExporter?: AppOptions['spanExporter'] } = {},
+  options: { logger?: Logger; spanExporter?: AppOptions['spanExporter']; limiter?: AppOptions['limiter'] } = {},
 ): Promise<TestApp> {
   const root = mkdtempSync(join(tmpdir(), 'floodgate-e2e-'));
   const rulesDir = join(root, 'config');
@@ -46,6 +46,7 @@ export async function startTestApp(
   const app = await startApp(settings, {
     logger: options.logger ?? createLogger('ERROR', 'text'),
     ...(options.spanExporter ? { spanExporter: options.spanExporter } : {}),
+    ...(options.limiter ? { limiter: options.limiter } : {}),
   });
   const client = rlsClient(`127.0.0.1:${app.grpcPort}`);
   return {
