@@ -57,6 +57,8 @@ export interface XdsServerOptions {
   /** The last snapshot pushed is kept here and served again after a restart. */
   readonly statePath: string;
   readonly tls?: { readonly cert: string; readonly key: string; readonly clientCa?: string };
+  /** The node ID the snapshots are for (`default` when absent). */
+  readonly node?: string;
 }
 
 export interface XdsServer {
@@ -75,6 +77,7 @@ function exited(child: ChildProcess): Promise<void> {
 
 export async function startXdsServer(options: XdsServerOptions): Promise<XdsServer> {
   const args = ['-listen', options.listen ?? '127.0.0.1:0', '-admin', '127.0.0.1:0', '-state', options.statePath];
+  if (options.node !== undefined) args.push('-node', options.node);
   if (options.tls) {
     args.push('-tls-cert', options.tls.cert, '-tls-key', options.tls.key);
     if (options.tls.clientCa) args.push('-client-ca', options.tls.clientCa);
