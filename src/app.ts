@@ -191,9 +191,11 @@ async function startRules(settings: Settings, { logger, metrics, operator }: Cor
       mergeDomainConfig: settings.mergeDomainConfig,
       logger,
       onLoaded,
-      onError: (err) => {
+      onError: (err, { log, unlogged }) => {
         metrics.configLoad(false);
-        logger.error(`error loading new configuration from xDS: ${err.message}`);
+        // Paced by the client: a server sending bad snapshots in a loop cannot flood the log.
+        const since = unlogged > 0 ? ` (and ${unlogged} more rejected snapshots not logged since the last)` : '';
+        if (log) logger.error(`error loading new configuration from xDS: ${err.message}${since}`);
       },
     });
     running.rulesSource = client;

@@ -306,6 +306,7 @@ function xdsSettings(env: Env): XdsSettings {
       jitter: bool(env, 'XDS_CLIENT_BACKOFF_JITTER', true),
     }),
     maxReceiveMessageBytes: int(env, 'XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', 0, 0, 2 ** 31 - 1),
+    maxResources: int(env, 'XDS_MAX_RESOURCES', 10_000, 1, 1_000_000),
     ...(tls ? { tls } : {}),
   });
 }
