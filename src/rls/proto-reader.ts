@@ -1,8 +1,10 @@
+import { isUtf8 } from 'node:buffer';
 import { InvalidRequestError } from '../errors';
 
 // The protobuf wire format, read side, for the few fields floodgate decodes by hand
 // (request-decoder.ts). Every read is bounded by the buffer, so a malformed message ends in a
-// MalformedMessageError (INVALID_ARGUMENT), never in a read past the end or a crash.
+// MalformedMessageError (INVALID_ARGUMENT), never in a read past the end or a crash. A string
+// field that is not UTF-8 is malformed, as protobuf-go, the reference's decoder, has it.
 
 export const WIRE_VARINT = 0;
 export const WIRE_FIXED64 = 1;
@@ -95,24 +97,38 @@ export class ProtoReader {
     return end;
   }
 
-  /** A length-delimited string field, decoded as UTF-8 exactly as protobufjs does on Node. */
+  /**
+   * A length-delimited string field. Bytes that are not UTF-8 are refused, as protobuf-go
+   * refuses them: read with replacement characters, distinct values (Latin-1 J\xF6rg and
+   * J\xFCrg) would become one (J\uFFFDrg), and share a counter.
+   */
   string(): string {
     const end = this.lengthEnd();
     const start = this.pos;
-    this.pos = end;
+    const buf = this.buf;
     if (end - start <= SHORT_STRING_BYTES) {
       // Descriptor keys and values are mostly short ASCII: built here, they skip the native
       // call, which costs more than the string itself at this size.
-      const buf = this.buf;
       let s = '';
       for (let i = start; i < end; i++) {
         const b = buf[i] as number;
-        if (b >= 0x80) return buf.toString('utf8', start, end);
+        if (b >= 0x80) return this.utf8(start, end);
         s += String.fromCharCode(b);
       }
+      this.pos = end;
       return s;
     }
-    return this.buf.toString('utf8', start, end);
+    return this.utf8(start, end);
+  }
+
+  private utf8(start: number, end: number): string {
+    const s = this.buf.toString('utf8', start, end);
+    // The decoder puts U+FFFD wherever the bytes are not UTF-8, so a string without one was
+    // valid; one with U+FFFD (which the caller may also have sent) is checked exactly. On a
+    // string of one-byte characters, V8 answers this search without a scan.
+    if (s.includes('\uFFFD') && !isUtf8(this.buf.subarray(start, end))) this.malformed('string field contains invalid UTF-8');
+    this.pos = end;
+    return s;
   }
 
   /** Checks that a sub-message ended exactly at its length. */
