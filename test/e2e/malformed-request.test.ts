@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 
 const RULES = {
-  'edge.yaml': 'domain: edge\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n',
+  'edge.yaml': 'domain: edge\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 100\n',
   'users.yaml': 'domain: users\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1\n',
 };
 
@@ -58,6 +58,9 @@ describe('malformed RateLimitRequest bytes', () => {
     ['a length past the end', Buffer.concat([DOMAIN, Buffer.from([0x12, 0x40, 0x0a, 0x00])])],
     ['an invalid wire type', Buffer.concat([DOMAIN, Buffer.from([0x0f, 0x01])])],
     ['a field running past its sub-message', Buffer.concat([DOMAIN, Buffer.from([0x12, 0x02, 0x0a, 0x05, 0x0a, 0x01, 0x6b, 0x12, 0x00])])],
+    // Field number 2^32 + 10 with wire type 2: its low 32 bits would read as the domain field.
+    ['a field number past 2^29 - 1', Buffer.concat([DOMAIN, Buffer.from([0xd2, 0x80, 0x80, 0x80, 0x80, 0x02, 0x01, 0x78])])],
+    ['a 10-byte varint past 64 bits', Buffer.concat([DOMAIN, Buffer.from([0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02])])],
   ];
 
   it.each(cases)('%s answers INVALID_ARGUMENT and the server keeps serving', async (_name, bytes) => {

@@ -2,6 +2,9 @@
 // the server's usual options, on seeded random messages: the request decoder must give what
 // proto-loader's decoding + requestFromWire gives (values and errors), and the response
 // encoder's bytes, decoded by protobufjs, what responseToWire gives. Reads the .proto files.
+// protobufjs keeps the last of a message field written twice where protobuf-go (the reference's
+// decoder, and the judge) merges them: the requests here write each once, and
+// rls-codec-protobuf-go.test.ts compares the decoder with protobuf-go on every encoding.
 import * as protoLoader from '@grpc/proto-loader';
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../src/errors';
