@@ -97,7 +97,19 @@ export class PolicyEngine {
     };
   }
 
-  /** The client was denied by its limits: the denial goes with its next decision. */
+  /**
+   * Whether the counter keyed by `entries` is the decision's client's own: its descriptor
+   * carries the client entry. Only a denial by such a limit is a signal against the client; a
+   * limit it shares with others (a route's, or a `share_threshold` wildcard's) says nothing of
+   * it, since another client may have spent it.
+   */
+  ownsCounter(decision: PolicyDecision, entries: readonly DescriptorEntry[]): boolean {
+    const key = decision.policy.client;
+    for (const e of entries) if (e.key === key && e.value === decision.client) return true;
+    return false;
+  }
+
+  /** The client was denied by a limit of its own: the denial goes with its next decision. */
   noteDenial(decision: PolicyDecision): void {
     const key = decision.policy.domain + '\u0000' + decision.client;
     const pending = this.pendingDenials.get(key);
