@@ -46,6 +46,15 @@ function entryValue(request: DescribedRequest, key: string | undefined): string 
 }
 
 /**
+ * Every change of tier a decision found or made: the steps down time made since the client's
+ * previous decision (the box's end, one per quiet period), then this request's step up.
+ */
+function countTierChanges(metrics: PolicyMetrics, domain: string, o: PolicyOutcome): void {
+  for (let t = o.previousTier; t > o.settledTier; t--) metrics.tierChange(domain, t, t - 1);
+  if (o.tier !== o.settledTier) metrics.tierChange(domain, o.settledTier, o.tier);
+}
+
+/**
  * The policy layer as the service sees it: finds the client of a request, asks the store for
  * its tier (one call), and turns the tier into what the limits get. Denials travel with the
  * client's next decision on this instance, so a request costs one store call at most.
@@ -96,7 +105,7 @@ export class PolicyEngine {
       return { policy, client, tier: 'normal', limitPercent: 100, blockedMsLeft: 0 };
     }
     metrics.decision(policy.domain, outcome.tier, policy.shadowMode);
-    if (outcome.tier !== outcome.previousTier) metrics.tierChange(policy.domain, outcome.previousTier, outcome.tier);
+    countTierChanges(metrics, policy.domain, outcome);
     const enforced = policy.shadowMode ? TIER_NORMAL : outcome.tier;
     return {
       policy,

@@ -111,6 +111,7 @@ export class RedisPolicyStore implements PolicyStore {
     return {
       tier: r[0]!,
       previousTier: r[1]!,
+      settledTier: r[8]!,
       blockedMsLeft: r[2]!,
       requests: r[3]!,
       repeats: r[4]!,

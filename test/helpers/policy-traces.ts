@@ -66,20 +66,32 @@ type Row = readonly [
   routes: number,
   denialsSeen: number,
   score: number,
+  /** The tier after time's steps; when left out: tier when it went down, else previous. */
+  settled?: number,
 ];
 
 function trace(name: string, rows: readonly Row[]): PolicyTrace {
   return {
     name,
     steps: rows.map(
-      ([at, client, op, route, fp, denials, tier, previousTier, blockedMsLeft, requests, repeats, routes, denialsSeen, score]) => ({
+      ([at, client, op, route, fp, denials, tier, previousTier, blockedMsLeft, requests, repeats, routes, denialsSeen, score, settled]) => ({
         at,
         client,
         op: op === 'd' ? 'decide' : 'look',
         routeHash: route === null ? 0 : signalHash(route),
         fingerprintHash: fp === null ? 0 : signalHash(fp),
         denials,
-        expected: { tier, previousTier, blockedMsLeft, requests, repeats, routes, denials: denialsSeen, score },
+        expected: {
+          tier,
+          previousTier,
+          settledTier: settled ?? (tier < previousTier ? tier : previousTier),
+          blockedMsLeft,
+          requests,
+          repeats,
+          routes,
+          denials: denialsSeen,
+          score,
+        },
       }),
     ),
   };
@@ -120,8 +132,9 @@ export const POLICY_TRACES: readonly PolicyTrace[] = [
     [91_199, 'A', 'd', '/a', 'f17', 0, 2, 2, 0, 1, 0, 1, 0, 4],
     [91_200, 'A', 'd', '/a', 'f18', 0, 1, 2, 0, 2, 0, 1, 0, 5],
     [121_199, 'A', 'l', null, null, 0, 1, 1, 0, 0, 0, 0, 0, 0],
-    // Back to normal: its state has expired, so it starts afresh.
-    [121_200, 'A', 'd', '/a', 'f19', 0, 0, 0, 0, 1, 0, 1, 0, 4],
+    // Back to normal, and its state kept one more quiet period: this decision sees the step
+    // down (counted as a change of tier), and a new window starts the signals afresh.
+    [121_200, 'A', 'd', '/a', 'f19', 0, 0, 1, 0, 1, 0, 1, 0, 4],
     [121_200, 'W', 'l', null, null, 0, 0, 0, 0, 0, 0, 0, 0, 0],
   ]),
   trace('a scanner is raised by distinct routes alone; the same calls on one route stay normal', [
@@ -149,6 +162,15 @@ export const POLICY_TRACES: readonly PolicyTrace[] = [
     [10_000, 'R', 'd', '/r', 'same', 0, 1, 1, 0, 1, 0, 1, 0, 4],
   ]),
   trace('no route or fingerprint entry: requests and denials only', [[0, 'N', 'd', null, null, 2, 1, 0, 0, 1, 0, 0, 2, 11]]),
+  trace('one decision finds the client back at normal and raises it again: both changes are seen', [
+    ...Array.from({ length: 9 }, (_, i): Row => [i, 'E', 'd', null, null, 0, 0, 0, 0, i + 1, 0, 0, 0, i + 1]),
+    [9, 'E', 'd', null, null, 0, 1, 0, 0, 10, 0, 0, 0, 10],
+    // One quiet period since its last call at elevated (calm 9): settled at normal, then its
+    // reported denials raise it again. Stored elevated, answered elevated, normal in between.
+    [40_000, 'E', 'd', null, null, 2, 1, 1, 0, 1, 0, 0, 2, 11, 0],
+    // Back at normal after another quiet period, then a quiet period more: the state is gone.
+    [100_000, 'E', 'l', null, null, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+  ]),
 ];
 
 /** Runs one trace on `store` (the clock set to each step's time) and returns what it answered, in order. */
