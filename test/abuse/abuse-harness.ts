@@ -70,6 +70,8 @@ export interface Attack {
   /** Extra environment of the server. */
   readonly env?: (ctx: { redisUrl?: string }) => Record<string, string>;
   readonly needsRedis?: boolean;
+  /** Rule files of its own beside ABUSE_RULES and PROBE_RULES (name → text). */
+  readonly rules?: Record<string, string>;
   run(ctx: AttackContext): Promise<void>;
 }
 
@@ -174,7 +176,7 @@ function startProbe(grpcAddress: string): Probe {
 export async function runAttack(attack: Attack, scale: Scale, redisUrl?: string): Promise<AttackReport> {
   const metricsPort = await freePort();
   const server = await spawnServer(
-    { 'probe.yaml': PROBE_RULES, 'abuse.yaml': ABUSE_RULES },
+    { 'probe.yaml': PROBE_RULES, 'abuse.yaml': ABUSE_RULES, ...attack.rules },
     { USE_PROMETHEUS: 'true', PROMETHEUS_ADDR: `127.0.0.1:${metricsPort}`, ...(attack.env?.(redisUrl ? { redisUrl } : {}) ?? {}) },
   );
   const pid = server.proc.pid as number;

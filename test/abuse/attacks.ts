@@ -491,6 +491,112 @@ const randomRules: Attack = {
   },
 };
 
+/** Sends raw bytes as a ShouldRateLimit call; resolves with the overall code, or the status name of an error. */
+function overallCodeOf(client: grpc.Client, body: Buffer, timeoutMs: number): Promise<string> {
+  return new Promise((resolve) => {
+    client.makeUnaryRequest(
+      METHOD,
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+      body,
+      { deadline: Date.now() + timeoutMs },
+      (err: grpc.ServiceError | null, reply?: Buffer) => {
+        if (err) return resolve(grpc.status[err.code] ?? String(err.code));
+        // overall_code is field 1 (varint): 1 OK, 2 OVER_LIMIT; absent is UNKNOWN.
+        resolve(reply?.[0] === 0x08 ? (['UNKNOWN', 'OK', 'OVER_LIMIT'][reply[1] ?? 0] ?? 'UNKNOWN') : 'UNKNOWN');
+      },
+    );
+  });
+}
+
+/** A policy that boxes a client from its third call: every request weighs 1 (issue 18). */
+const BOXING_POLICY = `domain: boxed
+policy:
+  client: user
+  window_seconds: 60
+  weights: { requests: 1, repeats: 0, routes: 0, denials: 0 }
+  thresholds: { elevated: 1, suspicious: 2, blocked: 3 }
+  blocked_seconds: 300
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1000000 }
+`;
+
+const policyDeadlines: Attack = {
+  name: 'policy: 1 ms deadlines vs a boxed abuser (redis)',
+  // Calls that give up at once are no Redis failure: the policy's breaker stays closed, so
+  // the boxed abuser stays boxed (before: 29 OK of 100, the breaker open most of the time).
+  needsRedis: true,
+  rules: { 'boxed.yaml': BOXING_POLICY },
+  env: ({ redisUrl }) => ({ REDIS_URL: redisUrl as string }),
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const abuser = encodeRequest('boxed', [{ entries: [['user', `abuser-${Date.now()}`]] }]);
+    // Three calls box it (the third is the first denied).
+    for (let i = 0; i < 3; i++) ctx.answer(`boxing_${await overallCodeOf(client, abuser, 2000)}`);
+    let attacking = true;
+    const attacker = (async () => {
+      for (let round = 0; attacking && round < 1000; round++) {
+        // Three calls that give up after 1 ms; the descriptor names a client but no rule.
+        const calls = [0, 1, 2].map((i) =>
+          overallCodeOf(
+            client,
+            encodeRequest('boxed', [
+              {
+                entries: [
+                  ['user', `attacker-${i}`],
+                  ['x', 'y'],
+                ],
+              },
+            ]),
+            1,
+          ),
+        );
+        for (const c of await Promise.all(calls)) ctx.answer(`attacker_${c}`);
+        await sleep(400);
+      }
+    })();
+    const calls = n(ctx, 30, 100);
+    for (let i = 0; i < calls; i++) {
+      ctx.answer(`abuser_${await overallCodeOf(client, abuser, 2000)}`);
+      await sleep(40);
+    }
+    attacking = false;
+    await attacker;
+    client.close();
+    ctx.note('abuserOK', `${ctx.answers.abuser_OK ?? 0} of ${calls}`);
+    if ((ctx.answers.abuser_OVER_LIMIT ?? 0) !== calls) throw new Error(`the boxed abuser got out: ${JSON.stringify(ctx.answers)}`);
+  },
+};
+
+const policyMemoryClients: Attack = {
+  name: 'policy (memory): 100,000 clients with 4,000 B values',
+  // Each client is kept under a digest of its identity, not its value (before: 688 MB RSS).
+  rules: { 'boxed.yaml': BOXING_POLICY },
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const pad = 'p'.repeat(4000);
+    await pool(n(ctx, 5000, 100_000), 4, async (i) => {
+      // A client entry and no rule for the descriptor: only the policy keeps anything.
+      ctx.answer(
+        await rawCall(
+          client,
+          encodeRequest('boxed', [
+            {
+              entries: [
+                ['user', `${i}-${pad}`],
+                ['x', 'y'],
+              ],
+            },
+          ]),
+        ),
+      );
+    });
+    client.close();
+    requireOnly(ctx, 'OK');
+  },
+};
+
 /** Every attack of issue 8, in the order they are run. */
 export const ATTACKS: readonly Attack[] = [
   emptyDescriptors,
@@ -506,4 +612,6 @@ export const ATTACKS: readonly Attack[] = [
   mutatedGrpc,
   randomJsonBodies,
   randomRules,
+  policyDeadlines,
+  policyMemoryClients,
 ];
