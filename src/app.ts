@@ -397,7 +397,7 @@ function startMappedPrometheus(settings: Settings, running: Running): { metrics:
   } catch (err) {
     throw new SettingsError(`invalid value for PROMETHEUS_MAPPER_YAML: '${m.path}' (${(err as Error).message})`);
   }
-  const sink = new MappedPrometheusSink(new StatsdMapping(text));
+  const sink = new MappedPrometheusSink(new StatsdMapping(text), { maxSeries: settings.metricsMaxSeries });
   const metrics = new StatsdMetrics({ format: 'statsd', flushIntervalMs: m.flushIntervalMs, extraTags: m.extraTags, mogrifiers: [] }, sink);
   running.stats.push(metrics);
   return { metrics, registry: sink.registry };
