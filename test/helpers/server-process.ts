@@ -103,7 +103,8 @@ async function spawnWithEnv(env: Record<string, string>, removeFiles: () => void
     const ports = await new Promise<{ grpcPort: number; httpPort: number; debugPort: number }>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 15_000);
       const onData = (): void => {
-        const m = /serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+), debug on [\d.]+:(\d+)/.exec(err);
+        // Hosts may be IPv6 (`[::]:8081`): the port is what follows a host's last colon.
+        const m = /serving gRPC on \S+?:(\d+), HTTP on \S+?:(\d+), debug on \S+?:(\d+)/.exec(err);
         if (m) {
           clearTimeout(timer);
           proc.stderr.off('data', onData);
