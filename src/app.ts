@@ -193,6 +193,7 @@ async function startRules(settings: Settings, { logger, metrics, operator }: Cor
       onLoaded,
       onError: (err, { log, unlogged }) => {
         metrics.configLoad(false);
+        operator.loadFailed(`xDS: ${err.message}`);
         // Paced by the client: a server sending bad snapshots in a loop cannot flood the log.
         const since = unlogged > 0 ? ` (and ${unlogged} more rejected snapshots not logged since the last)` : '';
         if (log) logger.error(`error loading new configuration from xDS: ${err.message}${since}`);
@@ -212,6 +213,7 @@ async function startRules(settings: Settings, { logger, metrics, operator }: Cor
     onLoaded,
     onError: (err) => {
       metrics.configLoad(false);
+      operator.loadFailed(err.message);
       logger.error(`error loading new configuration from runtime: ${err.message}`);
     },
   });
@@ -344,6 +346,7 @@ async function openPorts(
       serving: () => health.isServing(),
       breakers: () => operator.breakerStates(),
       lastLoad: () => operator.lastLoad,
+      lastLoadError: () => operator.lastLoadError,
     }),
     '/policy': policyRoute(rules, policy),
   };

@@ -59,6 +59,8 @@ export class OperatorMetrics implements RedisCallObserver {
   private breakers: () => readonly BreakerState[] = () => [];
   /** Epoch seconds of the last good rule load. */
   lastLoad: number | undefined;
+  /** The last rule load that failed (the rules in force stayed): when, and why. */
+  lastLoadError: { readonly at: number; readonly message: string } | undefined;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -159,5 +161,10 @@ export class OperatorMetrics implements RedisCallObserver {
     for (const [domain, list] of rules.rulesByDomain) this.rulesLoadedGauge.set({ domain }, list.filter((r) => !r.unlimited).length);
     this.lastLoad = Date.now() / 1000;
     this.lastReload.set(this.lastLoad);
+  }
+
+  /** A rule load failed: kept for the debug page until the next failure. */
+  loadFailed(message: string): void {
+    this.lastLoadError = { at: Date.now() / 1000, message };
   }
 }
