@@ -217,6 +217,27 @@ const overLimitCache: Attack = {
   },
 };
 
+const impatientCallers: Attack = {
+  name: 'redis breaker: callers with 1-3 ms deadlines',
+  // Issue 18, finding 1: a caller's own deadline counted as a Redis failure, and three in a row
+  // opened the breaker that every caller shares; the probe (2 s deadline) then failed with
+  // UNAVAILABLE. The probe's failures are what this attack measures.
+  needsRedis: true,
+  env: ({ redisUrl }) => ({ REDIS_URL: redisUrl as string }),
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const until = Date.now() + n(ctx, 3000, 15_000);
+    let sent = 0;
+    await pool(16, 16, async () => {
+      while (Date.now() < until && sent < 1_000_000) {
+        const i = sent++;
+        ctx.answer(await rawCall(client, encodeRequest('abuse', [{ entries: [['user', `impatient-${i % 1000}`]] }]), 1 + (i % 3)));
+      }
+    });
+    client.close();
+  },
+};
+
 /** Opens `count` sockets with `start`, holds them `holdMs`, and counts how many the server closed. */
 async function holdSockets(
   ctx: AttackContext,
@@ -498,6 +519,7 @@ export const ATTACKS: readonly Attack[] = [
   overrides,
   memoryFlood,
   overLimitCache,
+  impatientCallers,
   slowHttp,
   idleGrpc,
   wildcard,
