@@ -274,6 +274,24 @@ function slidingLogFlood(backend: 'redis' | 'memory'): Attack {
   };
 }
 
+const memoryManyCounters: Attack = {
+  name: 'memory backend: ever-new ordinary keys, default caps',
+  // Issue 18, finding 15: 2.4 KB per counter took RSS to 407 MB at the old default cap of
+  // 100,000 counters (the shipped pod has 256 Mi). Counters are now ~200 B and bounded by
+  // MEMORY_MAX_BYTES (64 MiB): this attack makes more counters than fit.
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const stamp = Date.now();
+    await pool(n(ctx, 300, 8000), 8, async (i) => {
+      const descriptors: Descriptor[] = Array.from({ length: 64 }, (_, j) => ({ entries: [['user', `${stamp}-${i}-${j}`]] }));
+      ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors)));
+    });
+    client.close();
+    requireOnly(ctx, 'OK');
+    ctx.note('evicted', metricValue(await ctx.scrape(), 'floodgate_memory_counters_evicted_total'));
+  },
+};
+
 /** Opens `count` sockets with `start`, holds them `holdMs`, and counts how many the server closed. */
 async function holdSockets(
   ctx: AttackContext,
@@ -558,6 +576,7 @@ export const ATTACKS: readonly Attack[] = [
   impatientCallers,
   slidingLogFlood('redis'),
   slidingLogFlood('memory'),
+  memoryManyCounters,
   slowHttp,
   idleGrpc,
   wildcard,

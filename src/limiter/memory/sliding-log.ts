@@ -1,3 +1,4 @@
+import type { StateCodec } from './counter-table';
 import { zeroLimitResult, type AlgorithmState, type MemoryAlgorithm } from './memory-algorithm';
 
 export interface SlidingLogState extends AlgorithmState {
@@ -20,6 +21,15 @@ interface LiveLog {
 
 const EMPTY: LiveLog = { times: [], hits: [], first: 0, count: 0 };
 
+/** The log stays an object, kept by reference; its entries count 16 B each against MEMORY_MAX_BYTES. */
+const logCodec: StateCodec<SlidingLogState> = {
+  load: (cells, slot) => cells.refs[slot] as SlidingLogState,
+  save(state, cells, slot) {
+    cells.refs[slot] = state;
+  },
+  extraBytes: (state) => 96 + 16 * state.times.length,
+};
+
 /**
  * lua/sliding_log.lua in memory: exact. A hit admitted at t counts while now − t < W. Allowed
  * iff live + pending + hits ≤ limit; hits above the limit are refused before anything is
@@ -27,6 +37,7 @@ const EMPTY: LiveLog = { times: [], hits: [], first: 0, count: 0 };
  */
 export const slidingLog: MemoryAlgorithm<SlidingLogState> = {
   countsEveryHit: false,
+  codec: logCodec,
   step({ state, spec, hits, now, pending, charge }) {
     const limit = spec.limit;
     const w = spec.windowSeconds * 1000;
