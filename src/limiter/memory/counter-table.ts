@@ -131,7 +131,8 @@ export class CounterTable implements StateCells {
     this.unlink(slot);
     this.index.delete(this.keys[slot] as string);
     this.keys[slot] = undefined;
-    this.refs[slot] = undefined;
+    // Only sliding logs use refs: a table without them keeps it empty.
+    if (slot < this.refs.length) this.refs[slot] = undefined;
     this.bytesKept -= this.costs[slot] as number;
     this.costs[slot] = 0;
     this.older[slot] = this.freeSlot;
