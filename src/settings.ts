@@ -7,6 +7,7 @@ import type { GrpcLimits } from './grpc/grpc-server';
 import type { HttpLimits } from './http/http-listener';
 import type { BackendType, LimiterSettings } from './limiter/create-limiter';
 import type { FailureMode } from './limiter/failure-mode-limiter';
+import { DEFAULT_MAX_BYTES } from './limiter/memory/memory-limiter';
 import type { RedisSettings, RedisType } from './limiter/redis/redis-client';
 import type { LogFormat, LogLevel } from './log';
 import type { TracingSettings } from './tracing/tracing-settings';
@@ -82,8 +83,10 @@ export interface Settings {
   readonly grpcLimits: GrpcLimits;
   readonly httpLimits: HttpLimits;
   // Bounds on the state that request values can create (issue 8).
-  /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most. */
+  /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most; unset = only MEMORY_MAX_BYTES bounds them. */
   readonly memoryMaxCounters: LimiterSettings['memoryMaxCounters'];
+  /** MEMORY_MAX_BYTES: the memory those counters may take. */
+  readonly memoryMaxBytes: LimiterSettings['memoryMaxBytes'];
   /** METRICS_MAX_SERIES: rule label sets (domain, key1, key2) the metrics keep at most. */
   readonly metricsMaxSeries: Required<PrometheusMetricsOptions>['maxSeries'];
   // Reference settings added by issue 13 (see src/settings-reference.ts for the whole list).
@@ -577,7 +580,9 @@ export function loadSettings(env: Env = process.env): Settings {
     workers: workers(env, backend.backendType),
     grpcLimits: grpcLimits(env),
     httpLimits: httpLimits(env),
-    memoryMaxCounters: int(env, 'MEMORY_MAX_COUNTERS', 100_000, 1, 100_000_000),
+    // Unset (0 here, which a value cannot be): no bound on the count, only on the bytes.
+    memoryMaxCounters: int(env, 'MEMORY_MAX_COUNTERS', 0, 1, 100_000_000) || undefined,
+    memoryMaxBytes: int(env, 'MEMORY_MAX_BYTES', DEFAULT_MAX_BYTES, 1024 * 1024, 2 ** 40),
     metricsMaxSeries: int(env, 'METRICS_MAX_SERIES', 1000, 1, 1_000_000),
     ...issue13Settings(env),
     ...operatorSettings(env, backend.backendType),

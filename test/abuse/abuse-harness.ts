@@ -46,6 +46,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 10}
   - key: zero
     rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: log
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: sliding_log}
 `;
 
 export type Scale = 'short' | 'full';

@@ -8,6 +8,7 @@ import { request, Agent } from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { projectRoot } from '../../src/paths';
+import { parseInfo, respCommand } from '../harness/resp-client';
 import type { Attack, AttackContext } from './abuse-harness';
 
 const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
@@ -216,6 +217,80 @@ const overLimitCache: Attack = {
     });
     client.close();
     requireOnly(ctx, 'OK');
+  },
+};
+
+const impatientCallers: Attack = {
+  name: 'redis breaker: callers with 1-3 ms deadlines',
+  // Issue 18, finding 1: a caller's own deadline counted as a Redis failure, and three in a row
+  // opened the breaker that every caller shares; the probe (2 s deadline) then failed with
+  // UNAVAILABLE. The probe's failures are what this attack measures.
+  needsRedis: true,
+  env: ({ redisUrl }) => ({ REDIS_URL: redisUrl as string }),
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const until = Date.now() + n(ctx, 3000, 15_000);
+    let sent = 0;
+    await pool(16, 16, async () => {
+      while (Date.now() < until && sent < 1_000_000) {
+        const i = sent++;
+        ctx.answer(await rawCall(client, encodeRequest('abuse', [{ entries: [['user', `impatient-${i % 1000}`]] }]), 1 + (i % 3)));
+      }
+    });
+    client.close();
+  },
+};
+
+/** Redis' used_memory, in MB, at `redisUrl` (host:port). */
+async function redisUsedMb(redisUrl: string): Promise<number> {
+  const [host, port] = redisUrl.split(':');
+  const info = parseInfo(await respCommand(host as string, Number(port), ['INFO', 'memory']));
+  return Number(info.get('used_memory') ?? NaN) / 1e6;
+}
+
+/** One sliding_log attack: requests of 64 fresh descriptors, each with hits_addend 1,000. */
+function slidingLogFlood(backend: 'redis' | 'memory'): Attack {
+  let redisUrl: string | undefined;
+  return {
+    name: `sliding_log on ${backend}: 64 descriptors x hits_addend 1000`,
+    // Issue 18, finding 2: one sorted-set entry per hit took Redis to 778 MB (96 requests) and
+    // the memory backend to 648 MB of RSS (800 requests); now one entry per call.
+    needsRedis: backend === 'redis',
+    env: (r): Record<string, string> => {
+      redisUrl = r.redisUrl;
+      return backend === 'redis' ? { REDIS_URL: r.redisUrl as string } : {};
+    },
+    async run(ctx) {
+      const client = grpcClient(ctx);
+      const stamp = Date.now();
+      const before = redisUrl !== undefined && backend === 'redis' ? await redisUsedMb(redisUrl) : 0;
+      await pool(n(ctx, 24, backend === 'redis' ? 96 : 800), 4, async (i) => {
+        const descriptors: Descriptor[] = Array.from({ length: 64 }, (_, j) => ({ entries: [['log', `${stamp}-${i}-${j}`]] }));
+        ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors, 1000)));
+      });
+      client.close();
+      requireOnly(ctx, 'OK');
+      if (redisUrl !== undefined && backend === 'redis')
+        ctx.note('redisUsedMb', `${before.toFixed(1)}->${(await redisUsedMb(redisUrl)).toFixed(1)}`);
+    },
+  };
+}
+
+const memoryManyCounters: Attack = {
+  name: 'memory backend: ever-new ordinary keys, default caps',
+  // Issue 18, finding 15: 2.4 KB per counter took RSS to 407 MB at the old default cap of
+  // 100,000 counters (the shipped pod has 256 Mi). Counters are now ~200 B and bounded by
+  // MEMORY_MAX_BYTES (64 MiB): this attack makes more counters than fit.
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const stamp = Date.now();
+    await pool(n(ctx, 300, 8000), 8, async (i) => {
+      const descriptors: Descriptor[] = Array.from({ length: 64 }, (_, j) => ({ entries: [['user', `${stamp}-${i}-${j}`]] }));
+      ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors)));
+    });
+    client.close();
+    requireOnly(ctx, 'OK');
+    ctx.note('evicted', metricValue(await ctx.scrape(), 'floodgate_memory_counters_evicted_total'));
   },
 };
 
@@ -741,6 +816,10 @@ export const ATTACKS: readonly Attack[] = [
   overrides,
   memoryFlood,
   overLimitCache,
+  impatientCallers,
+  slidingLogFlood('redis'),
+  slidingLogFlood('memory'),
+  memoryManyCounters,
   slowHttp,
   idleGrpc,
   wildcard,

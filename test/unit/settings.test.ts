@@ -85,8 +85,11 @@ describe('loadSettings defaults (empty environment)', () => {
     expect(s.shutdownGraceMs).toBe(10_000);
   });
 
-  it('bounds what requests can make the service keep: counters and metric series', () => {
-    expect(s.memoryMaxCounters).toBe(100_000);
+  it('bounds what requests can make the service keep: counters (by their memory) and metric series', () => {
+    // The memory backend's counters are bounded by bytes, 64 MiB, which fits the shipped 256 Mi
+    // pod (issue 18, finding 15); a count bound only when MEMORY_MAX_COUNTERS is set.
+    expect(s.memoryMaxBytes).toBe(64 * 1024 * 1024);
+    expect(s.memoryMaxCounters).toBeUndefined();
     expect(s.metricsMaxSeries).toBe(1000);
   });
 
@@ -155,9 +158,11 @@ describe('loadSettings reads the variables', () => {
       BACKEND_FAILURE_MODE: 'local',
       MAX_DESCRIPTOR_VALUE_BYTES: '1024',
       MEMORY_MAX_COUNTERS: '5000',
+      MEMORY_MAX_BYTES: '33554432',
       METRICS_MAX_SERIES: '200',
     });
     expect(s.memoryMaxCounters).toBe(5000);
+    expect(s.memoryMaxBytes).toBe(33_554_432);
     expect(s.metricsMaxSeries).toBe(200);
     expect(s.nearLimitRatio).toBe(0.5);
     expect(s.expirationJitterMaxSeconds).toBe(0);
@@ -199,6 +204,8 @@ describe('a bad value stops start-up with one message naming the variable and th
     [{ LOCAL_CACHE_SIZE_IN_BYTES: '-1' }, `invalid value for LOCAL_CACHE_SIZE_IN_BYTES: '-1' (expected an integer from 0 to 1099511627776)`],
     [{ MEMORY_MAX_COUNTERS: '0' }, `invalid value for MEMORY_MAX_COUNTERS: '0' (expected an integer from 1 to 100000000)`],
     [{ MEMORY_MAX_COUNTERS: 'lots' }, `invalid value for MEMORY_MAX_COUNTERS: 'lots' (expected an integer from 1 to 100000000)`],
+    [{ MEMORY_MAX_BYTES: '64Mi' }, `invalid value for MEMORY_MAX_BYTES: '64Mi' (expected an integer from 1048576 to 1099511627776)`],
+    [{ MEMORY_MAX_BYTES: '1000' }, `invalid value for MEMORY_MAX_BYTES: '1000' (expected an integer from 1048576 to 1099511627776)`],
     [{ METRICS_MAX_SERIES: '-5' }, `invalid value for METRICS_MAX_SERIES: '-5' (expected an integer from 1 to 1000000)`],
     [{ PROMETHEUS_ADDR: '9090' }, `invalid value for PROMETHEUS_ADDR: '9090' (expected host:port or :port)`],
     [{ PROMETHEUS_PATH: 'metrics' }, `invalid value for PROMETHEUS_PATH: 'metrics' (must start with '/')`],

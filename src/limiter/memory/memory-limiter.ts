@@ -1,7 +1,7 @@
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 import { compactIdentity, identityOf } from '../counter-key';
-import { LruMap } from './lru-map';
-import type { AlgorithmState, MemoryAlgorithm } from './memory-algorithm';
+import { CounterTable } from './counter-table';
+import type { MemoryAlgorithm } from './memory-algorithm';
 import { memoryAlgorithms } from './memory-algorithms';
 
 export interface MemoryLimiterOptions {
@@ -9,14 +9,19 @@ export interface MemoryLimiterOptions {
   readonly now?: () => number;
   /** How often expired counters are swept, in ms. */
   readonly sweepIntervalMs?: number;
-  /** Most counters kept (MEMORY_MAX_COUNTERS); beyond it the least recently used is dropped. */
+  /** Most counters kept (MEMORY_MAX_COUNTERS); beyond it the least recently used is dropped. Default: no bound but the bytes. */
   readonly maxCounters?: number;
+  /** Most bytes the counters may take (MEMORY_MAX_BYTES, see counter-table.ts COUNTER_BYTES); beyond it the least recently used is dropped. */
+  readonly maxBytes?: number;
   /** Called with the number of counters just evicted to make room. */
   readonly onEvict?: (count: number) => void;
 }
 
-/** Counters kept when no bound is given: some tens of MB at most. */
-export const DEFAULT_MAX_COUNTERS = 100_000;
+/**
+ * Bytes the counters may take when no bound is given: 64 MiB, about 330,000 counters of
+ * ordinary keys, well inside the shipped pod's 256 Mi beside the rest of the process.
+ */
+export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
 
 /** A counter's key in the map: a long identity is kept as a digest (compactIdentity). */
 function storageKey(check: LimitCheck): string {
@@ -26,18 +31,23 @@ function storageKey(check: LimitCheck): string {
 /**
  * In-process limiter: the same algorithms as lua/*.lua (one module per algorithm under
  * memory/), exact under concurrency because a check runs synchronously on the event loop, and
- * bounded in memory: every state is dropped once it is equal to a fresh counter, there are at
- * most `maxCounters` of them (the least recently used is evicted and starts again from zero),
- * and long keys are stored as digests.
+ * bounded in memory: every state is dropped once it is equal to a fresh counter, they take at
+ * most `maxBytes` (and there are at most `maxCounters` of them; beyond either bound the least
+ * recently used is evicted and starts again from zero), each counter is a few numbers in typed
+ * arrays (counter-table.ts), and long keys are stored as digests.
  */
 export class MemoryLimiter implements Limiter {
-  private readonly states: LruMap<AlgorithmState>;
+  private readonly states: CounterTable;
   private readonly now: () => number;
   private readonly sweepTimer: NodeJS.Timeout;
 
   constructor(options: MemoryLimiterOptions = {}) {
     this.now = options.now ?? Date.now;
-    this.states = new LruMap(options.maxCounters ?? DEFAULT_MAX_COUNTERS, options.onEvict);
+    this.states = new CounterTable({
+      maxCounters: options.maxCounters ?? Infinity,
+      maxBytes: options.maxBytes ?? DEFAULT_MAX_BYTES,
+      ...(options.onEvict ? { onEvict: options.onEvict } : {}),
+    });
     this.sweepTimer = setInterval(() => this.sweep(), options.sweepIntervalMs ?? 1000);
     this.sweepTimer.unref();
   }
@@ -97,7 +107,7 @@ export class MemoryLimiter implements Limiter {
   /** Drops every state that has become equal to a fresh counter. */
   sweep(): void {
     const now = this.now();
-    this.states.deleteWhere((state) => state.expiresAt <= now);
+    this.states.removeExpired(now);
   }
 
   private algorithm(check: LimitCheck): MemoryAlgorithm {
@@ -105,14 +115,16 @@ export class MemoryLimiter implements Limiter {
   }
 
   private step(key: string, check: LimitCheck, now: number, pending: number, charge: boolean): LimitResult {
-    let state = this.states.get(key);
-    if (state !== undefined && state.expiresAt <= now) {
+    const algorithm = this.algorithm(check);
+    let slot = this.states.find(key);
+    if (slot !== -1 && this.states.expiresAt(slot) <= now) {
       // Gone for good, as redis removes an expired key: a clock that steps back must not revive it.
-      this.states.delete(key);
-      state = undefined;
+      this.states.remove(slot);
+      slot = -1;
     }
-    const { result, next } = this.algorithm(check).step({ state, spec: check.spec, hits: check.hits, now, pending, charge });
-    if (next !== undefined) this.states.set(key, next);
+    const state = slot === -1 ? undefined : this.states.load(slot, algorithm.codec);
+    const { result, next } = algorithm.step({ state, spec: check.spec, hits: check.hits, now, pending, charge });
+    if (next !== undefined) this.states.store(key, slot, next, algorithm.codec);
     return result;
   }
 }
