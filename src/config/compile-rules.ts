@@ -33,6 +33,7 @@ interface RuleNode {
 
 /** The children of a node (or a domain's top level) for one entry key. */
 interface KeyGroup {
+  /** By value: the exact nodes, and the wildcard nodes by their literal text. */
   readonly exact: Map<string, RuleNode>;
   /** In file order: the first matching pattern wins. */
   readonly wildcards: RuleNode[];
@@ -143,8 +144,12 @@ function insert(level: Level, node: RuleNode): void {
     level.set(node.key, group);
   }
   if (node.kind === 'exact') group.exact.set(node.value, node);
-  else if (node.kind === 'wildcard') group.wildcards.push(node);
-  else group.any = node;
+  else if (node.kind === 'wildcard') {
+    // Also by its literal text, as the reference's `key_value` map holds it: a request value
+    // written with the same `*`s picks this node before any pattern is tried.
+    group.exact.set(node.value, node);
+    group.wildcards.push(node);
+  } else group.any = node;
 }
 
 function compileRule(d: DescriptorConfig, limit: RateLimitConfig, fullKey: string): RateLimitRule {
