@@ -213,7 +213,7 @@ function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string,
     detailedMetric: raw.detailedMetric,
     valueToMetric: raw.valueToMetric,
     shareThreshold: raw.shareThreshold,
-    ...(raw.metadata && { metadata: toPlain(raw.metadata) as Record<string, unknown> }),
+    ...(raw.metadata && { metadata: metadataToPlain(raw.metadata) }),
   };
 }
 
@@ -260,23 +260,41 @@ function checkPositive(field: string, value: number | undefined, fallback: numbe
   return value;
 }
 
-/** Converts free-form YAML (metadata) to plain JSON-like values. */
+/**
+ * A rule's `metadata` as plain JSON-like values, keyed as the reference keys it: its top level
+ * is a Go map[string]interface{}, filled with each key as written (`yes`, `0x10` and `010` stay
+ * text; a null key is ''), while nested maps are map[interface{}]interface{}, whose keys are
+ * YAML 1.1 values printed with %v (`yes` is "true", `0x10` is "16").
+ */
+function metadataToPlain(map: YMap): Record<string, unknown> {
+  return plainMap(map, keyAsWritten);
+}
+
+function keyAsWritten(key: YNode): string {
+  if (key.kind !== 'scalar') return goText(key);
+  return key.type === 'null' ? '' : key.text;
+}
+
+/** Converts free-form YAML (nested metadata) to plain JSON-like values. */
 function toPlain(node: YNode): unknown {
   if (node.kind === 'seq') return node.items.map(toPlain);
-  if (node.kind === 'map') {
-    const out: Record<string, unknown> = {};
-    for (const { key, value } of node.entries) {
-      // defineProperty, not assignment: a user key named `__proto__` must stay plain data.
-      Object.defineProperty(out, goText(key), { value: toPlain(value), enumerable: true, writable: true, configurable: true });
-    }
-    return out;
-  }
+  if (node.kind === 'map') return plainMap(node, goText);
   if (node.type === 'int') {
     const n = node.value as bigint;
     // Metadata travels as JSON/protobuf Struct (doubles); beyond 2^53 keep the digits as text.
     return Number.isSafeInteger(Number(n)) ? Number(n) : node.text;
   }
   return node.value;
+}
+
+function plainMap(map: YMap, keyText: (key: YNode) => string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const { key, value } of map.entries) {
+    // defineProperty, not assignment: a user key named `__proto__` must stay plain data. Two
+    // keys with one text (`yes` and `on` nested): the later wins, as in the reference.
+    Object.defineProperty(out, keyText(key), { value: toPlain(value), enumerable: true, writable: true, configurable: true });
+  }
+  return out;
 }
 
 function deepFreeze<T>(value: T): T {

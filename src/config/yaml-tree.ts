@@ -51,7 +51,7 @@ export function yamlTree(text: string): YNode | null {
   const doc = parseDocument(text, {
     version: '1.1',
     intAsBigInt: true,
-    uniqueKeys: true,
+    uniqueKeys: sameKeyAsWritten,
     lineCounter,
     prettyErrors: false,
   });
@@ -74,6 +74,18 @@ function tooManyAliases(text: string): boolean {
     if (token.charCodeAt(0) === 42 /* '*' */ && ++aliases > MAX_ALIASES) return true;
   }
   return false;
+}
+
+/**
+ * A key written twice (the same text, both plain or both quoted) in one map is refused. Keys
+ * written differently that YAML 1.1 reads as one value (`yes` and `on`, `0x10` and `16`) are
+ * allowed, as yaml.v2 allows them: the reference keeps top-level metadata keys as written, and
+ * where it reads them as values the later one wins.
+ */
+function sameKeyAsWritten(a: YamlNode, b: YamlNode): boolean {
+  if (a === b) return true;
+  if (!isScalar(a) || !isScalar(b)) return false;
+  return typeof a.value === typeof b.value && a.source === b.source;
 }
 
 interface ConvertState {
