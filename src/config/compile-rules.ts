@@ -1,3 +1,4 @@
+import { excerpt } from './quote-excerpt';
 import { ConfigError } from '../errors';
 import { UNIT_SECONDS } from '../domain/units';
 import { keyValue, type DescriptorEntry } from '../domain/descriptor';
@@ -61,7 +62,7 @@ export function compileRules(configs: readonly DomainConfig[], options: { mergeD
   for (const config of configs) {
     let tree = domains.get(config.domain);
     if (tree !== undefined && !options.mergeDomainConfig) {
-      throw new ConfigError(`${config.fileName}: duplicate domain '${config.domain}' in config file`);
+      throw new ConfigError(`${config.fileName}: duplicate domain '${excerpt(config.domain)}' in config file`);
     }
     if (tree === undefined) {
       tree = { level: new Map(), compositeKeys: new Set() };
@@ -70,7 +71,7 @@ export function compileRules(configs: readonly DomainConfig[], options: { mergeD
     const first = rules.length;
     if (config.policy !== undefined) {
       // Merged files of one domain may declare its policy once.
-      if (tree.policy !== undefined) throw new ConfigError(`${config.fileName}: duplicate policy for domain '${config.domain}'`);
+      if (tree.policy !== undefined) throw new ConfigError(`${config.fileName}: duplicate policy for domain '${excerpt(config.domain)}'`);
       tree.policy = config.policy;
     }
     addTopLevel(tree, config, rules);
@@ -83,7 +84,7 @@ function addTopLevel(tree: DomainTree, config: DomainConfig, rules: RateLimitRul
   for (const descriptor of config.descriptors) {
     const composite = keyValue(descriptor);
     if (tree.compositeKeys.has(composite)) {
-      throw new ConfigError(`${config.fileName}: duplicate descriptor composite key '${config.domain}.${composite}'`);
+      throw new ConfigError(`${config.fileName}: duplicate descriptor composite key '${excerpt(`${config.domain}.${composite}`)}'`);
     }
     tree.compositeKeys.add(composite);
     addNode(tree.level, descriptor, `${config.domain}.`, { shared: false, valueToMetric: false }, rules);

@@ -1,3 +1,4 @@
+import { excerpt } from './quote-excerpt';
 import { isAlias, isMap, isScalar, isSeq, Lexer, LineCounter, parseDocument, type Node as YamlNode, type YAMLError } from 'yaml';
 
 /**
@@ -108,7 +109,7 @@ function syntaxMessage(err: YAMLError, lineCounter: LineCounter): string {
   const line = lineCounter.linePos(err.pos[0]).line;
   // Pretty errors would append " at line L, column C:" and an excerpt; keep the reason only.
   const reason = err.message.replace(/ at line \d+, column \d+[\s\S]*$/, '');
-  return `yaml: line ${line}: ${reason}`;
+  return `yaml: line ${line}: ${excerpt(reason, 200)}`;
 }
 
 function convert(node: YamlNode | null, state: ConvertState, depth: number): YNode {
@@ -120,7 +121,7 @@ function convert(node: YamlNode | null, state: ConvertState, depth: number): YNo
   if (isAlias(node)) {
     if (state.expanding === 0 && ++state.aliases > MAX_ALIASES) throw new YamlSyntaxError(`yaml: more than ${MAX_ALIASES} aliases`);
     const target = state.anchors.get(node.source);
-    if (target === undefined) throw new YamlSyntaxError(`yaml: line ${line}: unknown anchor '${node.source}' referenced`);
+    if (target === undefined) throw new YamlSyntaxError(`yaml: line ${line}: unknown anchor '${excerpt(node.source)}' referenced`);
     state.expanding++;
     try {
       return convert(target, state, depth + 1);

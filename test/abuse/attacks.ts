@@ -2,7 +2,7 @@
 // `npm test` runs (test/e2e/abuse-short.test.ts); `full` is `npm run abuse`.
 import * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request, Agent } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -344,6 +344,33 @@ const yamlAliases: Attack = {
   },
 };
 
+const FAKE_SECRET = 'hunter2-fake-secret-of-the-abuse-suite';
+
+/**
+ * Issue 18, finding 12: a rule file that is a symlink to /proc/self/environ (read by the server,
+ * so its own environment, here with a fake secret in it). The load error must quote at most a
+ * short, escaped excerpt: the secret never reaches the log.
+ */
+const environRules: Attack = {
+  name: 'reload: rule file linked to /proc/self/environ',
+  env: () => ({ FLOODGATE_ABUSE_FAKE_SECRET: FAKE_SECRET }),
+  async run(ctx) {
+    for (let i = 0; i < n(ctx, 1, 3); i++) {
+      const before = metricValue(await ctx.scrape(), 'ratelimit_service_config_load_error');
+      symlinkSync('/proc/self/environ', join(ctx.server.rulesDir, 'environ.yaml'));
+      ctx.answer('load_error', (await metricChange(ctx, 'ratelimit_service_config_load_error', before, 5000)) - before);
+      await restoreRules(ctx, 'environ.yaml');
+    }
+    const line =
+      ctx.server
+        .output()
+        .split('\n')
+        .find((l) => l.includes('environ.yaml')) ?? '';
+    ctx.note('logged line', `${line.length} characters`);
+    if (ctx.server.output().includes(FAKE_SECRET)) throw new Error('the fake secret of the environment reached the log');
+  },
+};
+
 function randomProtobuf(): Buffer {
   return randomBytes(Math.floor(Math.random() * 2048));
 }
@@ -502,6 +529,7 @@ export const ATTACKS: readonly Attack[] = [
   idleGrpc,
   wildcard,
   yamlAliases,
+  environRules,
   randomGrpc,
   mutatedGrpc,
   randomJsonBodies,
