@@ -22,15 +22,33 @@ describe('loadRuleDirectory', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('loads every regular file, sorted by name, skipping subdirectories', async () => {
+  it('loads every regular file, subdirectories included, sorted by relative path (issue 19, finding 4)', async () => {
     await writeFile(join(dir, 'b.yaml'), rule('b', 'k', 2));
     await writeFile(join(dir, 'a.yml'), rule('a', 'k', 1));
     await writeFile(join(dir, 'no-extension'), rule('c', 'k', 3));
-    await mkdir(join(dir, 'sub'));
-    await writeFile(join(dir, 'sub', 'x.yaml'), rule('sub', 'k', 4));
+    await mkdir(join(dir, 'team-b', 'deep'), { recursive: true });
+    await writeFile(join(dir, 'team-b', 'deep', 'y.yaml'), rule('deep', 'k', 4));
+    await mkdir(join(dir, 'team-a'));
+    await writeFile(join(dir, 'team-a', 'x.yaml'), rule('x', 'k', 5));
     const rules = await loadRuleDirectory(dir, OPTIONS);
-    expect(rules.rules.map((r) => r.fullKey)).toEqual(['a.k', 'b.k', 'c.k']);
-    expect(rules.hasDomain('sub')).toBe(false);
+    expect(rules.rules.map((r) => r.fullKey)).toEqual(['a.k', 'b.k', 'c.k', 'x.k', 'deep.k']);
+  });
+
+  it('names a file in a subdirectory by its path relative to the rules directory', async () => {
+    await mkdir(join(dir, 'team-b', 'deep'), { recursive: true });
+    await writeFile(join(dir, 'team-b', 'deep', 'y.yaml'), 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n');
+    await expect(loadRuleDirectory(dir, OPTIONS)).rejects.toThrow(new ConfigError("team-b/deep/y.yaml: invalid rate limit unit 'fortnight'"));
+  });
+
+  it('a ConfigMap read without RUNTIME_IGNOREDOTFILES loads each file once, by its visible name', async () => {
+    // The reference reads both `a.yaml` and `..<timestamp>/a.yaml` and refuses the load as
+    // duplicate domains (test/fixtures/config/rule-trees/reference-loads.json).
+    const stamp = join(dir, '..2026_01_01_00_00_00.000000001');
+    await mkdir(stamp);
+    await writeFile(join(stamp, 'a.yaml'), 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n');
+    await symlink('..2026_01_01_00_00_00.000000001', join(dir, '..data'));
+    await symlink('..data/a.yaml', join(dir, 'a.yaml'));
+    await expect(loadRuleDirectory(dir, OPTIONS)).rejects.toThrow(new ConfigError("a.yaml: invalid rate limit unit 'fortnight'"));
   });
 
   it('an empty directory gives an empty rule set', async () => {
