@@ -1,7 +1,8 @@
 import { open, realpath } from 'node:fs/promises';
 import { ConfigError } from '../errors';
 import { compileRules } from './compile-rules';
-import { MAX_RULE_FILE_BYTES, parseRuleFile, type DomainConfig } from './parse-rule-file';
+import { MAX_RULE_FILE_BYTES } from './parse-rule-file';
+import { parseRuleFiles, type RuleFileText } from './parse-rule-files';
 import { directoryTree, isCode, listRuleTree, type RuleTree, type TreeFile } from './rule-tree';
 import type { RuleSet } from './rule-types';
 
@@ -18,12 +19,12 @@ export interface RuleDirectoryOptions {
  */
 export async function loadRuleTree(tree: RuleTree, options: RuleDirectoryOptions): Promise<RuleSet> {
   const listing = await listRuleTree(tree, options.ignoreDotFiles);
-  const configs: DomainConfig[] = [];
+  const texts: RuleFileText[] = [];
   for (const file of await onePathPerFile(listing.files)) {
     const text = await readRuleFile(file);
-    if (text !== undefined) configs.push(parseRuleFile(file.name, text));
+    if (text !== undefined) texts.push({ name: file.name, text });
   }
-  return compileRules(configs, { mergeDomainConfig: options.mergeDomainConfig });
+  return compileRules(await parseRuleFiles(texts), { mergeDomainConfig: options.mergeDomainConfig });
 }
 
 /** Every file under `dir`, subdirectories included (what `floodgate check <dir>` loads). */

@@ -298,7 +298,7 @@ function plainMap(map: YMap, keyText: (key: YNode) => string): Record<string, un
   return out;
 }
 
-function deepFreeze<T>(value: T): T {
+export function deepFreeze<T>(value: T): T {
   if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);
     for (const inner of Object.values(value)) deepFreeze(inner);
