@@ -30,7 +30,9 @@ export interface RuntimeLocation {
 export function ruleTreeOf(location: RuntimeLocation): RuleTree {
   const { root, subdirectory, appDirectory, watchRoot } = location;
   const rulesDir = resolve(root, subdirectory, appDirectory);
-  if (!watchRoot || appDirectory === '') return directoryTree(rulesDir);
+  // Without a subdirectory the reference loads nothing at all (goruntime's nil loader); the
+  // rules directory alone is read then, not whatever `config.*` sits in ROOT.
+  if (!watchRoot || appDirectory === '' || subdirectory === '') return directoryTree(rulesDir);
   return { rulesDir, walkRoot: resolve(root, subdirectory), keyPrefix: `${appDirectory.replaceAll('/', '.')}.` };
 }
 

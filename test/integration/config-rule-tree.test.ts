@@ -63,4 +63,12 @@ describe('rule trees: what the reference loads, floodgate loads (issue 19, findi
       expect(loaded).toEqual(better ?? run.domains);
     },
   );
+
+  it('without a RUNTIME_SUBDIRECTORY (the reference then loads nothing), ROOT/APPDIRECTORY is read, not the config.* beside it', async () => {
+    // Recorded the same way, RUNTIME_ROOT=<mixed>/ratelimit and no RUNTIME_SUBDIRECTORY: the
+    // reference logs "no runtime configuration. using nil loader." and /rlconfig is empty.
+    const tree = ruleTreeOf({ root: join(base, 'mixed', 'ratelimit'), subdirectory: '', appDirectory: 'config', watchRoot: true });
+    const rules = await loadRuleTree(tree, { mergeDomainConfig: false, ignoreDotFiles: true });
+    expect([...rules.rulesByDomain.keys()].sort()).toEqual(['a', 'linkfile', 'team_a', 'team_b_deep']);
+  });
 });
