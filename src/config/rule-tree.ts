@@ -55,6 +55,9 @@ export interface TreeListing {
   readonly directories: readonly string[];
 }
 
+/** The link kubelet's atomic writer points at the current copy of a volume's files. */
+const ATOMIC_WRITER_DATA = '..data';
+
 /** A walk visits at most this many entries and this many levels: far above any real tree. */
 export const MAX_TREE_ENTRIES = 10_000;
 export const MAX_TREE_DEPTH = 32;
@@ -99,10 +102,29 @@ class TreeWalk {
     this.directories.push(path);
     this.entries += entries.length;
     if (this.entries > MAX_TREE_ENTRIES) throw new ConfigError(`${this.tree.walkRoot}: more than ${MAX_TREE_ENTRIES} entries in the rule tree`);
+    const atomicWriter = !this.ignoreDotFiles && entries.some((e) => e.name === ATOMIC_WRITER_DATA && e.isSymbolicLink());
     for (const entry of entries) {
       if (this.ignoreDotFiles && entry.name.startsWith('.')) continue;
-      await this.entry(join(path, entry.name), key === '' ? entry.name : `${key}.${entry.name}`, entry, depth);
+      const childPath = join(path, entry.name);
+      const childKey = key === '' ? entry.name : `${key}.${entry.name}`;
+      if (atomicWriter && entry.name.startsWith('..')) {
+        if (entry.name === ATOMIC_WRITER_DATA && this.mayHoldWanted(childKey)) await this.linkedDirectory(childPath, childKey, depth);
+        continue;
+      }
+      await this.entry(childPath, childKey, entry, depth);
     }
+  }
+
+  /**
+   * A Kubernetes volume (ConfigMap, Secret, projected) is written by kubelet's atomic writer:
+   * the files live in a `..<timestamp>` directory, `..data` links to the current one, and each
+   * visible name links through `..data`. During an update two timestamp directories exist for
+   * a moment; `..data` is always the current one, so it is walked in their place (and the
+   * visible links, the same real files, are then loaded once: see loadRuleTree).
+   */
+  private async linkedDirectory(path: string, key: string, depth: number): Promise<void> {
+    const target = await stat(path).catch(() => undefined);
+    if (target?.isDirectory()) await this.directory(path, key, depth + 1);
   }
 
   private async entry(path: string, key: string, entry: Dirent, depth: number): Promise<void> {

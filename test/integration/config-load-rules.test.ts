@@ -69,6 +69,27 @@ describe('loadRuleDirectory', () => {
     }
   });
 
+  it('a ConfigMap in the middle of an update (two timestamp directories) loads the current copy once', async () => {
+    // kubelet writes the new `..<timestamp>` directory, swaps `..data`, then removes the old one.
+    for (const [stamp, limit] of [
+      ['..2026_01_01_00_00_00.000000001', 1],
+      ['..2026_01_02_00_00_00.000000002', 2],
+    ] as const) {
+      await mkdir(join(dir, stamp, 'team-a'), { recursive: true });
+      await writeFile(join(dir, stamp, 'a.yaml'), rule('a', 'k', limit));
+      await writeFile(join(dir, stamp, 'team-a', 'x.yaml'), rule('x', 'k', limit));
+    }
+    await symlink('..2026_01_02_00_00_00.000000002', join(dir, '..data'));
+    await symlink('..data/a.yaml', join(dir, 'a.yaml'));
+    // An item with a path in a subdirectory: its visible name is a link to a directory.
+    await symlink('..data/team-a', join(dir, 'team-a'));
+    const rules = await loadRuleDirectory(dir, OPTIONS);
+    expect(rules.rules.map((r) => [r.fullKey, r.requestsPerUnit])).toEqual([
+      ['x.k', 2],
+      ['a.k', 2],
+    ]);
+  });
+
   it('follows a symlinked rule directory', async () => {
     const real = join(dir, 'real');
     await mkdir(real);
