@@ -1,7 +1,8 @@
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
-import { loadRuleDirectory } from './config/load-rule-directory';
+import { loadRuleTree } from './config/load-rule-directory';
+import { ruleTreeOf } from './config/rule-tree';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
 import { XdsRulesClient } from './config/xds/xds-rules-client';
@@ -64,10 +65,19 @@ export interface AppOptions {
   readonly spanExporter?: import('@opentelemetry/sdk-trace-base').SpanExporter;
 }
 
-/** The rule loader both the first load and every reload use; the whole load fails on any error. */
+/**
+ * The rule loader both the first load and every reload use (and `floodgate check` without a
+ * directory); the whole load fails on any error.
+ */
 function ruleLoader(settings: Settings): () => Promise<RuleSet> {
   const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
-  return () => loadRuleDirectory(settings.rulesDir, options);
+  const tree = ruleTreeOf({
+    root: settings.runtimeRoot,
+    subdirectory: settings.runtimeSubdirectory,
+    appDirectory: settings.runtimeAppDirectory,
+    watchRoot: settings.runtimeWatchRoot,
+  });
+  return () => loadRuleTree(tree, options);
 }
 
 /** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */
@@ -209,6 +219,7 @@ async function startRules(settings: Settings, { logger, metrics, operator }: Cor
     subdirectory: settings.runtimeSubdirectory,
     appDirectory: settings.runtimeAppDirectory,
     watchRoot: settings.runtimeWatchRoot,
+    ignoreDotFiles: settings.runtimeIgnoreDotFiles,
     load,
     onLoaded,
     onError: (err) => {

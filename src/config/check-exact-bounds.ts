@@ -1,3 +1,4 @@
+import { excerpt } from './quote-excerpt';
 import type { Algorithm } from '../domain/algorithm';
 import { UNIT_SECONDS, type Unit } from '../domain/units';
 
@@ -28,7 +29,7 @@ export function exactBoundsProblem(path: string, rateLimit: BoundedRateLimit): s
   if (rateLimit.unlimited || rateLimit.unit === undefined) return undefined;
   const windowMs = UNIT_SECONDS[rateLimit.unit] * rateLimit.unitMultiplier * 1000;
   const { algorithm, requestsPerUnit: limit, burst } = rateLimit;
-  const name = `rate limit '${path}'`;
+  const name = `rate limit '${excerpt(path)}'`;
   if (windowMs > EXACT_PRODUCT_MAX) {
     return `${name}: window of ${windowMs} ms is over 2^52 ms`;
   }

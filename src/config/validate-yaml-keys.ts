@@ -1,3 +1,4 @@
+import { excerpt } from './quote-excerpt';
 import { policyKeyProblem } from './parse-policy-block';
 import { goText, type YMap, type YNode } from './yaml-tree';
 
@@ -42,7 +43,7 @@ export function validateYamlKeys(root: YMap): string | undefined {
 function checkMap(map: YMap, inRateLimit: boolean, isRoot = false): string | undefined {
   for (const { key, value } of map.entries) {
     if (key.kind !== 'scalar' || key.type !== 'str') {
-      return `config error, key is not of type string: ${goText(key)}`;
+      return `config error, key is not of type string: ${excerpt(goText(key))}`;
     }
     const name = key.text;
     // Our `policy` block belongs to the file's domain, so it is accepted at the top only.
@@ -52,7 +53,7 @@ function checkMap(map: YMap, inRateLimit: boolean, isRoot = false): string | und
       continue;
     }
     if (!REFERENCE_KEYS.has(name) && !(inRateLimit && RATE_LIMIT_EXTENSION_KEYS.has(name))) {
-      return `config error, unknown key '${name}'`;
+      return `config error, unknown key '${excerpt(name)}'`;
     }
     // metadata is free-form by design: its keys are the user's, not ours.
     if (name === 'metadata') continue;
@@ -78,7 +79,7 @@ function checkValue(value: YNode, isRateLimit: boolean): string | undefined {
 function checkList(items: readonly YNode[]): string | undefined {
   for (const item of items) {
     if (item.kind !== 'map') {
-      return `config error, yaml file contains list of type other than map: ${goText(item)}`;
+      return `config error, yaml file contains list of type other than map: ${excerpt(goText(item))}`;
     }
     const problem = checkMap(item, false);
     if (problem !== undefined) return problem;

@@ -2,7 +2,7 @@
 // `npm test` runs (test/e2e/abuse-short.test.ts); `full` is `npm run abuse`.
 import * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createSocket } from 'node:dgram';
 import { request, Agent } from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
@@ -421,6 +421,62 @@ const yamlAliases: Attack = {
   },
 };
 
+/** A rule file of 510 KB (under the 512 KiB limit): some 5,000 descriptors. */
+export function largeRuleFile(bytes = 510 * 1024): string {
+  let text = 'domain: large\ndescriptors:\n';
+  for (let i = 0; text.length < bytes; i++) {
+    text += `  - key: path\n    value: /api/v1/resource-${i}\n    rate_limit: {unit: minute, requests_per_unit: ${(i % 1000) + 1}}\n`;
+  }
+  return text;
+}
+
+/**
+ * Issue 18, finding 4 (its last line): a 510 KB rule file took 1.1 s to parse, all of it on the
+ * event loop. It is parsed in a worker thread now; the loop keeps answering.
+ */
+const largeRules: Attack = {
+  name: 'reload: a 510 KB rule file',
+  async run(ctx) {
+    const text = largeRuleFile();
+    ctx.note('file', `${(text.length / 1024).toFixed(0)} KB`);
+    for (let i = 0; i < n(ctx, 1, 3); i++) {
+      const before = metricValue(await ctx.scrape(), 'ratelimit_service_config_load_success');
+      writeFileSync(join(ctx.server.rulesDir, 'large.yaml'), text);
+      const after = await metricChange(ctx, 'ratelimit_service_config_load_success', before, 20_000);
+      ctx.answer(after > before ? 'load_success' : 'not_loaded');
+      await restoreRules(ctx, 'large.yaml');
+    }
+    requireOnly(ctx, 'load_success');
+  },
+};
+
+const FAKE_SECRET = 'hunter2-fake-secret-of-the-abuse-suite';
+
+/**
+ * Issue 18, finding 12: a rule file that is a symlink to /proc/self/environ (read by the server,
+ * so its own environment, here with a fake secret in it). The load error must quote at most a
+ * short, escaped excerpt: the secret never reaches the log.
+ */
+const environRules: Attack = {
+  name: 'reload: rule file linked to /proc/self/environ',
+  env: () => ({ FLOODGATE_ABUSE_FAKE_SECRET: FAKE_SECRET }),
+  async run(ctx) {
+    for (let i = 0; i < n(ctx, 1, 3); i++) {
+      const before = metricValue(await ctx.scrape(), 'ratelimit_service_config_load_error');
+      symlinkSync('/proc/self/environ', join(ctx.server.rulesDir, 'environ.yaml'));
+      ctx.answer('load_error', (await metricChange(ctx, 'ratelimit_service_config_load_error', before, 5000)) - before);
+      await restoreRules(ctx, 'environ.yaml');
+    }
+    const line =
+      ctx.server
+        .output()
+        .split('\n')
+        .find((l) => l.includes('environ.yaml')) ?? '';
+    ctx.note('logged line', `${line.length} characters`);
+    if (ctx.server.output().includes(FAKE_SECRET)) throw new Error('the fake secret of the environment reached the log');
+  },
+};
+
 function randomProtobuf(): Buffer {
   return randomBytes(Math.floor(Math.random() * 2048));
 }
@@ -824,6 +880,8 @@ export const ATTACKS: readonly Attack[] = [
   idleGrpc,
   wildcard,
   yamlAliases,
+  environRules,
+  largeRules,
   randomGrpc,
   mutatedGrpc,
   randomJsonBodies,
