@@ -34,6 +34,7 @@ import { PolicyEngine } from './policy/policy-engine';
 import type { PolicyStore } from './policy/policy-store';
 import type { RateLimitHandler } from './service/rate-limit-handler';
 import type { Tracing } from './tracing/start-tracing';
+import { joinHostPort } from './host-port';
 
 /** A running floodgate instance. */
 export interface App {
@@ -287,11 +288,32 @@ interface Served {
 
 type Ports = Pick<App, 'grpcPort' | 'httpPort' | 'debugPort' | 'metricsPort'>;
 
-async function listenHttp(running: Running, routes: Record<string, Route>, settings: Settings, host: string, port: number): Promise<number> {
+/** Where a port is configured: the variable (GRPC_PORT, PORT...) and its value, for messages. */
+interface PortSetting {
+  readonly variable: string;
+  readonly value: string | number;
+}
+
+/** Waits for `listening`; a port in use fails the start naming its variable (`GRPC_PORT 8081 is in use`). */
+async function bound(listening: Promise<number>, { variable, value }: PortSetting): Promise<number> {
+  try {
+    return await listening;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new SettingsError(`${variable} ${value} is in use`);
+    throw err;
+  }
+}
+
+async function listenHttp(
+  running: Running,
+  routes: Record<string, Route>,
+  settings: Settings,
+  address: { host: string; port: number } & PortSetting,
+): Promise<number> {
   const listener = new HttpListener(routes, settings.httpLimits);
-  const bound = await listener.listen(host, port);
+  const port = await bound(listener.listen(address.host, address.port), address);
   running.listeners.push(listener);
-  return bound;
+  return port;
 }
 
 /** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
@@ -312,10 +334,10 @@ async function openPorts(
     maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
-  const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
-  const grpcPort = await running.grpcServer.listen(
-    grpcAddress,
-    await grpcServerCredentials(settings.grpcTls, settings.grpcLimits.maxConnectionIdleMs, logger),
+  const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : joinHostPort(settings.grpcHost, settings.grpcPort);
+  const grpcPort = await bound(
+    running.grpcServer.listen(grpcAddress, await grpcServerCredentials(settings.grpcTls, settings.grpcLimits.maxConnectionIdleMs, logger)),
+    settings.grpcUds ? { variable: 'GRPC_UDS', value: settings.grpcUds } : { variable: 'GRPC_PORT', value: settings.grpcPort },
   );
   const httpRoutes = {
     '/healthcheck': healthcheckRoute(health),
@@ -328,7 +350,12 @@ async function openPorts(
       service,
     ),
   };
-  const httpPort = await listenHttp(running, httpRoutes, settings, settings.host, settings.port);
+  const httpPort = await listenHttp(running, httpRoutes, settings, {
+    host: settings.host,
+    port: settings.port,
+    variable: 'PORT',
+    value: settings.port,
+  });
   const debugRoutes = {
     '/rlconfig': rlconfigRoute(rules),
     '/metrics': metricsRoute(prometheusRegistry),
@@ -344,10 +371,20 @@ async function openPorts(
     }),
     '/policy': policyRoute(rules, policy),
   };
-  const debugPort = await listenHttp(running, debugRoutes, settings, settings.debugHost, settings.debugPort);
+  const debugPort = await listenHttp(running, debugRoutes, settings, {
+    host: settings.debugHost,
+    port: settings.debugPort,
+    variable: 'DEBUG_PORT',
+    value: settings.debugPort,
+  });
   if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
   const metricsRoutes = { [settings.prometheusPath]: metricsRoute(prometheusRegistry) };
-  const metricsPort = await listenHttp(running, metricsRoutes, settings, settings.prometheusHost, settings.prometheusPort);
+  const metricsPort = await listenHttp(running, metricsRoutes, settings, {
+    host: settings.prometheusHost,
+    port: settings.prometheusPort,
+    variable: 'PROMETHEUS_ADDR',
+    value: joinHostPort(settings.prometheusHost, settings.prometheusPort),
+  });
   return { grpcPort, httpPort, debugPort, metricsPort };
 }
 

@@ -3,6 +3,7 @@ import { AggregatorRegistry } from 'prom-client';
 import { startApp } from './app';
 import { runClusterPrimary } from './cluster-primary';
 import { FloodgateError } from './errors';
+import { joinHostPort } from './host-port';
 import { createLogger } from './log';
 import { loadSettings } from './settings';
 import { reportIneffectiveVariables } from './settings-reference';
@@ -54,9 +55,9 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => shutdown('SIGINT'));
   // Printed whatever LOG_LEVEL says: operators and scripts look for this line.
   process.stderr.write(
-    `floodgate: serving gRPC on ${settings.grpcUds ?? `${settings.grpcHost}:${app.grpcPort}`}, HTTP on ${settings.host}:${app.httpPort}, ` +
-      `debug on ${settings.debugHost}:${app.debugPort}` +
-      (app.metricsPort !== undefined ? `, metrics on ${settings.prometheusHost}:${app.metricsPort}${settings.prometheusPath}` : '') +
+    `floodgate: serving gRPC on ${settings.grpcUds ?? joinHostPort(settings.grpcHost, app.grpcPort)}, HTTP on ${joinHostPort(settings.host, app.httpPort)}, ` +
+      `debug on ${joinHostPort(settings.debugHost, app.debugPort)}` +
+      (app.metricsPort !== undefined ? `, metrics on ${joinHostPort(settings.prometheusHost, app.metricsPort)}${settings.prometheusPath}` : '') +
       `, backend ${settings.backendType}, rules from ${settings.xds ? `xDS server ${settings.xds.serverUrl}` : settings.rulesDir}\n`,
   );
 }

@@ -17,7 +17,7 @@ import type { Mogrifier } from './metrics/dogstatsd-mogrifier';
 import type { PrometheusMetricsOptions } from './metrics/metrics';
 import type { StatsdSettings } from './metrics/statsd-metrics';
 import type { RequestLimits } from './service/validate-request';
-import { bool, duration, float, int, list, listenAddress, oneOf, port, str, stringMap, type Env } from './settings-parse';
+import { bool, duration, float, int, list, listenAddress, listenHost, oneOf, port, str, stringMap, type Env } from './settings-parse';
 
 export interface Settings {
   readonly host: string;
@@ -523,13 +523,13 @@ export function loadSettings(env: Env = process.env): Settings {
   const tls = grpcTls(env);
   const backend = backendSettings(env);
   return Object.freeze({
-    host: str(env, 'HOST', '0.0.0.0'),
+    host: listenHost(env, 'HOST', '0.0.0.0'),
     port: port(env, 'PORT', 8080),
-    grpcHost: str(env, 'GRPC_HOST', '0.0.0.0'),
+    grpcHost: listenHost(env, 'GRPC_HOST', '0.0.0.0'),
     grpcPort: port(env, 'GRPC_PORT', 8081),
     ...(grpcUds ? { grpcUds } : {}),
     ...(tls ? { grpcTls: tls } : {}),
-    debugHost: str(env, 'DEBUG_HOST', '127.0.0.1'),
+    debugHost: listenHost(env, 'DEBUG_HOST', '127.0.0.1'),
     debugPort: port(env, 'DEBUG_PORT', 6070),
     usePrometheus: bool(env, 'USE_PROMETHEUS', true),
     prometheusHost: prometheus.host,

@@ -6,6 +6,7 @@ import type { ServiceMetrics } from '../metrics/metrics';
 import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
+import { onEachHttp2Server } from './http2-servers';
 import { loadProtos, SERVER_PROTO_LOADER_OPTIONS } from './protos';
 import { decodeRateLimitRequest } from '../rls/request-decoder';
 import { encodeRateLimitResponse } from '../rls/response-encoder';
@@ -49,6 +50,8 @@ function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>, fallbackMs: nu
 export class GrpcServer {
   private readonly server: grpc.Server;
   private readonly health: HealthService;
+  /** The last error of a listening socket: grpc-js reports a failed bind in words only. */
+  private listenError: NodeJS.ErrnoException | undefined;
 
   constructor(private readonly deps: GrpcServerDeps) {
     const protos = loadProtos(SERVER_PROTO_LOADER_OPTIONS);
@@ -66,15 +69,23 @@ export class GrpcServer {
       ...(deps.maxConnectionAgeMs !== undefined ? { 'grpc.max_connection_age_ms': deps.maxConnectionAgeMs } : {}),
       ...(deps.maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': deps.maxConnectionAgeGraceMs } : {}),
     });
+    onEachHttp2Server(this.server, (http2Server) => {
+      http2Server.on('error', (err: NodeJS.ErrnoException) => (this.listenError = err));
+    });
     this.server.addService(withRlsServerCodec(protos.rlsService), { [METHOD]: this.shouldRateLimit });
     this.health = healthService(deps.health);
     this.server.addService(protos.healthService, this.health.handlers);
   }
 
-  /** Binds `address` (`host:port`, `unix:/path`); resolves with the bound port (0 for unix). */
+  /**
+   * Binds `address` (`host:port`, `[ipv6]:port`, `unix:/path`); resolves with the bound port (0
+   * for unix). A failed bind rejects with the socket's own error (`code` EADDRINUSE...) when there
+   * is one, else with grpc-js' (a name that does not resolve).
+   */
   listen(address: string, credentials: grpc.ServerCredentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
     return new Promise((resolve, reject) => {
-      this.server.bindAsync(address, credentials, (err, port) => (err ? reject(err) : resolve(port)));
+      this.listenError = undefined;
+      this.server.bindAsync(address, credentials, (err, port) => (err ? reject(this.listenError ?? err) : resolve(port)));
     });
   }
 

@@ -333,6 +333,20 @@ describe('CACHE_KEY_PREFIX', () => {
   });
 });
 
+describe('HOST, GRPC_HOST and DEBUG_HOST (issue 19, finding 3)', () => {
+  it.each(['HOST', 'GRPC_HOST', 'DEBUG_HOST'])('%s takes IPv6 addresses without brackets', (name) => {
+    const s = loadSettings({ [name]: '::1' });
+    expect([s.host, s.grpcHost, s.debugHost]).toContain('::1');
+  });
+
+  // The reference refuses `[::]` too: "listen tcp: address [[::]]:8081: missing port in address".
+  it.each(['HOST', 'GRPC_HOST', 'DEBUG_HOST'])("%s refuses '[::]', naming it", (name) => {
+    expect(settingsErrorOf({ [name]: '[::]' }).message).toBe(
+      `invalid value for ${name}: '[::]' (expected a host name or IP address without brackets, e.g. '::')`,
+    );
+  });
+});
+
 describe('PROMETHEUS_ADDR forms', () => {
   it.each<[string, string, number]>([
     [':9191', '0.0.0.0', 9191],
