@@ -10,6 +10,7 @@ import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
 import { debugPageRoute, debugStateRoute } from './http/debug-page';
 import { rlconfigRoute } from './http/debug-routes';
+import { allowedHostsOnly } from './http/host-check';
 import { HttpListener, type Route } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
 import { healthcheckRoute, jsonRouteFor } from './http/service-routes';
@@ -356,21 +357,25 @@ async function openPorts(
     variable: 'PORT',
     value: settings.port,
   });
-  const debugRoutes = {
-    '/rlconfig': rlconfigRoute(rules),
-    '/metrics': metricsRoute(prometheusRegistry),
-    '/': debugPageRoute(),
-    '/debug/state': debugStateRoute({
-      rules,
-      registry: prometheus.registry,
-      backendType: settings.backendType,
-      backendHealthy: () => limiter.isHealthy(),
-      serving: () => health.isServing(),
-      breakers: () => operator.breakerStates(),
-      lastLoad: () => operator.lastLoad,
-    }),
-    '/policy': policyRoute(rules, policy),
-  };
+  // Only the Host names an operator uses: a DNS-rebinding page gets nothing (issue 18).
+  const debugRoutes = allowedHostsOnly(
+    {
+      '/rlconfig': rlconfigRoute(rules),
+      '/metrics': metricsRoute(prometheusRegistry),
+      '/': debugPageRoute(),
+      '/debug/state': debugStateRoute({
+        rules,
+        registry: prometheus.registry,
+        backendType: settings.backendType,
+        backendHealthy: () => limiter.isHealthy(),
+        serving: () => health.isServing(),
+        breakers: () => operator.breakerStates(),
+        lastLoad: () => operator.lastLoad,
+      }),
+      '/policy': policyRoute(rules, policy),
+    },
+    settings.debugHost,
+  );
   const debugPort = await listenHttp(running, debugRoutes, settings, {
     host: settings.debugHost,
     port: settings.debugPort,
