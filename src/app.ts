@@ -347,6 +347,7 @@ async function openPorts(
         defaultDeadlineMs: settings.defaultDeadlineMs,
         maxBodyBytes: settings.httpLimits.maxBodyBytes,
         grpcRequiresClientCerts: settings.grpcTls?.clientCaCert !== undefined,
+        withoutClientCert: settings.httpJsonWithoutClientCert,
       },
       service,
     ),

@@ -26,6 +26,8 @@ export interface Settings {
   readonly grpcPort: number;
   readonly grpcUds?: string;
   readonly grpcTls?: GrpcTls;
+  /** HTTP_JSON_WITHOUT_CLIENT_CERT: /json answers every client even while gRPC requires client certificates. */
+  readonly httpJsonWithoutClientCert: boolean;
   readonly debugHost: string;
   readonly debugPort: number;
   readonly usePrometheus: boolean;
@@ -529,6 +531,7 @@ export function loadSettings(env: Env = process.env): Settings {
     grpcPort: port(env, 'GRPC_PORT', 8081),
     ...(grpcUds ? { grpcUds } : {}),
     ...(tls ? { grpcTls: tls } : {}),
+    httpJsonWithoutClientCert: bool(env, 'HTTP_JSON_WITHOUT_CLIENT_CERT', false),
     debugHost: listenHost(env, 'DEBUG_HOST', '127.0.0.1'),
     debugPort: port(env, 'DEBUG_PORT', 6070),
     usePrometheus: bool(env, 'USE_PROMETHEUS', true),

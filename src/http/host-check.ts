@@ -1,4 +1,4 @@
-import { isLoopbackAddress } from './loopback-only';
+import { isLoopbackAddress } from './loopback-address';
 import type { Route } from './http-listener';
 
 /** The host of a Host header, lower case, without its port or IPv6 brackets; undefined when malformed. */
