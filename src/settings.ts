@@ -349,10 +349,25 @@ function grpcLimits(env: Env): GrpcLimits {
       `invalid value for GRPC_MAX_CONNECTION_IDLE: '${env.GRPC_MAX_CONNECTION_IDLE}' (expected a duration from 1ms to 24h)`,
     );
   }
+  const receiveMs = duration(env, 'GRPC_MAX_REQUEST_RECEIVE_TIME', 10_000);
+  if (receiveMs < 1 || receiveMs > 3_600_000) {
+    throw new SettingsError(
+      `invalid value for GRPC_MAX_REQUEST_RECEIVE_TIME: '${env.GRPC_MAX_REQUEST_RECEIVE_TIME}' (expected a duration from 1ms to 1h)`,
+    );
+  }
   return Object.freeze({
     maxReceiveMessageBytes: int(env, 'GRPC_MAX_RECEIVE_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024),
-    maxConcurrentStreams: int(env, 'GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
+    // 100 calls in progress per connection is more than Envoy keeps on one (it opens another
+    // connection past the SETTINGS value); 1000 × 64 KiB partial messages was 64 MB a connection.
+    maxConcurrentStreams: int(env, 'GRPC_MAX_CONCURRENT_STREAMS', 100, 1, 1_000_000),
     maxConnectionIdleMs: Math.ceil(idleMs),
+    maxSessionMemoryMb: int(env, 'GRPC_MAX_SESSION_MEMORY', 10, 1, 4096),
+    connections: Object.freeze({
+      maxConnections: int(env, 'GRPC_MAX_CONNECTIONS', 256, 1, 1_000_000),
+      maxRequestReceiveMs: Math.ceil(receiveMs),
+      resetBurst: int(env, 'GRPC_MAX_RESET_BURST', 100, 1, 1_000_000),
+      resetsPerSecond: int(env, 'GRPC_MAX_RESETS_PER_SECOND', 20, 1, 1_000_000),
+    }),
   });
 }
 
