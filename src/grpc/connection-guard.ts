@@ -105,9 +105,11 @@ export class ConnectionGuard {
     allowance.tokens -= 1;
     if (allowance.tokens >= 0) return;
     this.events.onResetFlood(session.socket?.remoteAddress);
-    // GOAWAY with ENHANCE_YOUR_CALM, then the connection is closed: the client may reconnect,
-    // and starts with a fresh allowance, but each connection costs it a handshake.
-    session.destroy(undefined, constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    // GOAWAY with ENHANCE_YOUR_CALM: nghttp2 then drops the client's new streams unread, and the
+    // connection closes once the calls in flight are answered. The client may reconnect, with a
+    // fresh allowance, but each connection costs it a handshake.
+    session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    session.close();
   }
 
   /** Resets every stream whose request is still incomplete past its deadline. */

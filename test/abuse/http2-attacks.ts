@@ -18,9 +18,15 @@ function messagePrefix(length: number): Buffer {
   return b;
 }
 
-function connect(port: number, host = '127.0.0.1'): Promise<http2.ClientHttp2Session> {
+function connect(port: number, host = '127.0.0.1', timeoutMs = 10_000): Promise<http2.ClientHttp2Session> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(`http://${host}:${port}`);
+    const timer = setTimeout(() => {
+      session.destroy();
+      reject(new Error(`no SETTINGS from the server within ${timeoutMs} ms`));
+    }, timeoutMs);
+    session.once('close', () => clearTimeout(timer));
+    session.once('remoteSettings', () => clearTimeout(timer));
     // Once the server's SETTINGS are in (its MAX_CONCURRENT_STREAMS among them): until then
     // node assumes 100.
     session.once('remoteSettings', () => resolve(session));
