@@ -15,7 +15,7 @@ const LAYERS = [
   { name: 'domain', groups: [['src/domain']] },
   {
     name: 'base',
-    groups: [['src/errors.ts', 'src/error-status.ts', 'src/log.ts', 'src/paths.ts', 'src/health.ts', 'src/metrics']],
+    groups: [['src/errors.ts', 'src/error-status.ts', 'src/log.ts', 'src/paths.ts', 'src/health.ts', 'src/host-port.ts', 'src/metrics']],
   },
   { name: 'rules and counting', groups: [['src/config'], ['src/limiter']] },
   { name: 'policy', groups: [['src/policy']] },

@@ -89,6 +89,18 @@ export function duration(env: Env, name: string, fallbackMs: number): number {
   return total;
 }
 
+/**
+ * A listen host: a name or an IP address, IPv6 without brackets (`::`, `::1`), as the reference
+ * reads HOST, GRPC_HOST and DEBUG_HOST. A bracketed `[::]` is refused, as the reference refuses it.
+ */
+export function listenHost(env: Env, name: string, fallback: string): string {
+  const v = str(env, name, fallback);
+  if (v.startsWith('[') || v.endsWith(']')) {
+    throw bad(name, v, `a host name or IP address without brackets, e.g. '${v.replace(/^\[|\]$/g, '')}'`);
+  }
+  return v;
+}
+
 /** `host:port` or `:port` (Go listen-address form); an empty host means all interfaces. */
 export function listenAddress(env: Env, name: string, fallback: string): { host: string; port: number } {
   const v = str(env, name, fallback);

@@ -19,7 +19,7 @@ import type { PrometheusMetricsOptions } from './metrics/metrics';
 import type { StatsdSettings } from './metrics/statsd-metrics';
 import { sanitizeTagName, sanitizeTagValue } from './metrics/stat-name';
 import type { RequestLimits } from './service/validate-request';
-import { bool, duration, float, int, list, listenAddress, oneOf, port, str, stringMap, type Env } from './settings-parse';
+import { bool, duration, float, int, list, listenAddress, listenHost, oneOf, port, str, stringMap, type Env } from './settings-parse';
 
 export interface Settings {
   readonly host: string;
@@ -28,6 +28,8 @@ export interface Settings {
   readonly grpcPort: number;
   readonly grpcUds?: string;
   readonly grpcTls?: GrpcTls;
+  /** HTTP_JSON_WITHOUT_CLIENT_CERT: /json answers every client even while gRPC requires client certificates. */
+  readonly httpJsonWithoutClientCert: boolean;
   readonly debugHost: string;
   readonly debugPort: number;
   readonly usePrometheus: boolean;
@@ -354,10 +356,25 @@ function grpcLimits(env: Env): GrpcLimits {
       `invalid value for GRPC_MAX_CONNECTION_IDLE: '${env.GRPC_MAX_CONNECTION_IDLE}' (expected a duration from 1ms to 24h)`,
     );
   }
+  const receiveMs = duration(env, 'GRPC_MAX_REQUEST_RECEIVE_TIME', 10_000);
+  if (receiveMs < 1 || receiveMs > 3_600_000) {
+    throw new SettingsError(
+      `invalid value for GRPC_MAX_REQUEST_RECEIVE_TIME: '${env.GRPC_MAX_REQUEST_RECEIVE_TIME}' (expected a duration from 1ms to 1h)`,
+    );
+  }
   return Object.freeze({
     maxReceiveMessageBytes: int(env, 'GRPC_MAX_RECEIVE_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024),
-    maxConcurrentStreams: int(env, 'GRPC_MAX_CONCURRENT_STREAMS', 1000, 1, 1_000_000),
+    // 100 calls in progress per connection is more than Envoy keeps on one (it opens another
+    // connection past the SETTINGS value); 1000 × 64 KiB partial messages was 64 MB a connection.
+    maxConcurrentStreams: int(env, 'GRPC_MAX_CONCURRENT_STREAMS', 100, 1, 1_000_000),
     maxConnectionIdleMs: Math.ceil(idleMs),
+    maxSessionMemoryMb: int(env, 'GRPC_MAX_SESSION_MEMORY', 10, 1, 4096),
+    connections: Object.freeze({
+      maxConnections: int(env, 'GRPC_MAX_CONNECTIONS', 256, 1, 1_000_000),
+      maxRequestReceiveMs: Math.ceil(receiveMs),
+      resetBurst: int(env, 'GRPC_MAX_RESET_BURST', 100, 1, 1_000_000),
+      resetsPerSecond: int(env, 'GRPC_MAX_RESETS_PER_SECOND', 20, 1, 1_000_000),
+    }),
   });
 }
 
@@ -529,13 +546,14 @@ export function loadSettings(env: Env = process.env): Settings {
   const tls = grpcTls(env);
   const backend = backendSettings(env);
   return Object.freeze({
-    host: str(env, 'HOST', '0.0.0.0'),
+    host: listenHost(env, 'HOST', '0.0.0.0'),
     port: port(env, 'PORT', 8080),
-    grpcHost: str(env, 'GRPC_HOST', '0.0.0.0'),
+    grpcHost: listenHost(env, 'GRPC_HOST', '0.0.0.0'),
     grpcPort: port(env, 'GRPC_PORT', 8081),
     ...(grpcUds ? { grpcUds } : {}),
     ...(tls ? { grpcTls: tls } : {}),
-    debugHost: str(env, 'DEBUG_HOST', '127.0.0.1'),
+    httpJsonWithoutClientCert: bool(env, 'HTTP_JSON_WITHOUT_CLIENT_CERT', false),
+    debugHost: listenHost(env, 'DEBUG_HOST', '127.0.0.1'),
     debugPort: port(env, 'DEBUG_PORT', 6070),
     usePrometheus: bool(env, 'USE_PROMETHEUS', true),
     prometheusHost: prometheus.host,

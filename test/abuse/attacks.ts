@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { projectRoot } from '../../src/paths';
 import { parseInfo, respCommand } from '../harness/resp-client';
 import type { Attack, AttackContext } from './abuse-harness';
+import { partialCalls, rapidReset } from './http2-attacks';
 
 const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
@@ -865,6 +866,46 @@ function statsdNames(protocol: 'tcp' | 'udp'): Attack {
   };
 }
 
+const unfinishedGrpc: Attack = {
+  name: 'grpc: unfinished calls (raw HTTP/2)',
+  // Issue 18, finding 3: each stream sends 65,000 of a declared 65,530 bytes and never ends.
+  // GRPC_MAX_CONCURRENT_STREAMS caps the streams (the client opens no more than SETTINGS allow);
+  // GRPC_MAX_REQUEST_RECEIVE_TIME (10 s) resets them.
+  async run(ctx) {
+    const result = await partialCalls({
+      port: ctx.server.grpcPort,
+      connections: n(ctx, 2, 6),
+      streamsPerConnection: n(ctx, 100, 1000),
+      declaredBytes: 65_530,
+      sentBytes: 65_000,
+      holdMs: n(ctx, 2000, 12_000),
+    });
+    ctx.answer('opened', result.opened);
+    ctx.answer('closedByServer', result.closedByServer);
+    ctx.note('maxConcurrentStreams', result.maxConcurrentStreams ?? 'unknown');
+    if (ctx.scale === 'full') ctx.note('lastClosedAfterMs', result.lastCloseMs);
+  },
+};
+
+const rapidResetGrpc: Attack = {
+  name: 'grpc: rapid reset, reconnecting (raw HTTP/2)',
+  // Issue 18, finding 10: complete calls reset at once, on one connection after another;
+  // each connection is closed after GRPC_MAX_RESET_BURST resets (plus 20 a second).
+  async run(ctx) {
+    const request = encodeRequest('probe', [{ entries: [['k', 'reset']] }]);
+    const until = Date.now() + n(ctx, 3000, 15_000);
+    let worst = 0;
+    while (Date.now() < until) {
+      const r = await rapidReset({ port: ctx.server.grpcPort, calls: 5000, request, timeoutMs: Math.max(100, until - Date.now()) });
+      ctx.answer('connections');
+      ctx.answer('resets', r.resets);
+      if (r.closedByServer) ctx.answer('closedByServer');
+      if (r.goawayLastStreamId !== undefined) worst = Math.max(worst, (r.goawayLastStreamId + 1) / 2);
+    }
+    ctx.note('mostCallsOnOneConnection', worst);
+  },
+};
+
 /** Every attack of issue 8, in the order they are run. */
 export const ATTACKS: readonly Attack[] = [
   emptyDescriptors,
@@ -891,4 +932,6 @@ export const ATTACKS: readonly Attack[] = [
   mappedMetrics,
   statsdNames('tcp'),
   statsdNames('udp'),
+  unfinishedGrpc,
+  rapidResetGrpc,
 ];

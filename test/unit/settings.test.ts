@@ -340,6 +340,20 @@ describe('CACHE_KEY_PREFIX', () => {
   });
 });
 
+describe('HOST, GRPC_HOST and DEBUG_HOST (issue 19, finding 3)', () => {
+  it.each(['HOST', 'GRPC_HOST', 'DEBUG_HOST'])('%s takes IPv6 addresses without brackets', (name) => {
+    const s = loadSettings({ [name]: '::1' });
+    expect([s.host, s.grpcHost, s.debugHost]).toContain('::1');
+  });
+
+  // The reference refuses `[::]` too: "listen tcp: address [[::]]:8081: missing port in address".
+  it.each(['HOST', 'GRPC_HOST', 'DEBUG_HOST'])("%s refuses '[::]', naming it", (name) => {
+    expect(settingsErrorOf({ [name]: '[::]' }).message).toBe(
+      `invalid value for ${name}: '[::]' (expected a host name or IP address without brackets, e.g. '::')`,
+    );
+  });
+});
+
 describe('PROMETHEUS_ADDR forms', () => {
   it.each<[string, string, number]>([
     [':9191', '0.0.0.0', 9191],
@@ -495,7 +509,15 @@ describe('the result is frozen', () => {
 describe('bounds against abusive clients (issue 8)', () => {
   it('have defaults that hold a slow or hostile client to little memory and time', () => {
     const s = loadSettings({});
-    expect(s.grpcLimits).toEqual({ maxReceiveMessageBytes: 65536, maxConcurrentStreams: 1000, maxConnectionIdleMs: 60_000 });
+    // Issue 18, finding 3: 100 streams a connection, 256 connections, 10 s to receive a
+    // request, node's own 10 MiB per connection; finding 10: resets well under nghttp2's 1,000.
+    expect(s.grpcLimits).toEqual({
+      maxReceiveMessageBytes: 65536,
+      maxConcurrentStreams: 100,
+      maxConnectionIdleMs: 60_000,
+      maxSessionMemoryMb: 10,
+      connections: { maxConnections: 256, maxRequestReceiveMs: 10_000, resetBurst: 100, resetsPerSecond: 20 },
+    });
     // The issue's bound: idle gRPC connections closed within 90 s.
     expect(s.grpcLimits.maxConnectionIdleMs).toBeLessThanOrEqual(90_000);
     expect(s.httpLimits).toEqual({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, maxBodyBytes: 65536, maxConnections: 1024 });
@@ -506,12 +528,23 @@ describe('bounds against abusive clients (issue 8)', () => {
       GRPC_MAX_RECEIVE_MESSAGE_BYTES: '262144',
       GRPC_MAX_CONCURRENT_STREAMS: '50',
       GRPC_MAX_CONNECTION_IDLE: '90s',
+      GRPC_MAX_SESSION_MEMORY: '32',
+      GRPC_MAX_CONNECTIONS: '64',
+      GRPC_MAX_REQUEST_RECEIVE_TIME: '2s',
+      GRPC_MAX_RESET_BURST: '10',
+      GRPC_MAX_RESETS_PER_SECOND: '5',
       HTTP_REQUEST_TIMEOUT: '2s',
       HTTP_HEADERS_TIMEOUT: '500ms',
       HTTP_MAX_BODY_BYTES: '4096',
       HTTP_MAX_CONNECTIONS: '10',
     });
-    expect(s.grpcLimits).toEqual({ maxReceiveMessageBytes: 262144, maxConcurrentStreams: 50, maxConnectionIdleMs: 90_000 });
+    expect(s.grpcLimits).toEqual({
+      maxReceiveMessageBytes: 262144,
+      maxConcurrentStreams: 50,
+      maxConnectionIdleMs: 90_000,
+      maxSessionMemoryMb: 32,
+      connections: { maxConnections: 64, maxRequestReceiveMs: 2000, resetBurst: 10, resetsPerSecond: 5 },
+    });
     expect(s.httpLimits).toEqual({ requestTimeoutMs: 2000, headersTimeoutMs: 500, maxBodyBytes: 4096, maxConnections: 10 });
     expect(Object.isFrozen(s.grpcLimits)).toBe(true);
     expect(Object.isFrozen(s.httpLimits)).toBe(true);
@@ -525,6 +558,11 @@ describe('bounds against abusive clients (issue 8)', () => {
     [{ GRPC_MAX_CONCURRENT_STREAMS: '0' }, `invalid value for GRPC_MAX_CONCURRENT_STREAMS: '0' (expected an integer from 1 to 1000000)`],
     [{ GRPC_MAX_CONNECTION_IDLE: '0' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: '0' (expected a duration from 1ms to 24h)`],
     [{ GRPC_MAX_CONNECTION_IDLE: 'soon' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: 'soon' (expected a duration such as 500ms, 10s or 1m)`],
+    [{ GRPC_MAX_CONNECTIONS: '0' }, `invalid value for GRPC_MAX_CONNECTIONS: '0' (expected an integer from 1 to 1000000)`],
+    [{ GRPC_MAX_SESSION_MEMORY: '0' }, `invalid value for GRPC_MAX_SESSION_MEMORY: '0' (expected an integer from 1 to 4096)`],
+    [{ GRPC_MAX_REQUEST_RECEIVE_TIME: '0' }, `invalid value for GRPC_MAX_REQUEST_RECEIVE_TIME: '0' (expected a duration from 1ms to 1h)`],
+    [{ GRPC_MAX_RESET_BURST: '0' }, `invalid value for GRPC_MAX_RESET_BURST: '0' (expected an integer from 1 to 1000000)`],
+    [{ GRPC_MAX_RESETS_PER_SECOND: 'x' }, `invalid value for GRPC_MAX_RESETS_PER_SECOND: 'x' (expected an integer from 1 to 1000000)`],
     [{ HTTP_REQUEST_TIMEOUT: '0' }, `invalid value for HTTP_REQUEST_TIMEOUT: '0' (expected a duration from 1ms to 1h)`],
     [{ HTTP_HEADERS_TIMEOUT: '20s' }, `invalid value for HTTP_HEADERS_TIMEOUT: '20s' (must not exceed HTTP_REQUEST_TIMEOUT, 10000 ms)`],
     [{ HTTP_MAX_BODY_BYTES: '1k' }, `invalid value for HTTP_MAX_BODY_BYTES: '1k' (expected an integer from 1024 to 16777216)`],
