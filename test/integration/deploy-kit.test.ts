@@ -10,27 +10,8 @@ import { parse, parseAllDocuments } from 'yaml';
 import { compileRules } from '../../src/config/compile-rules';
 import { parseRuleFile } from '../../src/config/parse-rule-file';
 import { projectRoot } from '../../src/paths';
-import { kustomize, type Manifest } from '../helpers/kustomize-lite';
-
-type Validatable = new (data: Manifest) => { validate(): void };
-
-async function schemaClasses(): Promise<Map<string, Validatable>> {
-  const modules: Record<string, Record<string, unknown>> = {
-    v1: await import('kubernetes-models/v1'),
-    'apps/v1': await import('kubernetes-models/apps/v1'),
-    'batch/v1': await import('kubernetes-models/batch/v1'),
-    'policy/v1': await import('kubernetes-models/policy/v1'),
-    'autoscaling/v2': await import('kubernetes-models/autoscaling/v2'),
-    'networking.k8s.io/v1': await import('kubernetes-models/networking.k8s.io/v1'),
-    'monitoring.coreos.com/v1': await import('@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1'),
-    'networking.istio.io/v1alpha3': await import('@kubernetes-models/istio/networking.istio.io/v1alpha3'),
-  };
-  const out = new Map<string, Validatable>();
-  for (const [apiVersion, mod] of Object.entries(modules)) {
-    for (const [kind, cls] of Object.entries(mod)) if (typeof cls === 'function') out.set(`${apiVersion}/${kind}`, cls as Validatable);
-  }
-  return out;
-}
+import { findOne, schemaClasses, selects, type Manifest } from '../helpers/floodgate-kit-checks';
+import { kustomize } from '../helpers/kustomize-lite';
 
 const K8S = join(projectRoot, 'deploy', 'kubernetes');
 const RENDERED: Record<string, Manifest[]> = {
@@ -42,15 +23,7 @@ const RENDERED: Record<string, Manifest[]> = {
 const GATEWAYS = join(projectRoot, 'deploy', 'gateways');
 const ISTIO = parseAllDocuments(readFileSync(join(GATEWAYS, 'istio-envoyfilter.yaml'), 'utf8')).map((d) => d.toJS() as Manifest);
 
-function find(objects: readonly Manifest[], kind: string, name: string): Manifest {
-  const found = objects.filter((o) => o['kind'] === kind && o['metadata']?.name === name);
-  if (found.length !== 1) throw new Error(`expected one ${kind} ${name}, found ${found.length}`);
-  return found[0] as Manifest;
-}
-
-function selects(selector: Record<string, string>, labels: Record<string, string> | undefined): boolean {
-  return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
-}
+const find = findOne;
 
 function podTemplates(objects: readonly Manifest[]): Manifest[] {
   return objects.filter((o) => ['Deployment', 'StatefulSet', 'Job'].includes(o['kind'])).map((o) => o['spec'].template);
