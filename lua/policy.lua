@@ -5,8 +5,9 @@
 -- KEYS[2]     the set of distinct route hashes seen in the current window (at most ARGV[12]).
 -- KEYS[3]     the set of fingerprint hashes seen in the current window (at most ARGV[13]).
 --             All three share the client's hash tag. Every key written gets its expiry here:
---             the sets at the window's end, the state when the tier is back to normal (and not
---             before the window's end).
+--             the sets at the window's end, the state one quiet period after the tier is back
+--             to normal (so the next decision still sees the steps down), and not before the
+--             window's end.
 -- ARGV[1]     mode: 0 = decide (count this request), 1 = look up (write nothing).
 -- ARGV[2]     window: length of the signals' window in ms (>= 1), aligned to the Unix epoch.
 -- ARGV[3..6]  weights (>= 0) of the signals: requests, repeats, distinct routes, denials.
@@ -21,9 +22,10 @@
 -- ARGV[17]    optional, tests only: "now" in epoch milliseconds. Without it the clock is
 --             redis TIME, read once per call.
 --
--- Returns     8 integers: tier (0 normal, 1 elevated, 2 suspicious, 3 blocked) after this call,
---             the tier stored before it, ms left in the penalty box (0 unless blocked), and
---             the window's requests, repeats, distinct routes, denials and score.
+-- Returns     9 integers: tier (0 normal, 1 elevated, 2 suspicious, 3 blocked) after this call,
+--             the tier stored before it, ms left in the penalty box (0 unless blocked), the
+--             window's requests, repeats, distinct routes, denials and score, and the tier after
+--             the steps time alone makes (box over, quiet periods) before this request counts.
 -- Errors      "ERR policy: ..." when ARGV does not fit or a number is invalid.
 
 -- @include lib/int.lua
@@ -84,6 +86,8 @@ if tier > 0 and tier < 3 and now - calm >= quiet_ms then
   calm = calm + steps * quiet_ms
 end
 
+local settled = tier
+
 local window_start = now - (now % window)
 local fresh_window = win ~= window_start
 local routes = 0
@@ -140,11 +144,12 @@ if mode == 0 then
     if had_state then redis.call('DEL', routes_key, prints_key) end
     win = window_start
   end
+  -- One quiet period past the return to normal: a decision then still sees the steps down.
   local expires = win + window
   if tier == 3 then
-    expires = math.max(expires, till + 2 * quiet_ms)
-  else
-    expires = math.max(expires, calm + tier * quiet_ms)
+    expires = math.max(expires, till + 3 * quiet_ms)
+  elseif tier > 0 then
+    expires = math.max(expires, calm + (tier + 1) * quiet_ms)
   end
   redis.call('HSET', state_key, 'tier', tier, 'calm', int(calm), 'until', int(till), 'win', int(win), 'req', req, 'rep', rep, 'den', den, 'exp', int(expires))
   redis.call('PEXPIREAT', state_key, int(expires))
@@ -152,4 +157,4 @@ end
 
 local left = 0
 if tier == 3 then left = till - now end
-return { tier, previous, left, req, rep, routes, den, score }
+return { tier, previous, left, req, rep, routes, den, score, settled }

@@ -191,9 +191,11 @@ async function startRules(settings: Settings, { logger, metrics, operator }: Cor
       mergeDomainConfig: settings.mergeDomainConfig,
       logger,
       onLoaded,
-      onError: (err) => {
+      onError: (err, { log, unlogged }) => {
         metrics.configLoad(false);
-        logger.error(`error loading new configuration from xDS: ${err.message}`);
+        // Paced by the client: a server sending bad snapshots in a loop cannot flood the log.
+        const since = unlogged > 0 ? ` (and ${unlogged} more rejected snapshots not logged since the last)` : '';
+        if (log) logger.error(`error loading new configuration from xDS: ${err.message}${since}`);
       },
     });
     running.rulesSource = client;
@@ -395,7 +397,7 @@ function startMappedPrometheus(settings: Settings, running: Running): { metrics:
   } catch (err) {
     throw new SettingsError(`invalid value for PROMETHEUS_MAPPER_YAML: '${m.path}' (${(err as Error).message})`);
   }
-  const sink = new MappedPrometheusSink(new StatsdMapping(text));
+  const sink = new MappedPrometheusSink(new StatsdMapping(text), { maxSeries: settings.metricsMaxSeries });
   const metrics = new StatsdMetrics({ format: 'statsd', flushIntervalMs: m.flushIntervalMs, extraTags: m.extraTags, mogrifiers: [] }, sink);
   running.stats.push(metrics);
   return { metrics, registry: sink.registry };

@@ -16,6 +16,7 @@ import type { ResponseHeadersStyle } from './service/header-styles';
 import type { Mogrifier } from './metrics/dogstatsd-mogrifier';
 import type { PrometheusMetricsOptions } from './metrics/metrics';
 import type { StatsdSettings } from './metrics/statsd-metrics';
+import { sanitizeTagName, sanitizeTagValue } from './metrics/stat-name';
 import type { RequestLimits } from './service/validate-request';
 import { bool, duration, float, int, list, listenAddress, oneOf, port, str, stringMap, type Env } from './settings-parse';
 
@@ -306,6 +307,7 @@ function xdsSettings(env: Env): XdsSettings {
       jitter: bool(env, 'XDS_CLIENT_BACKOFF_JITTER', true),
     }),
     maxReceiveMessageBytes: int(env, 'XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES', 0, 0, 2 ** 31 - 1),
+    maxResources: int(env, 'XDS_MAX_RESOURCES', 10_000, 1, 1_000_000),
     ...(tls ? { tls } : {}),
   });
 }
@@ -415,14 +417,14 @@ function positiveDuration(env: Env, name: string, fallbackMs: number): number {
   return ms;
 }
 
-/** gostats replaces `.`, `:` and `|` in tag values. */
-const tagValue = (v: string): string => v.replace(/[.:|]/g, '_');
-
-/** EXTRA_TAGS as gostats serializes them: empty names or values dropped, sorted by name. */
+/**
+ * EXTRA_TAGS as gostats serializes them: empty names or values dropped, sorted by name, `.`, `:`
+ * and `|` in values made `_` (and, ours, control characters anywhere: no tag starts a new line).
+ */
 function extraTags(env: Env): Array<[string, string]> {
   return stringMap(env, 'EXTRA_TAGS')
     .filter(([k, v]) => k !== '' && v !== '')
-    .map(([k, v]): [string, string] => [k, tagValue(v)])
+    .map(([k, v]): [string, string] => [sanitizeTagName(k), sanitizeTagValue(v)])
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }
 

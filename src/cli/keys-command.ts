@@ -1,24 +1,30 @@
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
+import { createRedisClient } from '../limiter/redis/redis-client';
+import { redactUserInfo } from '../redis-url-credentials';
 import { scanCounterKeys, scanTargets, type ScanReport } from '../redis-keys/scan-keys';
 import { loadSettings } from '../settings';
 import { EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, intOption, parseArgs, stringOption, type CliIo } from './cli-io';
 
-export const KEYS_USAGE = `usage: floodgate keys --redis <url> [--cluster | --sentinel] [--fix] [options]
+export const KEYS_USAGE = `usage: floodgate keys [--redis <url> [--cluster | --sentinel]] [--fix [--fix-unknown]] [options]
 
 Walks every counter key under the prefix with SCAN, a bounded COUNT per call and a pause
 between calls, and reports keys without a TTL and keys of an unknown shape (not
 '<prefix>rl:{...}:<algorithm>:<seconds>' holding its algorithm's type, nor a policy key
-'<prefix>rl:{...}:policy:state|routes|prints'). Exits 0 when nothing is
-left to report, 1 otherwise, 2 when Redis cannot be reached.
+'<prefix>rl:{...}:policy:state|routes|prints'). Control characters in key names are shown
+escaped (\\n, \\xHH). Exits 0 when nothing is left to report, 1 otherwise, 2 when Redis
+cannot be reached.
 
   --redis URL      redis://[user:pass@]host:port, host:port, or a unix socket path
+                   (default: REDIS_URL, REDIS_TYPE and their AUTH and TLS settings, as the service reads them)
   --cluster        URL is a seed of a Redis Cluster: scan every master
   --sentinel       URL is master,host:port[,host:port...] (REDIS_URL of REDIS_TYPE SENTINEL):
                    scan the master the sentinels name
   --prefix P       CACHE_KEY_PREFIX (default: $CACHE_KEY_PREFIX)
-  --fix            give each key without a TTL one (EXPIRE ... NX): two windows of its rule,
-                   or --ttl for a policy key or a key of unknown shape
-  --ttl S          TTL for keys of unknown shape with --fix (default 86400)
+  --fix            give each of floodgate's keys without a TTL one (EXPIRE ... NX): two windows
+                   of its rule, or --ttl for a policy key; keys of unknown shape are left alone
+  --fix-unknown    with --fix, give keys of unknown shape --ttl too (with an empty prefix, rl:*
+                   may hold other applications' keys: look at the report first)
+  --ttl S          TTL for policy keys, and with --fix-unknown for keys of unknown shape (default 86400)
   --count N        SCAN COUNT per call, 1..1000 (default 100)
   --pause MS       pause between SCAN calls, 0..10000 ms (default 10)
   --max-calls N    stop after N SCAN calls per node (default 1000000)
@@ -35,7 +41,7 @@ function sentinelClient(url: string): Redis {
   const [name, ...sentinels] = url.split(',');
   const addresses = sentinels.map((s) => /^\[?([^\]]+?)\]?:(\d+)$/.exec(s.trim()));
   if (!name || addresses.length === 0 || addresses.some((m) => m === null)) {
-    throw new UsageError(`--redis ${url}: with --sentinel, expected master,host:port[,host:port...]`);
+    throw new UsageError(`--redis ${redactUserInfo(url)}: with --sentinel, expected master,host:port[,host:port...]`);
   }
   const list = addresses.map((m) => ({ host: (m as RegExpExecArray)[1] as string, port: Number((m as RegExpExecArray)[2]) }));
   return new Redis({ ...connectOptions(), name, sentinels: list, sentinelRetryStrategy: () => null });
@@ -45,14 +51,60 @@ function clientFor(url: string, topology: Topology): Redis | Cluster {
   if (topology === 'sentinel') return sentinelClient(url);
   if (topology === 'cluster') {
     const m = /^(?:rediss?:\/\/)?(?:[^@/]*@)?\[?([^\]/]+?)\]?:(\d+)\/?$/.exec(url);
-    if (!m) throw new UsageError(`--redis ${url}: a cluster seed must be host:port`);
+    if (!m) throw new UsageError(`--redis ${redactUserInfo(url)}: a cluster seed must be host:port`);
     return new Cluster([{ host: m[1], port: Number(m[2]) }], { lazyConnect: true, clusterRetryStrategy: () => null });
   }
   if (url.startsWith('/') || url.startsWith('./')) return new Redis({ ...connectOptions(), path: url });
   if (/^rediss?:\/\//.test(url)) return new Redis(url, connectOptions());
   const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(url);
-  if (!m) throw new UsageError(`--redis ${url}: expected redis://host:port, host:port or a socket path`);
+  if (!m) throw new UsageError(`--redis ${redactUserInfo(url)}: expected redis://host:port, host:port or a socket path`);
   return new Redis({ ...connectOptions(), host: m[1], port: Number(m[2]) });
+}
+
+/** The Redis to scan and how to name it in messages (never with its password). */
+interface Target {
+  readonly client: Redis | Cluster;
+  readonly label: string;
+  /** Secrets a connection error might quote. */
+  readonly secrets: readonly string[];
+}
+
+/** --redis and its topology, or else the service's own REDIS_URL and REDIS_TYPE (issue 19). */
+function targetOf(parsed: ReturnType<typeof parseArgs>): Target {
+  if (parsed.options.has('cluster') && parsed.options.has('sentinel')) throw new UsageError('--sentinel and --cluster exclude each other');
+  const url = stringOption(parsed, 'redis');
+  if (url !== undefined) {
+    const topology: Topology = parsed.options.has('cluster') ? 'cluster' : parsed.options.has('sentinel') ? 'sentinel' : 'single';
+    const userInfo = /^(?:rediss?:\/\/)?([^,]*)@[^@,]*$/.exec(url)?.[1];
+    return { client: clientFor(url, topology), label: redactUserInfo(url), secrets: userInfo ? [userInfo] : [] };
+  }
+  if (parsed.options.has('cluster') || parsed.options.has('sentinel')) throw new UsageError('--cluster and --sentinel need --redis <url>');
+  const redis = loadSettings().redis;
+  if (redis === undefined) throw new UsageError('keys needs --redis <url> or REDIS_URL');
+  const secrets = [redis.password, redis.sentinelPassword].filter((x): x is string => x !== undefined && x !== '');
+  return { client: createRedisClient(redis, { once: true }), label: redis.url, secrets };
+}
+
+/** A message with every secret of the target replaced. */
+function scrubbed(message: string, secrets: readonly string[]): string {
+  return secrets.reduce((text, secret) => text.split(secret).join('***'), message);
+}
+
+// Control characters and the line and paragraph separators, and `\` itself so that an escape
+// cannot be forged either.
+// eslint-disable-next-line no-control-regex
+const UNPRINTABLE = /[\\\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
+
+/** A key name on one report line: a newline in it must not start a line of its own. */
+export function printableKey(key: string): string {
+  return key.replace(UNPRINTABLE, (c) => {
+    if (c === '\\') return '\\\\';
+    if (c === '\n') return '\\n';
+    if (c === '\r') return '\\r';
+    if (c === '\t') return '\\t';
+    const code = c.charCodeAt(0);
+    return code > 0xff ? `\\u${code.toString(16)}` : `\\x${code.toString(16).padStart(2, '0')}`;
+  });
 }
 
 function formatReport(report: ScanReport, fix: boolean): string {
@@ -60,7 +112,8 @@ function formatReport(report: ScanReport, fix: boolean): string {
   // SCAN's order is the hash table's: sorted, two runs can be compared line by line.
   for (const f of [...report.findings].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
     const problems = [f.noTtl ? 'no-ttl' : '', f.unknownShape ? 'unknown-shape' : ''].filter(Boolean).join(',');
-    out += `${problems} ${f.key} (${f.redisType})` + (f.fixedTtlSeconds !== undefined ? ` -> ttl ${f.fixedTtlSeconds}s` : '') + '\n';
+    out +=
+      `${problems} ${printableKey(f.key)} (${f.redisType})` + (f.fixedTtlSeconds !== undefined ? ` -> ttl ${f.fixedTtlSeconds}s` : '') + '\n';
   }
   out +=
     `scanned ${report.scanned} key${report.scanned === 1 ? '' : 's'} on ${report.nodes} node${report.nodes === 1 ? '' : 's'}: ` +
@@ -71,21 +124,20 @@ function formatReport(report: ScanReport, fix: boolean): string {
 }
 
 export async function keysCommand(args: readonly string[], io: CliIo): Promise<number> {
-  const parsed = parseArgs(args, ['redis', 'prefix', 'ttl', 'count', 'pause', 'max-calls'], ['cluster', 'sentinel', 'fix']);
+  const parsed = parseArgs(args, ['redis', 'prefix', 'ttl', 'count', 'pause', 'max-calls'], ['cluster', 'sentinel', 'fix', 'fix-unknown']);
   if (parsed.positional.length > 0) throw new UsageError(`unexpected argument ${parsed.positional[0]}`);
-  const url = stringOption(parsed, 'redis');
-  if (url === undefined) throw new UsageError('keys needs --redis <url>');
   const fix = parsed.options.has('fix');
+  if (parsed.options.has('fix-unknown') && !fix) throw new UsageError('--fix-unknown needs --fix');
   const options = {
     prefix: stringOption(parsed, 'prefix') ?? loadSettings().cacheKeyPrefix,
     count: intOption(parsed, 'count', 100, 1, 1000),
     pauseMs: intOption(parsed, 'pause', 10, 0, 10_000),
     maxCalls: intOption(parsed, 'max-calls', 1_000_000, 1, 1_000_000_000),
-    ...(fix ? { fix: { unknownTtlSeconds: intOption(parsed, 'ttl', 86_400, 1, 10 * 365 * 86_400) } } : {}),
+    ...(fix
+      ? { fix: { ttlSeconds: intOption(parsed, 'ttl', 86_400, 1, 10 * 365 * 86_400), unknownShapes: parsed.options.has('fix-unknown') } }
+      : {}),
   };
-  if (parsed.options.has('cluster') && parsed.options.has('sentinel')) throw new UsageError('--sentinel and --cluster exclude each other');
-  const topology: Topology = parsed.options.has('cluster') ? 'cluster' : parsed.options.has('sentinel') ? 'sentinel' : 'single';
-  const client = clientFor(url, topology);
+  const { client, label, secrets } = targetOf(parsed);
   // The connection's own error (ECONNREFUSED...) says more than the failed command's.
   let connectionError: Error | undefined;
   client.on('error', (err: Error) => (connectionError = err));
@@ -96,7 +148,7 @@ export async function keysCommand(args: readonly string[], io: CliIo): Promise<n
     const left = report.withoutTtl - report.fixed + report.unknownShape;
     return left > 0 ? EXIT_FINDINGS : EXIT_OK;
   } catch (err) {
-    io.err(`floodgate keys: redis ${url}: ${(connectionError ?? (err as Error)).message}\n`);
+    io.err(`floodgate keys: redis ${label}: ${scrubbed((connectionError ?? (err as Error)).message, secrets)}\n`);
     return EXIT_USAGE;
   } finally {
     client.disconnect();

@@ -1,7 +1,7 @@
 import { ConfigError } from '../errors';
 import { UNIT_SECONDS } from '../domain/units';
 import { keyValue, type DescriptorEntry } from '../domain/descriptor';
-import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './parse-rule-file';
+import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './check-rules';
 import type { EntryStep, RateLimitRule, RuleMatch, RuleSet } from './rule-types';
 import type { PolicyConfig } from '../domain/policy-config';
 import { WildcardPattern } from './wildcard-pattern';
@@ -54,28 +54,47 @@ interface DomainTree {
  * descriptor that another merged file already defines.
  */
 export function compileRules(configs: readonly DomainConfig[], options: { mergeDomainConfig: boolean }): RuleSet {
-  const domains = new Map<string, DomainTree>();
-  const rules: RateLimitRule[] = [];
-  const byDomain = new Map<string, RateLimitRule[]>();
-  for (const config of configs) {
-    let tree = domains.get(config.domain);
-    if (tree !== undefined && !options.mergeDomainConfig) {
+  const builder = new RuleSetBuilder(options);
+  for (const config of configs) builder.add(config);
+  return builder.build();
+}
+
+/**
+ * `compileRules` one file at a time, for a caller that spreads a large rule set over several
+ * turns of the event loop (xDS). `add` throws what compileRules would for that file; `build`
+ * is O(domains).
+ */
+export class RuleSetBuilder {
+  private readonly domains = new Map<string, DomainTree>();
+  private readonly rules: RateLimitRule[] = [];
+  private readonly byDomain = new Map<string, RateLimitRule[]>();
+
+  constructor(private readonly options: { readonly mergeDomainConfig: boolean }) {}
+
+  add(config: DomainConfig): void {
+    let tree = this.domains.get(config.domain);
+    if (tree !== undefined && !this.options.mergeDomainConfig) {
       throw new ConfigError(`${config.fileName}: duplicate domain '${config.domain}' in config file`);
     }
     if (tree === undefined) {
       tree = { level: new Map(), compositeKeys: new Set() };
-      domains.set(config.domain, tree);
+      this.domains.set(config.domain, tree);
     }
-    const first = rules.length;
+    const first = this.rules.length;
     if (config.policy !== undefined) {
       // Merged files of one domain may declare its policy once.
       if (tree.policy !== undefined) throw new ConfigError(`${config.fileName}: duplicate policy for domain '${config.domain}'`);
       tree.policy = config.policy;
     }
-    addTopLevel(tree, config, rules);
-    byDomain.set(config.domain, [...(byDomain.get(config.domain) ?? []), ...rules.slice(first)]);
+    addTopLevel(tree, config, this.rules);
+    let domainRules = this.byDomain.get(config.domain);
+    if (domainRules === undefined) this.byDomain.set(config.domain, (domainRules = []));
+    for (let i = first; i < this.rules.length; i++) domainRules.push(this.rules[i] as RateLimitRule);
   }
-  return ruleSet(domains, Object.freeze(rules), byDomain);
+
+  build(): RuleSet {
+    return ruleSet(this.domains, Object.freeze([...this.rules]), this.byDomain);
+  }
 }
 
 function addTopLevel(tree: DomainTree, config: DomainConfig, rules: RateLimitRule[]): void {

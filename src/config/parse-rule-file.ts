@@ -1,49 +1,11 @@
 import { ConfigError } from '../errors';
-import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
-import { keyValue } from '../domain/descriptor';
-import { parseUnit, type Unit } from '../domain/units';
-import { exactBoundsProblem } from './check-exact-bounds';
-import type { PolicyConfig } from '../domain/policy-config';
+import { checkRules, deepFreeze, type DomainConfig, type RawDescriptor, type RawRateLimit } from './check-rules';
 import { DecodeYamlFields } from './decode-yaml-fields';
 import { buildPolicy, decodePolicy, type RawPolicy } from './parse-policy-block';
 import { validateYamlKeys } from './validate-yaml-keys';
 import { goText, yamlTree, YamlSyntaxError, type YMap, type YNode } from './yaml-tree';
 
-/** One `rate_limit` block, validated. */
-export interface RateLimitConfig {
-  readonly requestsPerUnit: number;
-  /** Absent only when `unlimited`. */
-  readonly unit?: Unit;
-  readonly unlimited: boolean;
-  readonly name?: string;
-  readonly replaces: readonly string[];
-  readonly algorithm: Algorithm;
-  readonly unitMultiplier: number;
-  readonly burst: number;
-}
-
-/** One descriptor of a rule file, validated; `value` '' means any value of `key`. */
-export interface DescriptorConfig {
-  readonly key: string;
-  readonly value: string;
-  readonly rateLimit?: RateLimitConfig;
-  readonly descriptors: readonly DescriptorConfig[];
-  readonly shadowMode: boolean;
-  readonly quotaMode: boolean;
-  readonly detailedMetric: boolean;
-  readonly valueToMetric: boolean;
-  readonly shareThreshold: boolean;
-  readonly metadata?: Readonly<Record<string, unknown>>;
-}
-
-/** One rule file, validated. */
-export interface DomainConfig {
-  readonly fileName: string;
-  readonly domain: string;
-  readonly descriptors: readonly DescriptorConfig[];
-  /** Ours: the domain's adaptive policy, when the file has a `policy` block. */
-  readonly policy?: PolicyConfig;
-}
+export type { DescriptorConfig, DomainConfig, RateLimitConfig } from './check-rules';
 
 /**
  * Far above any real rule file (a few KiB; 512 KiB holds some 10,000 descriptors), low enough
@@ -72,8 +34,7 @@ export function parseRuleFile(fileName: string, text: string): DomainConfig {
   const typeProblem = decoder.message();
   if (typeProblem !== undefined) fail(`error loading config file: ${typeProblem}`);
 
-  if (raw.domain === '') fail('config file cannot have empty domain');
-  const descriptors = buildLevel(raw.descriptors, `${raw.domain}.`, fail);
+  const descriptors = checkRules(raw, fail);
   const policy = raw.policy && buildPolicy(raw.domain, raw.policy, fail);
   return deepFreeze({ fileName, domain: raw.domain, descriptors, ...(policy && { policy }) });
 }
@@ -104,30 +65,6 @@ interface RawRoot {
   readonly policy?: RawPolicy;
 }
 
-interface RawDescriptor {
-  readonly key: string;
-  readonly value: string;
-  readonly rateLimit?: RawRateLimit;
-  readonly descriptors: readonly RawDescriptor[];
-  readonly shadowMode: boolean;
-  readonly quotaMode: boolean;
-  readonly detailedMetric: boolean;
-  readonly valueToMetric: boolean;
-  readonly shareThreshold: boolean;
-  readonly metadata?: YMap;
-}
-
-interface RawRateLimit {
-  readonly requestsPerUnit?: number;
-  readonly unit: string;
-  readonly unlimited: boolean;
-  readonly name: string;
-  readonly replaces: readonly string[];
-  readonly algorithm: string;
-  readonly unitMultiplier?: number;
-  readonly burst?: number;
-}
-
 // Type names as the reference's error messages print them.
 const DESCRIPTORS_TYPE = '[]config.YamlDescriptor';
 
@@ -149,6 +86,7 @@ function decodeDescriptors(node: YNode | undefined, d: DecodeYamlFields): RawDes
 function decodeDescriptor(map: YMap, d: DecodeYamlFields): RawDescriptor {
   const f = d.fields(map);
   const rateLimit = d.map(f.get('rate_limit'), 'config.YamlRateLimit');
+  const metadata = d.map(f.get('metadata'), 'map[string]interface {}');
   return {
     key: d.string(f.get('key')),
     value: d.string(f.get('value')),
@@ -159,7 +97,7 @@ function decodeDescriptor(map: YMap, d: DecodeYamlFields): RawDescriptor {
     detailedMetric: d.bool(f.get('detailed_metric')),
     valueToMetric: d.bool(f.get('value_to_metric')),
     shareThreshold: d.bool(f.get('share_threshold')),
-    metadata: d.map(f.get('metadata'), 'map[string]interface {}'),
+    ...(metadata && { metadata: toPlain(metadata) as Record<string, unknown> }),
   };
 }
 
@@ -176,88 +114,6 @@ function decodeRateLimit(map: YMap, d: DecodeYamlFields): RawRateLimit {
     unitMultiplier: d.uint32(f.get('unit_multiplier')),
     burst: d.uint32(f.get('burst')),
   };
-}
-
-// ---- rule checks, in file order ----
-
-type Fail = (message: string) => never;
-
-function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fail): DescriptorConfig[] {
-  // The reference keys each level by `key` or `key_value`; two descriptors with the same
-  // composite key cannot both be reached, so the file is rejected.
-  const seen = new Set<string>();
-  return raws.map((raw) => {
-    if (raw.key === '') fail('descriptor has empty key');
-    const compositeKey = keyValue(raw);
-    const path = parentPath + compositeKey;
-    if (seen.has(compositeKey)) fail(`duplicate descriptor composite key '${path}'`);
-    seen.add(compositeKey);
-    return buildDescriptor(raw, compositeKey, path, fail);
-  });
-}
-
-function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string, fail: Fail): DescriptorConfig {
-  const rateLimit = raw.rateLimit && buildRateLimit(raw.rateLimit, fail);
-  const outOfBounds = rateLimit && exactBoundsProblem(path, rateLimit);
-  if (outOfBounds !== undefined) fail(outOfBounds);
-  if (raw.shareThreshold && !raw.value.includes('*')) {
-    fail(`share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`);
-  }
-  return {
-    key: raw.key,
-    value: raw.value,
-    ...(rateLimit && { rateLimit }),
-    descriptors: buildLevel(raw.descriptors, `${path}.`, fail),
-    shadowMode: raw.shadowMode,
-    quotaMode: raw.quotaMode,
-    detailedMetric: raw.detailedMetric,
-    valueToMetric: raw.valueToMetric,
-    shareThreshold: raw.shareThreshold,
-    ...(raw.metadata && { metadata: toPlain(raw.metadata) as Record<string, unknown> }),
-  };
-}
-
-function buildRateLimit(raw: RawRateLimit, fail: Fail): RateLimitConfig {
-  const unit = checkUnit(raw, fail);
-  for (const name of raw.replaces) {
-    if (name === '') fail('should not have an empty replaces entry');
-    if (name === raw.name) fail('replaces should not contain name of same descriptor');
-  }
-  const requestsPerUnit = raw.requestsPerUnit ?? 0;
-  return {
-    requestsPerUnit,
-    ...(unit && { unit }),
-    unlimited: raw.unlimited,
-    ...(raw.name !== '' && { name: raw.name }),
-    replaces: raw.replaces,
-    algorithm: checkAlgorithm(raw.algorithm, fail),
-    unitMultiplier: checkPositive('unit_multiplier', raw.unitMultiplier, 1, fail),
-    burst: checkPositive('burst', raw.burst, requestsPerUnit, fail),
-  };
-}
-
-function checkUnit(raw: RawRateLimit, fail: Fail): Unit | undefined {
-  const unit = parseUnit(raw.unit);
-  if (raw.unlimited) {
-    // Like the reference: an unlimited rule may not name a valid unit; anything else is ignored.
-    if (unit !== undefined) fail('should not specify rate limit unit when unlimited');
-    return undefined;
-  }
-  if (unit === undefined) fail(`invalid rate limit unit '${raw.unit}'`);
-  return unit;
-}
-
-function checkAlgorithm(name: string, fail: Fail): Algorithm {
-  if (name === '') return 'fixed_window';
-  const algorithm = parseAlgorithm(name);
-  if (algorithm === undefined) fail(`invalid rate limit algorithm '${name}'`);
-  return algorithm;
-}
-
-function checkPositive(field: string, value: number | undefined, fallback: number, fail: Fail): number {
-  if (value === undefined) return fallback;
-  if (value <= 0) fail(`invalid rate limit ${field} '${value}': must be a positive integer`);
-  return value;
 }
 
 /** Converts free-form YAML (metadata) to plain JSON-like values. */
@@ -290,12 +146,4 @@ function metadataInteger(n: bigint, text: string): number | string {
   const digits = text.replace(/_/g, '');
   const asDouble = Number(digits);
   return /^[-+]?[0-9]+$/.test(digits) && Number.isFinite(asDouble) ? asDouble : text;
-}
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const inner of Object.values(value)) deepFreeze(inner);
-  }
-  return value;
 }

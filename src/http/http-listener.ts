@@ -76,7 +76,7 @@ export class HttpListener {
  * once when Content-Length says so. The rest of a body that is too large is read and dropped
  * (within HTTP_REQUEST_TIMEOUT) rather than the connection reset, so the client gets its 413.
  */
-export function readBody(req: http.IncomingMessage, maxBytes: number): Promise<string> {
+export function readBody(req: http.IncomingMessage, maxBytes: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const tooLarge = (): RequestTooLargeError => new RequestTooLargeError(`request body is larger than ${maxBytes} bytes (HTTP_MAX_BODY_BYTES)`);
     const declared = Number(req.headers['content-length']);
@@ -95,7 +95,7 @@ export function readBody(req: http.IncomingMessage, maxBytes: number): Promise<s
       }
       chunks.push(chunk);
     });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
   });
 }

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { UINT32_MAX } from '../domain/uint32';
 import { InvalidRequestError } from '../errors';
 import type { RateLimitResponse } from '../service/types';
@@ -5,7 +6,9 @@ import type { WireDescriptor, WireRequest, WireUnit } from '../rls/wire-types';
 
 // The /json endpoint speaks protobuf's JSON mapping: camelCase names (the original snake_case
 // names are accepted too, as protobuf parsers do), enums as names, Duration as "<n>s", and
-// fields with default values left out of the answer.
+// fields with default values left out of the answer. Text that is not Unicode is refused, as
+// the reference's protojson refuses it: read with replacement characters, two clients' distinct
+// values would become one and share a counter.
 
 type Json = Record<string, unknown>;
 
@@ -33,6 +36,8 @@ function asObject(v: unknown, what: string, fields: ReadonlySet<string>): Json {
 function asString(v: unknown, what: string): string {
   if (v === undefined || v === null) return '';
   if (typeof v !== 'string') throw new InvalidRequestError(`${what} must be a string`);
+  // JSON's \uD800-style escapes can spell a lone surrogate, which UTF-8 cannot carry.
+  if (!v.isWellFormed()) throw new InvalidRequestError(`${what} contains a lone surrogate (an unpaired \\u escape)`);
   return v;
 }
 
@@ -77,11 +82,21 @@ function descriptorFromJson(v: unknown, i: number): WireDescriptor {
   };
 }
 
+/** The body's bytes as text; InvalidRequestError when they are not UTF-8. */
+function utf8Text(body: Buffer): string {
+  const text = body.toString('utf8');
+  // Invalid bytes decode to U+FFFD, so a text without one was valid; with one (which the
+  // caller may also have sent), the bytes are checked exactly.
+  if (text.includes('\uFFFD') && !isUtf8(body)) throw new InvalidRequestError('request body is not valid UTF-8');
+  return text;
+}
+
 /** Parses a /json body into the wire request shape; InvalidRequestError (400) when it does not parse. */
-export function wireRequestFromJson(body: string): WireRequest {
+export function wireRequestFromJson(body: Buffer | string): WireRequest {
   let parsed: unknown;
+  const text = typeof body === 'string' ? body : utf8Text(body);
   try {
-    parsed = JSON.parse(body);
+    parsed = JSON.parse(text);
   } catch (err) {
     throw new InvalidRequestError(`request body is not valid JSON: ${(err as Error).message}`);
   }

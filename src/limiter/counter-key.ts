@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { LimitSpec } from '../domain/limit-spec';
 import type { CounterId, LimitCheck } from './limiter';
 
@@ -65,6 +66,16 @@ export function checkKey(prefix: string, check: LimitCheck): string {
   return redisKey(prefix, identityOf(check));
 }
 
+// A key is up to 32 entries of 4 KiB values: longer ones are kept as a digest, so an in-process
+// state costs the same small key whatever the request carried. SHA-256 keeps distinct
+// identities distinct; the `#` cannot start an identity (those start with `{`).
+const MAX_PLAIN_KEY_LENGTH = 128;
+
+/** An identity as an in-process map keeps it: itself when short, else a digest of it. */
+export function compactIdentity(identity: string): string {
+  return identity.length <= MAX_PLAIN_KEY_LENGTH ? identity : '#' + createHash('sha256').update(identity).digest('base64');
+}
+
 /** The suffixes of a client's policy keys (lua/policy.lua: KEYS[1..3]). */
 const POLICY_PARTS = [':policy:state', ':policy:routes', ':policy:prints'] as const;
 
@@ -74,6 +85,11 @@ const POLICY_PARTS = [':policy:state', ':policy:routes', ':policy:prints'] as co
  * name, so they never meet a counter's key (whose tag may be the same).
  */
 export function policyKeys(prefix: string, domain: string, clientKey: string, client: string): [string, string, string] {
-  const base = prefix + 'rl:{' + escapeKeyPart(domain) + ':' + escapeKeyPart(clientKey) + '=' + escapeKeyPart(client) + '}';
+  const base = prefix + 'rl:' + policyIdentity(domain, clientKey, client);
   return [base + POLICY_PARTS[0], base + POLICY_PARTS[1], base + POLICY_PARTS[2]];
+}
+
+/** The identity of one client's policy state, `{<domain>:<clientKey>=<client>}`: its keys' hash tag. */
+export function policyIdentity(domain: string, clientKey: string, client: string): string {
+  return '{' + escapeKeyPart(domain) + ':' + escapeKeyPart(clientKey) + '=' + escapeKeyPart(client) + '}';
 }

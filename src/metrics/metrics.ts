@@ -1,6 +1,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { boundedLabel } from './bounded-label';
 import { PlainHistogram, type HistogramChild } from './plain-histogram';
+import { sanitizeStatName } from './stat-name';
 
 /** Per-rule counters of one descriptor evaluation, in hits (not requests), as the reference counts. */
 export interface RuleHitCounts {
@@ -58,13 +59,6 @@ export const UNKNOWN_DOMAIN_LABEL = '(unknown)';
  * 6,000 sample lines of at most ~450 bytes: a scrape stays a few MB and some tens of ms.
  */
 export const DEFAULT_MAX_SERIES = 1000;
-
-// The reference's utils.SanitizeStatName, applied to every stat name before its statsd exporter
-// maps it: `:` and `|` become `_`, and so do the dots of anything shaped like an IPv4 address.
-const IPV4 = /\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}/g;
-export function sanitizeStatName(s: string): string {
-  return s.replace(/[:|]/g, '_').replace(IPV4, (ip) => ip.replace(/\./g, '_'));
-}
 
 /**
  * Splits `domain.key1_value1.key2_value2...` into labels as the reference's default statsd

@@ -1,6 +1,7 @@
 import { boundedLabel } from './bounded-label';
 import { mogrify, type Mogrifier } from './dogstatsd-mogrifier';
-import { sanitizeStatName, type RedisPool, type RuleHitCounts, type ServiceMetrics } from './metrics';
+import type { RedisPool, RuleHitCounts, ServiceMetrics } from './metrics';
+import { boundedStatPath, sanitizeStatName } from './stat-name';
 import type { StatsdTransport } from './statsd-transport';
 
 /** USE_STATSD / USE_DOG_STATSD and their settings. */
@@ -30,8 +31,14 @@ interface RuleCounts {
   shadow: number;
 }
 
-// Rule paths with detailed_metric carry request values: bound what is kept between flushes.
+// Rule paths with detailed_metric carry request values: bound what is kept between flushes, in
+// count and in bytes of names (each up to ~600 characters, see boundedStatPath). A flush of the
+// most the bytes allow stays well under the transport's 4 MiB bound.
 const MAX_RULE_ENTRIES = 10_000;
+const MAX_RULE_NAME_BYTES = 512 * 1024;
+// A flush goes to the transport in pieces of about this size (gostats' TCP buffer is 64 KiB):
+// one piece too many for a slow statsd is dropped, never the whole flush.
+const FLUSH_PIECE_BYTES = 64 * 1024;
 // Timer samples kept per flush interval; beyond, a uniform sample is kept and sent with its rate.
 const MAX_TIMER_SAMPLES = 10_000;
 
@@ -49,6 +56,7 @@ const MAX_COUNTER_NAMES = 10_000;
 export class StatsdMetrics implements ServiceMetrics {
   private rules = new Map<string, Map<string, RuleCounts>>();
   private ruleEntries = 0;
+  private ruleNameBytes = 0;
   private readonly counters = new Map<string, number>();
   /** Gauges are sent at every flush, whatever their value, as gostats does. */
   private readonly gauges = new Map<string, number>();
@@ -132,28 +140,28 @@ export class StatsdMetrics implements ServiceMetrics {
 
   /** Sends every non-zero counter delta and the timer samples, then zeroes them. */
   flush(): void {
-    let out = '';
+    const out = new PieceWriter(this.transport);
     for (const byKey of this.rules.values()) {
       for (const r of byKey.values()) {
-        if (r.total !== 0) out += this.line(r.base + 'total_hits', r.total, 'c');
-        if (r.over !== 0) out += this.line(r.base + 'over_limit', r.over, 'c');
-        if (r.near !== 0) out += this.line(r.base + 'near_limit', r.near, 'c');
-        if (r.overLocal !== 0) out += this.line(r.base + 'over_limit_with_local_cache', r.overLocal, 'c');
-        if (r.within !== 0) out += this.line(r.base + 'within_limit', r.within, 'c');
-        if (r.shadow !== 0) out += this.line(r.base + 'shadow_mode', r.shadow, 'c');
+        if (r.total !== 0) out.add(this.line(r.base + 'total_hits', r.total, 'c'));
+        if (r.over !== 0) out.add(this.line(r.base + 'over_limit', r.over, 'c'));
+        if (r.near !== 0) out.add(this.line(r.base + 'near_limit', r.near, 'c'));
+        if (r.overLocal !== 0) out.add(this.line(r.base + 'over_limit_with_local_cache', r.overLocal, 'c'));
+        if (r.within !== 0) out.add(this.line(r.base + 'within_limit', r.within, 'c'));
+        if (r.shadow !== 0) out.add(this.line(r.base + 'shadow_mode', r.shadow, 'c'));
         r.total = r.over = r.near = r.overLocal = r.within = r.shadow = 0;
       }
     }
     for (const [name, n] of this.counters) {
-      if (n !== 0) out += this.line(name, n, 'c');
+      if (n !== 0) out.add(this.line(name, n, 'c'));
     }
     this.counters.clear();
-    for (const [name, n] of this.gauges) out += this.line(name, n, 'g');
+    for (const [name, n] of this.gauges) out.add(this.line(name, n, 'g'));
     const rate = this.timerSeen > this.timerSamples.length ? this.timerSamples.length / this.timerSeen : 1;
-    for (const ms of this.timerSamples) out += this.line(this.timerName, ms, 'ms', rate);
+    for (const ms of this.timerSamples) out.add(this.line(this.timerName, ms, 'ms', rate));
     this.timerSamples = [];
     this.timerSeen = 0;
-    if (out !== '') this.transport.send(out);
+    out.end();
   }
 
   /** Sends what is counted, then closes the connection. */
@@ -178,20 +186,22 @@ export class StatsdMetrics implements ServiceMetrics {
     let byKey = this.rules.get(domain);
     let rule = byKey?.get(metricKey);
     if (rule !== undefined) return rule;
-    if (this.ruleEntries >= MAX_RULE_ENTRIES) {
+    if (this.ruleEntries >= MAX_RULE_ENTRIES || this.ruleNameBytes >= MAX_RULE_NAME_BYTES) {
       this.flush();
       this.rules = new Map();
       this.ruleEntries = 0;
+      this.ruleNameBytes = 0;
       byKey = undefined;
     }
     if (byKey === undefined) {
       byKey = new Map();
       this.rules.set(domain, byKey);
     }
-    const base = `${SERVICE}.rate_limit.${sanitizeStatName(metricKey)}.`;
+    const base = `${SERVICE}.rate_limit.${boundedStatPath(metricKey)}.`;
     rule = { base, total: 0, over: 0, near: 0, overLocal: 0, within: 0, shadow: 0 };
     byKey.set(metricKey, rule);
     this.ruleEntries++;
+    this.ruleNameBytes += base.length;
     return rule;
   }
 
@@ -201,5 +211,26 @@ export class StatsdMetrics implements ServiceMetrics {
     const m = mogrify(this.settings.mogrifiers, name);
     const tags = [...this.settings.extraTags.map(([k, v]) => `${k}:${v}`), ...m.tags];
     return `${m.name}:${value}|${type}${sampled}${tags.length > 0 ? `|#${tags.join(',')}` : ''}\n`;
+  }
+}
+
+/** Collects lines and hands them to the transport in pieces of about FLUSH_PIECE_BYTES. */
+class PieceWriter {
+  private piece = '';
+  private bytes = 0;
+
+  constructor(private readonly transport: StatsdTransport) {}
+
+  add(line: string): void {
+    const bytes = Buffer.byteLength(line);
+    if (this.bytes + bytes > FLUSH_PIECE_BYTES && this.piece !== '') this.end();
+    this.piece += line;
+    this.bytes += bytes;
+  }
+
+  end(): void {
+    if (this.piece !== '') this.transport.send(this.piece);
+    this.piece = '';
+    this.bytes = 0;
   }
 }

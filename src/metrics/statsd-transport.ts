@@ -20,6 +20,9 @@ export interface StatsdTransport {
 export const MAX_PENDING_BYTES = 4 * 1024 * 1024;
 // One datagram stays below a 1500-byte MTU, as gostats sizes its UDP writes.
 const MAX_DATAGRAM_BYTES = 1432;
+// One TCP write at most (gostats' TCP buffer): what exceeds the pending bound is dropped a write
+// at a time, never a whole flush.
+const MAX_WRITE_BYTES = 64 * 1024;
 // gostats' retry interval and dial timeout for its TCP sink.
 const RECONNECT_MS = 3000;
 const CONNECT_TIMEOUT_MS = 1500;
@@ -37,14 +40,14 @@ export function createStatsdTransport(target: TransportTarget): StatsdTransport 
   return target.protocol === 'udp' ? new UdpTransport(target) : new TcpTransport(target);
 }
 
-/** Splits lines into datagrams of at most MAX_DATAGRAM_BYTES, never cutting a line. */
-export function datagrams(payload: string): string[] {
+/** Splits lines into pieces of at most `maxBytes` characters, never cutting a line (a longer line is one piece). */
+export function splitLines(payload: string, maxBytes: number): string[] {
   const out: string[] = [];
   let start = 0;
   let end = 0;
   while (end < payload.length) {
     const next = payload.indexOf('\n', end) + 1 || payload.length;
-    if (next - start > MAX_DATAGRAM_BYTES && end > start) {
+    if (next - start > maxBytes && end > start) {
       out.push(payload.slice(start, end));
       start = end;
     }
@@ -52,6 +55,11 @@ export function datagrams(payload: string): string[] {
   }
   if (end > start) out.push(payload.slice(start, end));
   return out;
+}
+
+/** Splits lines into datagrams of at most MAX_DATAGRAM_BYTES, never cutting a line. */
+export function datagrams(payload: string): string[] {
+  return splitLines(payload, MAX_DATAGRAM_BYTES);
 }
 
 class UdpTransport implements StatsdTransport {
@@ -123,20 +131,24 @@ class TcpTransport implements StatsdTransport {
   }
 
   send(payload: string): void {
-    const bytes = Buffer.byteLength(payload);
+    for (const piece of payload.length > MAX_WRITE_BYTES ? splitLines(payload, MAX_WRITE_BYTES) : [payload]) this.write(piece);
+  }
+
+  private write(piece: string): void {
+    const bytes = Buffer.byteLength(piece);
     const socket = this.socket;
     if (this.connected && socket !== undefined) {
       // The socket's own buffer counts toward the bound: a statsd that stops reading must not
       // make it grow without end.
       if (socket.writableLength + bytes > MAX_PENDING_BYTES) this.dropped += bytes;
-      else socket.write(payload);
+      else socket.write(piece);
       return;
     }
     if (this.queuedBytes + bytes > MAX_PENDING_BYTES) {
       this.dropped += bytes;
       return;
     }
-    this.queue.push(payload);
+    this.queue.push(piece);
     this.queuedBytes += bytes;
   }
 
@@ -179,7 +191,7 @@ class TcpTransport implements StatsdTransport {
       const queued = this.queue;
       this.queue = [];
       this.queuedBytes = 0;
-      for (const payload of queued) this.send(payload);
+      for (const piece of queued) this.write(piece);
     });
     socket.on('error', (err) => this.fail(err));
     socket.once('close', () => {

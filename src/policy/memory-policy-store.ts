@@ -1,4 +1,5 @@
 import type { PolicyConfig } from '../domain/policy-config';
+import { compactIdentity, policyIdentity } from '../limiter/counter-key';
 import {
   decide,
   newPolicyState,
@@ -96,6 +97,7 @@ export class MemoryPolicyStore implements PolicyStore {
   }
 }
 
+/** The client's key in the map: the identity of its Redis keys, a digest when long (as a counter's). */
 function clientId(policy: PolicyConfig, client: string): string {
-  return policy.domain + '\u0000' + client;
+  return compactIdentity(policyIdentity(policy.domain, policy.client, client));
 }

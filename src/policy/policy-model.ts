@@ -7,7 +7,8 @@ import { routeCap, fingerprintCap, TIER_BLOCKED, TIER_ELEVATED, TIER_NORMAL, TIE
  * One decision for one client at `now`:
  *  1. A blocked client whose box has run out drops to suspicious; its quiet time starts then.
  *  2. Quiet periods: for every whole `quiet` period since the client last behaved at (or above)
- *     its tier, it goes down one tier, down to normal.
+ *     its tier, it goes down one tier, down to normal. (The state is kept one quiet period
+ *     longer, so the decision after that still sees the tier it steps down from.)
  *  3. Signals live in epoch-aligned windows of `window` ms: a new window starts them from zero.
  *  4. Still blocked: nothing is counted, the answer is blocked with the time left.
  *  5. Otherwise the request is counted: +1 request, the denials reported since the client's
@@ -81,6 +82,8 @@ export interface PolicyOutcome {
   readonly tier: number;
   /** The tier stored before this decision. */
   readonly previousTier: number;
+  /** The tier after the steps time alone makes (the box's end, quiet periods), before this request's signals. */
+  readonly settledTier: number;
   /** While blocked: ms until the box ends; else 0. */
   readonly blockedMsLeft: number;
   readonly requests: number;
@@ -109,6 +112,7 @@ export function decide(s: PolicyState, p: PolicyParams, input: PolicyInput, now:
   const previousTier = s.tier;
   endBlockWhenDue(s, now);
   stepDownWhenQuiet(s, p, now);
+  const settledTier = s.tier;
   enterWindow(s, p, now);
   const counts = update && s.tier < TIER_BLOCKED;
   if (counts) countRequest(s, p, input);
@@ -117,6 +121,7 @@ export function decide(s: PolicyState, p: PolicyParams, input: PolicyInput, now:
   return {
     tier: s.tier,
     previousTier,
+    settledTier,
     blockedMsLeft: s.tier === TIER_BLOCKED ? s.until - now : 0,
     requests: s.requests,
     repeats: s.repeats,
@@ -180,9 +185,13 @@ function stepUpTowards(s: PolicyState, p: PolicyParams, target: number, now: num
   }
 }
 
-/** When the state stops mattering (ms): the window's end, or when the tier is back to normal. */
+/**
+ * When the state stops mattering (ms): the window's end, or one quiet period after the tier is
+ * back to normal. That last period keeps the raised tier readable, so that a decision in it
+ * still sees (and the engine counts) the steps back to normal.
+ */
 export function stateExpiresAt(s: PolicyState, p: PolicyParams): number {
   const windowEnd = s.window + p.windowMs;
-  if (s.tier === TIER_BLOCKED) return Math.max(windowEnd, s.until + TIER_SUSPICIOUS * p.quietMs);
-  return Math.max(windowEnd, s.calm + s.tier * p.quietMs);
+  if (s.tier === TIER_BLOCKED) return Math.max(windowEnd, s.until + (TIER_SUSPICIOUS + 1) * p.quietMs);
+  return s.tier === TIER_NORMAL ? windowEnd : Math.max(windowEnd, s.calm + (s.tier + 1) * p.quietMs);
 }

@@ -31,8 +31,9 @@ interface ScriptCall {
 
 /**
  * Policy state in Redis: one call of lua/policy.lua per decision, on the client's three keys.
- * A Redis that keeps failing or hanging opens a circuit: decisions then fail at once (and the
- * engine answers with the normal tier) instead of each waiting out its budget.
+ * A Redis that keeps failing, or leaves calls unanswered past REDIS_TIMEOUT, opens a circuit:
+ * decisions then fail at once (and the engine answers with the normal tier) instead of each
+ * waiting out its budget. Callers that give up sooner are not Redis failing.
  */
 export class RedisPolicyStore implements PolicyStore {
   private readonly script = loadLuaScript('policy');
@@ -93,19 +94,24 @@ export class RedisPolicyStore implements PolicyStore {
     ];
     if (this.options.pinnedNow) args.push(this.options.pinnedNow());
     this.connect();
+    // No time left: no call, and nothing for the breaker (the caller gave up, not Redis).
+    const budget = deadline - Date.now();
+    if (budget <= 0) throw new DeadlineExceededError('no time left for the policy');
     const breaker = this.breaker;
     if (!breaker.allow()) throw new BackendUnavailableError('redis (policy) is unavailable (circuit open)');
-    let r: number[];
-    try {
-      r = await withDeadline(this.script.run(this.client as RedisClient, keys, args), deadline);
-    } catch (err) {
-      breaker.failure();
-      throw err;
-    }
-    breaker.success();
+    const reply = this.script.run(this.client as RedisClient, keys, args);
+    // The breaker hears Redis' own outcome whenever it comes: a connection error, an error
+    // reply, or no reply within REDIS_TIMEOUT (the client's command timeout). A caller that
+    // stops waiting first is no failure of Redis: a late reply is a success.
+    reply.then(
+      () => breaker.success(),
+      () => breaker.failure(),
+    );
+    const r = await withDeadline(reply, budget);
     return {
       tier: r[0]!,
       previousTier: r[1]!,
+      settledTier: r[8]!,
       blockedMsLeft: r[2]!,
       requests: r[3]!,
       repeats: r[4]!,
@@ -116,12 +122,8 @@ export class RedisPolicyStore implements PolicyStore {
   }
 }
 
-function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
-  const budget = deadline - Date.now();
-  if (budget <= 0) {
-    work.catch(() => undefined);
-    return Promise.reject(new DeadlineExceededError('no time left for the policy'));
-  }
+/** `work`, or a DeadlineExceededError after `budget` ms (work's outcome is still observed by the breaker). */
+function withDeadline<T>(work: Promise<T>, budget: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => reject(new DeadlineExceededError(`policy state not read within ${budget} ms`)), budget);

@@ -24,11 +24,19 @@ export interface PolicyKeyShape {
 
 /** The Redis type lua/policy.lua keeps each policy key in. */
 const POLICY_TYPE_OF: Readonly<Record<PolicyKeyShape['policyPart'], string>> = { state: 'hash', routes: 'set', prints: 'set' };
-const POLICY_SHAPE = /^rl:\{[^{}]*\}:policy:(state|routes|prints)$/;
 
-// `<prefix>rl:{<tag>}:<algorithm>:<windowSeconds>` (see limiter/counter-key.ts); the tag holds no
-// braces because counter-key escapes them.
-const SHAPE = /^rl:\{[^{}]*\}:(fixed_window|gcra|sliding_window|token_bucket|sliding_log):([1-9]\d{0,9})$/;
+// One request part as limiter/counter-key.ts escapeKeyPart writes it: `%`, `{`, `}`, `:` and `=`
+// appear only as their escapes, a lone surrogate as `%uD800`...`%uDFFF`. The alternatives start
+// with different characters, so matching stays linear in the key's length.
+const PART = String.raw`(?:[^%{}:=]|%(?:25|7B|7D|3A|3D|uD[89A-F][0-9A-F]{2}))`;
+// The hash tag: `{<domain>(:<key>=<value>)*}` (counterIdentity), or one client for a policy key.
+const COUNTER_TAG = String.raw`\{${PART}+(?::${PART}*=${PART}*)*\}`;
+const POLICY_TAG = String.raw`\{${PART}+:${PART}*=${PART}*\}`;
+const POLICY_SHAPE = new RegExp(String.raw`^rl:${POLICY_TAG}:policy:(state|routes|prints)$`);
+// `<prefix>rl:{<tag>}:<algorithm>:<windowSeconds>` (see limiter/counter-key.ts): the whole key, so
+// `rl:session:alice` or `rl:{session:alice}:fixed_window:60` (no `=`) of another application
+// sharing the `rl:` namespace (CACHE_KEY_PREFIX is empty by default) is never taken for ours.
+const SHAPE = new RegExp(String.raw`^rl:${COUNTER_TAG}:(fixed_window|gcra|sliding_window|token_bucket|sliding_log):([1-9]\d{0,9})$`);
 
 /** The pattern SCAN matches for every key floodgate may write under `prefix`. */
 export function counterKeyPattern(prefix: string): string {

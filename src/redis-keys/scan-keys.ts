@@ -35,8 +35,12 @@ export interface ScanReport {
 
 export interface ScanOptions extends ScanPace {
   readonly prefix: string;
-  /** Give every key without a TTL one (`EXPIRE ... NX`): its two windows, or `unknownTtlSeconds`. */
-  readonly fix?: { readonly unknownTtlSeconds: number };
+  /**
+   * Give a key without a TTL one (`EXPIRE ... NX`): a counter its two windows, a policy key
+   * `ttlSeconds`. A key of unknown shape only with `unknownShapes` (then `ttlSeconds`): with the
+   * default empty prefix, `rl:*` may hold other applications' keys.
+   */
+  readonly fix?: { readonly ttlSeconds: number; readonly unknownShapes: boolean };
   /** Stop early (service shutdown). */
   readonly signal?: AbortSignal;
   /** Findings kept in the report; counts go on past it. */
@@ -152,8 +156,8 @@ async function examineKey(scan: NodeScan, key: string, pttl: number, redisType: 
   if (pttl < 0) tally.withoutTtl++;
   if (shape === undefined) tally.unknownShape++;
   let fixedTtlSeconds: number | undefined;
-  if (pttl < 0 && options.fix !== undefined) {
-    const ttl = (shape && repairTtlSeconds(shape)) ?? options.fix.unknownTtlSeconds;
+  if (pttl < 0 && options.fix !== undefined && (shape !== undefined || options.fix.unknownShapes)) {
+    const ttl = (shape && repairTtlSeconds(shape)) ?? options.fix.ttlSeconds;
     // NX: a key the service re-created with its own TTL meanwhile keeps that one.
     const set = await scan.writer.call('EXPIRE', key, String(ttl), 'NX');
     if (set === 1) {

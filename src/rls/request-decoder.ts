@@ -6,12 +6,12 @@ import type { LimitOverride, RateLimitRequest, RequestDescriptor } from '../serv
 import { ProtoReader } from './proto-reader';
 
 // envoy.service.ratelimit.v3.RateLimitRequest bytes → the domain request, in one pass and
-// without protobufjs' intermediate message objects. It gives exactly what proto-loader's
-// decoding (with the server's options, 64-bit integers as decimal strings) followed by
-// requestFromWire (src/rls/convert.ts) gives, including the errors for
-// an invalid override unit or hits_addend (test/integration/rls-codec.test.ts compares both on
-// random messages). Unknown fields are skipped; a field with an unexpected wire type is treated
-// as unknown, as the protobuf spec has it.
+// without intermediate message objects. The bytes mean what they mean to protobuf-go, the
+// reference's decoder (test/integration/rls-codec-protobuf-go.test.ts compares the two on random
+// and mutated messages); then come the checks of requestFromWire (src/rls/convert.ts), with its
+// messages, for an invalid override unit or hits_addend (test/integration/rls-codec.test.ts
+// compares with proto-loader + requestFromWire). Unknown fields are skipped; a field with an
+// unexpected wire type is treated as unknown, as the protobuf spec has it.
 
 // Tags: field number << 3 | wire type.
 const TAG_DOMAIN = (1 << 3) | 2;
@@ -36,7 +36,7 @@ function decodeEntry(r: ProtoReader): DescriptorEntry {
   let key = '';
   let value = '';
   while (r.pos < end) {
-    const tag = r.uint32();
+    const tag = r.tag();
     if (tag === TAG_KEY) key = r.string();
     else if (tag === TAG_VALUE) value = r.string();
     else r.skip(tag);
@@ -45,17 +45,28 @@ function decodeEntry(r: ProtoReader): DescriptorEntry {
   return { key, value };
 }
 
-function decodeOverride(r: ProtoReader, index: number): LimitOverride {
+// A message field written more than once is merged, as protobuf-go merges it: each occurrence
+// sets only the fields it carries (limit {7, MINUTE} then {unit: HOUR} is 7/HOUR). The checks
+// wait for the end of the descriptor, so they see the merged message.
+
+interface OverrideFields {
+  requestsPerUnit: number;
+  unitNumber: number;
+}
+
+function mergeOverride(r: ProtoReader, into: OverrideFields): void {
   const end = r.lengthEnd();
-  let requestsPerUnit = 0;
-  let unitNumber = 0;
   while (r.pos < end) {
-    const tag = r.uint32();
-    if (tag === TAG_REQUESTS_PER_UNIT) requestsPerUnit = r.uint32();
-    else if (tag === TAG_UNIT) unitNumber = r.int32();
+    const tag = r.tag();
+    if (tag === TAG_REQUESTS_PER_UNIT) into.requestsPerUnit = r.uint32();
+    else if (tag === TAG_UNIT) into.unitNumber = r.int32();
     else r.skip(tag);
   }
   r.expectEnd(end);
+}
+
+function checkedOverride(fields: OverrideFields, index: number): LimitOverride {
+  const { requestsPerUnit, unitNumber } = fields;
   const unit = unitNumber >= 0 ? OVERRIDE_UNITS[unitNumber] : undefined;
   if (unit === undefined) {
     // proto-loader names the enum's own values and leaves other numbers as numbers.
@@ -65,60 +76,50 @@ function decodeOverride(r: ProtoReader, index: number): LimitOverride {
   return { requestsPerUnit, unit };
 }
 
-function decodeHitsAddend(r: ProtoReader, index: number): number {
+interface HitsFields {
+  hits: number;
+  /** Where the value's varint starts: a value about to be refused is read again for its exact digits. */
+  valuePos: number;
+}
+
+function mergeHitsAddend(r: ProtoReader, into: HitsFields): void {
   const end = r.lengthEnd();
-  let hits = 0;
-  let text: string | undefined;
   while (r.pos < end) {
-    const tag = r.uint32();
+    const tag = r.tag();
     if (tag === TAG_UINT64_VALUE) {
-      const start = r.pos;
-      hits = r.uint64();
-      text = undefined;
-      // Only a value about to be refused needs its exact digits (past 2^53 a number loses them).
-      if (hits > UINT32_MAX) {
-        r.pos = start;
-        text = r.uint64Text();
-      }
+      into.valuePos = r.pos;
+      into.hits = r.uint64();
     } else r.skip(tag);
   }
   r.expectEnd(end);
-  if (hits > UINT32_MAX)
-    throw new InvalidRequestError(`descriptor ${index}: hits_addend ${text ?? String(hits)} is out of range (0 to ${UINT32_MAX})`);
-  return hits;
+}
+
+function checkedHitsAddend(r: ProtoReader, fields: HitsFields, index: number): number {
+  if (fields.hits <= UINT32_MAX) return fields.hits;
+  // Past 2^53 a number loses digits: only a value about to be refused needs them exactly.
+  const resume = r.pos;
+  r.pos = fields.valuePos;
+  const text = r.uint64Text();
+  r.pos = resume;
+  throw new InvalidRequestError(`descriptor ${index}: hits_addend ${text} is out of range (0 to ${UINT32_MAX})`);
 }
 
 function decodeDescriptor(r: ProtoReader, index: number): RequestDescriptor {
   const end = r.lengthEnd();
   const entries: DescriptorEntry[] = [];
-  // A repeated sub-message field read twice keeps the last one, as protobufjs does. Its
-  // validation waits for the end of the descriptor, so the error is about the one kept.
-  let limitStart = -1;
-  let hitsStart = -1;
+  let override: OverrideFields | undefined;
+  let hits: HitsFields | undefined;
   while (r.pos < end) {
-    const tag = r.uint32();
+    const tag = r.tag();
     if (tag === TAG_ENTRY) entries.push(decodeEntry(r));
-    else if (tag === TAG_LIMIT) {
-      limitStart = r.pos;
-      r.skip(tag);
-    } else if (tag === TAG_DESCRIPTOR_HITS) {
-      hitsStart = r.pos;
-      r.skip(tag);
-    } else r.skip(tag);
+    else if (tag === TAG_LIMIT) mergeOverride(r, (override ??= { requestsPerUnit: 0, unitNumber: 0 }));
+    else if (tag === TAG_DESCRIPTOR_HITS) mergeHitsAddend(r, (hits ??= { hits: 0, valuePos: -1 }));
+    else r.skip(tag);
   }
   r.expectEnd(end);
-  if (limitStart < 0 && hitsStart < 0) return { entries };
-  let limit: LimitOverride | undefined;
-  let hitsAddend: number | undefined;
-  if (limitStart >= 0) {
-    r.pos = limitStart;
-    limit = decodeOverride(r, index);
-  }
-  if (hitsStart >= 0) {
-    r.pos = hitsStart;
-    hitsAddend = decodeHitsAddend(r, index);
-  }
-  r.pos = end;
+  if (override === undefined && hits === undefined) return { entries };
+  const limit = override && checkedOverride(override, index);
+  const hitsAddend = hits && checkedHitsAddend(r, hits, index);
   if (hitsAddend === undefined) return { entries, limit };
   if (limit === undefined) return { entries, hitsAddend };
   return { entries, limit, hitsAddend };
@@ -136,7 +137,7 @@ export function decodeRateLimitRequest(buf: Buffer): RateLimitRequest {
   const descriptors: RequestDescriptor[] = [];
   let hitsAddend = 0;
   while (r.pos < end) {
-    const tag = r.uint32();
+    const tag = r.tag();
     if (tag === TAG_DESCRIPTOR) descriptors.push(decodeDescriptor(r, descriptors.length));
     else if (tag === TAG_DOMAIN) domain = r.string();
     else if (tag === TAG_HITS_ADDEND) hitsAddend = r.uint32();

@@ -12,18 +12,28 @@ export class OverallTally {
   private quotaOver = 0;
   private retryNonQuotaMs = 0;
   private retryQuotaMs = Number.POSITIVE_INFINITY;
+  private ownNonQuotaOver = false;
+  private ownQuotaOver = false;
 
-  add(quota: boolean, over: boolean, retryAfterMs: number): void {
+  /** `own`: the counter is the policy client's own (see PolicyEngine.ownsCounter). */
+  add(quota: boolean, over: boolean, retryAfterMs: number, own = false): void {
     if (quota) {
       this.quotaCount++;
       if (over) {
         this.quotaOver++;
         this.retryQuotaMs = Math.min(this.retryQuotaMs, retryAfterMs);
+        this.ownQuotaOver ||= own;
       }
     } else if (over) {
       this.nonQuotaOver = true;
       this.retryNonQuotaMs = Math.max(this.retryNonQuotaMs, retryAfterMs);
+      this.ownNonQuotaOver ||= own;
     }
+  }
+
+  /** Whether a limit that denies the request (as limited() counts them) is one marked own. */
+  deniedByOwn(): boolean {
+    return this.ownNonQuotaOver || (this.allQuotaOver() && this.ownQuotaOver);
   }
 
   /** Before shadow mode; a penalty box (`boxMs` > 0) denies the whole request, also when no rule matched. */

@@ -1,12 +1,13 @@
-import type { IncomingHttpHeaders } from 'node:http';
-import type { Metadata } from '@grpc/grpc-js';
 import type { RateLimitRequest, RateLimitResponse } from './types';
 
 /**
- * What the transports call: the service itself, or the service wrapped in a span when tracing
- * is on. The transports hand over what the call came with (gRPC metadata, HTTP headers) as it
- * is, so with tracing off nothing is read or allocated for it.
+ * What a call came with on its transport (gRPC metadata, HTTP headers), handed over as it is and
+ * opaque to the service: only a wrapper in the transport layers (tracing) reads it, so the service
+ * knows no transport's types, and with tracing off nothing is read or allocated for it.
  */
+export type IncomingCarrier = object;
+
+/** What the transports call: the service itself, or the service wrapped in a span when tracing is on. */
 export interface RateLimitHandler {
-  shouldRateLimit(request: RateLimitRequest, deadline: number, incoming?: Metadata | IncomingHttpHeaders): Promise<RateLimitResponse>;
+  shouldRateLimit(request: RateLimitRequest, deadline: number, incoming?: IncomingCarrier): Promise<RateLimitResponse>;
 }

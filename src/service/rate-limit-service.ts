@@ -65,9 +65,11 @@ export class RateLimitService {
     const { domainKnown, plans, checks } = planRequest(rules, request);
     if (!domainKnown) this.deps.metrics.domainNotFound(request.domain);
     const results = await this.count(checks, decision, deadline);
-    const response = this.respond(request, plans, results, decision);
-    // A denial by the limits is a signal of the client's next decision (not the box's own).
-    if (decision !== undefined && decision.blockedMsLeft === 0 && response.overallCode === 'OVER_LIMIT') this.deps.policy?.noteDenial(decision);
+    const { response, deniedByOwn } = this.respond(request, { plans, checks, results }, decision);
+    // A denial by a limit of the client's own is a signal of its next decision (not the box's).
+    if (deniedByOwn && decision !== undefined && decision.blockedMsLeft === 0 && response.overallCode === 'OVER_LIMIT') {
+      this.deps.policy?.noteDenial(decision);
+    }
     return response;
   }
 
@@ -89,14 +91,14 @@ export class RateLimitService {
     return this.deps.limiter.check(effective, { deadline, stopIncrementWhenOverLimit: this.deps.config.stopIncrementWhenOverLimit });
   }
 
+  /** The answer, and whether a limit of the policy client's own denied it. */
   private respond(
     request: RateLimitRequest,
-    plans: readonly DescriptorPlan[],
-    results: readonly LimitResult[],
+    counted: Counted,
     decision?: PolicyDecision,
-  ): RateLimitResponse {
+  ): { response: RateLimitResponse; deniedByOwn: boolean } {
     const { config, metrics } = this.deps;
-    const { statuses, tally, quotaFlags, passedMetadata } = this.judgeAll(request, plans, results, decision);
+    const { statuses, tally, quotaFlags, passedMetadata } = this.judgeAll(request, counted, decision);
     const boxMs = decision?.blockedMsLeft ?? 0;
     const limited = tally.limited(boxMs);
     const overallCode: Code = config.shadowMode ? 'OK' : limited;
@@ -106,23 +108,19 @@ export class RateLimitService {
       decision,
     );
     const dynamicMetadata = responseMetadata(request, passedMetadata, decision);
-    return {
+    const response: RateLimitResponse = {
       overallCode,
       statuses,
       responseHeadersToAdd: headers,
       requestHeadersToAdd: [],
       ...(dynamicMetadata !== undefined ? { dynamicMetadata } : {}),
     };
+    return { response, deniedByOwn: tally.deniedByOwn() };
   }
 
   /** Every descriptor's status, the tally of the counted ones, their quota flags and the metadata of those that passed. */
-  private judgeAll(
-    request: RateLimitRequest,
-    plans: readonly DescriptorPlan[],
-    results: readonly LimitResult[],
-    decision?: PolicyDecision,
-  ): Judgement {
-    const config = this.deps.config;
+  private judgeAll(request: RateLimitRequest, { plans, checks, results }: Counted, decision?: PolicyDecision): Judgement {
+    const { config, policy } = this.deps;
     const statuses: DescriptorStatus[] = new Array<DescriptorStatus>(plans.length);
     const tally = new OverallTally();
     const quotaFlags: boolean[] | undefined = config.headers ? new Array<boolean>(plans.length).fill(false) : undefined;
@@ -146,7 +144,12 @@ export class RateLimitService {
       const { status, over, quota } = this.judge({ domain: request.domain, plan, rule, result, decision });
       statuses[i] = status;
       if (quotaFlags !== undefined) quotaFlags[i] = quota;
-      tally.add(quota, over, result.retryAfterMs);
+      const own =
+        over &&
+        decision !== undefined &&
+        policy !== undefined &&
+        policy.ownsCounter(decision, (checks[plan.checkIndex] as LimitCheck).counter.entries);
+      tally.add(quota, over, result.retryAfterMs, own);
       if (!over && plan.metadata !== undefined) passedMetadata?.push(plan.metadata);
     }
     return { statuses, tally, quotaFlags, passedMetadata };
@@ -188,6 +191,13 @@ export class RateLimitService {
     if (decision !== undefined) headers.push({ key: TIER_HEADER, value: decision.tier });
     return headers;
   }
+}
+
+/** One plan per descriptor, the checks they count, and the limiter's result per check. */
+interface Counted {
+  readonly plans: readonly DescriptorPlan[];
+  readonly checks: readonly LimitCheck[];
+  readonly results: readonly LimitResult[];
 }
 
 /** A descriptor that was counted: its plan, rule and limiter result. */

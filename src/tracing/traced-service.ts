@@ -10,7 +10,7 @@ import {
   type TextMapPropagator,
   type Tracer,
 } from '@opentelemetry/api';
-import type { RateLimitHandler } from '../service/rate-limit-handler';
+import type { IncomingCarrier, RateLimitHandler } from '../service/rate-limit-handler';
 import type { RateLimitRequest, RateLimitResponse } from '../service/types';
 import type { ActiveContext } from './active-context';
 
@@ -47,7 +47,7 @@ export class TracedRateLimitService implements RateLimitHandler {
     private readonly active: ActiveContext,
   ) {}
 
-  shouldRateLimit(request: RateLimitRequest, deadline: number, incoming?: Metadata | IncomingHttpHeaders): Promise<RateLimitResponse> {
+  shouldRateLimit(request: RateLimitRequest, deadline: number, incoming?: IncomingCarrier): Promise<RateLimitResponse> {
     const parent = this.parentOf(incoming);
     const span = this.tracer.startSpan(
       SHOULD_RATE_LIMIT_SPAN,
@@ -75,9 +75,10 @@ export class TracedRateLimitService implements RateLimitHandler {
       );
   }
 
-  private parentOf(incoming: Metadata | IncomingHttpHeaders | undefined): Context {
+  private parentOf(incoming: IncomingCarrier | undefined): Context {
     if (incoming === undefined) return ROOT_CONTEXT;
     if (incoming instanceof Metadata) return this.propagator.extract(ROOT_CONTEXT, incoming, metadataGetter);
+    // The HTTP transport hands over Node's request headers.
     return this.propagator.extract(ROOT_CONTEXT, incoming, headersGetter);
   }
 }

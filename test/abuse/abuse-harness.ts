@@ -67,9 +67,13 @@ export interface AttackContext {
 
 export interface Attack {
   readonly name: string;
-  /** Extra environment of the server. */
-  readonly env?: (ctx: { redisUrl?: string }) => Record<string, string>;
+  /** Extra environment of the server (may start something the server talks to first). */
+  readonly env?: (ctx: { redisUrl?: string }) => Record<string, string> | Promise<Record<string, string>>;
+  /** Stops what `env` started, whatever happened. */
+  readonly dispose?: () => Promise<void>;
   readonly needsRedis?: boolean;
+  /** Rule files of its own beside ABUSE_RULES and PROBE_RULES (name → text). */
+  readonly rules?: Record<string, string>;
   run(ctx: AttackContext): Promise<void>;
 }
 
@@ -172,10 +176,18 @@ function startProbe(grpcAddress: string): Probe {
 
 /** Spawns a server, runs the attack with the probe beside it, and reports. Always cleans up. */
 export async function runAttack(attack: Attack, scale: Scale, redisUrl?: string): Promise<AttackReport> {
+  try {
+    return await runAttackOnce(attack, scale, redisUrl);
+  } finally {
+    await attack.dispose?.();
+  }
+}
+
+async function runAttackOnce(attack: Attack, scale: Scale, redisUrl?: string): Promise<AttackReport> {
   const metricsPort = await freePort();
   const server = await spawnServer(
-    { 'probe.yaml': PROBE_RULES, 'abuse.yaml': ABUSE_RULES },
-    { USE_PROMETHEUS: 'true', PROMETHEUS_ADDR: `127.0.0.1:${metricsPort}`, ...(attack.env?.(redisUrl ? { redisUrl } : {}) ?? {}) },
+    { 'probe.yaml': PROBE_RULES, 'abuse.yaml': ABUSE_RULES, ...attack.rules },
+    { USE_PROMETHEUS: 'true', PROMETHEUS_ADDR: `127.0.0.1:${metricsPort}`, ...((await attack.env?.(redisUrl ? { redisUrl } : {})) ?? {}) },
   );
   const pid = server.proc.pid as number;
   const answers: Record<string, number> = {};

@@ -3,9 +3,11 @@
 import * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
+import { createSocket } from 'node:dgram';
 import { request, Agent } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { projectRoot } from '../../src/paths';
 import type { Attack, AttackContext } from './abuse-harness';
 
 const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
@@ -491,6 +493,247 @@ const randomRules: Attack = {
   },
 };
 
+/** Sends raw bytes as a ShouldRateLimit call; resolves with the overall code, or the status name of an error. */
+function overallCodeOf(client: grpc.Client, body: Buffer, timeoutMs: number): Promise<string> {
+  return new Promise((resolve) => {
+    client.makeUnaryRequest(
+      METHOD,
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+      body,
+      { deadline: Date.now() + timeoutMs },
+      (err: grpc.ServiceError | null, reply?: Buffer) => {
+        if (err) return resolve(grpc.status[err.code] ?? String(err.code));
+        // overall_code is field 1 (varint): 1 OK, 2 OVER_LIMIT; absent is UNKNOWN.
+        resolve(reply?.[0] === 0x08 ? (['UNKNOWN', 'OK', 'OVER_LIMIT'][reply[1] ?? 0] ?? 'UNKNOWN') : 'UNKNOWN');
+      },
+    );
+  });
+}
+
+/** A policy that boxes a client from its third call: every request weighs 1 (issue 18). */
+const BOXING_POLICY = `domain: boxed
+policy:
+  client: user
+  window_seconds: 60
+  weights: { requests: 1, repeats: 0, routes: 0, denials: 0 }
+  thresholds: { elevated: 1, suspicious: 2, blocked: 3 }
+  blocked_seconds: 300
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1000000 }
+`;
+
+const policyDeadlines: Attack = {
+  name: 'policy: 1 ms deadlines vs a boxed abuser (redis)',
+  // Calls that give up at once are no Redis failure: the policy's breaker stays closed, so
+  // the boxed abuser stays boxed (before: 29 OK of 100, the breaker open most of the time).
+  needsRedis: true,
+  rules: { 'boxed.yaml': BOXING_POLICY },
+  env: ({ redisUrl }) => ({ REDIS_URL: redisUrl as string }),
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const abuser = encodeRequest('boxed', [{ entries: [['user', `abuser-${Date.now()}`]] }]);
+    // Three calls box it (the third is the first denied).
+    for (let i = 0; i < 3; i++) ctx.answer(`boxing_${await overallCodeOf(client, abuser, 2000)}`);
+    let attacking = true;
+    const attacker = (async () => {
+      for (let round = 0; attacking && round < 1000; round++) {
+        // Three calls that give up after 1 ms; the descriptor names a client but no rule.
+        const calls = [0, 1, 2].map((i) =>
+          overallCodeOf(
+            client,
+            encodeRequest('boxed', [
+              {
+                entries: [
+                  ['user', `attacker-${i}`],
+                  ['x', 'y'],
+                ],
+              },
+            ]),
+            1,
+          ),
+        );
+        for (const c of await Promise.all(calls)) ctx.answer(`attacker_${c}`);
+        await sleep(400);
+      }
+    })();
+    const calls = n(ctx, 30, 100);
+    for (let i = 0; i < calls; i++) {
+      ctx.answer(`abuser_${await overallCodeOf(client, abuser, 2000)}`);
+      await sleep(40);
+    }
+    attacking = false;
+    await attacker;
+    client.close();
+    ctx.note('abuserOK', `${ctx.answers.abuser_OK ?? 0} of ${calls}`);
+    if ((ctx.answers.abuser_OVER_LIMIT ?? 0) !== calls) throw new Error(`the boxed abuser got out: ${JSON.stringify(ctx.answers)}`);
+  },
+};
+
+const policyMemoryClients: Attack = {
+  name: 'policy (memory): 100,000 clients with 4,000 B values',
+  // Each client is kept under a digest of its identity, not its value (before: 688 MB RSS).
+  rules: { 'boxed.yaml': BOXING_POLICY },
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const pad = 'p'.repeat(4000);
+    await pool(n(ctx, 5000, 100_000), 4, async (i) => {
+      // A client entry and no rule for the descriptor: only the policy keeps anything.
+      ctx.answer(
+        await rawCall(
+          client,
+          encodeRequest('boxed', [
+            {
+              entries: [
+                ['user', `${i}-${pad}`],
+                ['x', 'y'],
+              ],
+            },
+          ]),
+        ),
+      );
+    });
+    client.close();
+    requireOnly(ctx, 'OK');
+  },
+};
+
+// ---- issue 18: the stats paths ----
+
+/** Runs `send()` from `workers` loops until `ms` have passed. */
+async function during(ms: number, workers: number, send: (seq: number) => Promise<void>): Promise<void> {
+  const until = Date.now() + ms;
+  let seq = 0;
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (Date.now() < until) await send(seq++);
+    }),
+  );
+}
+
+const mappedMetrics: Attack = {
+  name: 'metrics: unknown domains, PROMETHEUS_MAPPER_YAML',
+  env: () => ({
+    PROMETHEUS_MAPPER_YAML: join(projectRoot, 'test/fixtures/statsd-exporter/default_mapper.yaml'),
+    STATS_FLUSH_INTERVAL: '1s',
+  }),
+  // Issue 18, finding 5: 25 s of unknown domains gave 30,042 metric names, a 15.7 MB /metrics and
+  // 396 MB of RSS. Unknown 4 KB domains and unique 4 KB detailed_metric values through /json.
+  async run(ctx) {
+    const pad = 'd'.repeat(4000);
+    await during(n(ctx, 3000, 25_000), 16, async (i) => {
+      const body =
+        i % 4 === 3
+          ? { domain: 'abuse', descriptors: [{ entries: [{ key: 'detailed', value: `${i}${pad}` }] }] }
+          : { domain: `${i}${pad}`, descriptors: [{ entries: [{ key: 'user', value: 'x' }] }] };
+      ctx.answer(await postJson(ctx.server.httpPort, JSON.stringify(body)));
+    });
+    await sleep(1500); // one flush into the mapped registry
+    const started = Date.now();
+    const text = await ctx.scrape();
+    const names = new Set(
+      text
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('#'))
+        .map((l) => /^[^{ ]+/.exec(l)?.[0]),
+    );
+    ctx.note('metricNames', names.size);
+    ctx.note('metricsKB', Math.round(text.length / 1024));
+    ctx.note('scrapeMs', Date.now() - started);
+    ctx.note('unknownDomains', metricValue(text, 'ratelimit_service_domain_not_found\\{domain="\\(unknown\\)"\\}'));
+    if (names.size > 500) throw new Error(`${names.size} metric names`);
+  },
+};
+
+/** A statsd on loopback that sums the counters of one stat and measures what it receives. */
+class StatsdSink {
+  received = 0;
+  longest = 0;
+  sum = 0;
+  private tail = '';
+  private tcp: Server | undefined;
+  private udp: ReturnType<typeof createSocket> | undefined;
+
+  constructor(private readonly stat: string) {}
+
+  async listen(protocol: 'tcp' | 'udp'): Promise<number> {
+    if (protocol === 'udp') {
+      const udp = createSocket('udp4');
+      this.udp = udp;
+      udp.on('message', (m: Buffer) => this.take(m.toString() + '\n'));
+      await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
+      return udp.address().port;
+    }
+    const tcp = createServer((s) => s.on('data', (c: Buffer) => this.take(c.toString())).on('error', () => {}));
+    this.tcp = tcp;
+    await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
+    return (tcp.address() as { port: number }).port;
+  }
+
+  close(): Promise<void> {
+    this.udp?.close();
+    this.udp = undefined;
+    const tcp = this.tcp;
+    this.tcp = undefined;
+    return new Promise((resolve) => (tcp ? tcp.close(() => resolve()) : resolve()));
+  }
+
+  private take(text: string): void {
+    this.received += text.length;
+    const lines = (this.tail + text).split('\n');
+    this.tail = lines.pop() ?? '';
+    if (this.tail.length > 1_000_000) this.tail = '';
+    for (const line of lines) {
+      this.longest = Math.max(this.longest, line.length);
+      if (line.startsWith(this.stat + ':')) this.sum += Number(/^[^:]*:(\d+)\|c/.exec(line)?.[1] ?? 0);
+    }
+  }
+}
+
+/**
+ * Issue 18, finding 7: with a detailed_metric rule, requests of 15 × 4 KB values took RSS to
+ * 357 MB (TCP) and 422 MB (UDP), and over TCP flushes past 4 MiB were dropped whole: only 107-149
+ * of an ordinary client's 450 hits reached statsd.
+ */
+function statsdNames(protocol: 'tcp' | 'udp'): Attack {
+  const sink = new StatsdSink('ratelimit.service.rate_limit.abuse.user.total_hits');
+  return {
+    name: `statsd: detailed_metric 15 × 4 KB values (${protocol.toUpperCase()})`,
+    env: async () => ({
+      USE_STATSD: 'true',
+      STATSD_HOST: '127.0.0.1',
+      STATSD_PORT: String(await sink.listen(protocol)),
+      STATSD_PROTOCOL: protocol,
+      STATS_FLUSH_INTERVAL: '1s',
+    }),
+    dispose: () => sink.close(),
+    async run(ctx) {
+      const client = grpcClient(ctx);
+      const ms = n(ctx, 3000, 20_000);
+      const hits = n(ctx, 60, 450);
+      const ordinary = (async () => {
+        for (let i = 0; i < hits; i++) {
+          ctx.answer(`ordinary_${await rawCall(client, encodeRequest('abuse', [{ entries: [['user', 'ordinary']] }]))}`);
+          await sleep(ms / hits);
+        }
+      })();
+      const pad = 'x'.repeat(4000);
+      await during(ms, 8, async (i) => {
+        const descriptors: Descriptor[] = Array.from({ length: 15 }, (_, j) => ({ entries: [['detailed', `${i}-${j}-${pad}`]] }));
+        ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors)));
+      });
+      await ordinary;
+      client.close();
+      await sleep(2500); // two flushes
+      ctx.note('ordinaryHitsAtStatsd', `${sink.sum}/${hits}`);
+      ctx.note('statsdMB', (sink.received / 1024 / 1024).toFixed(1));
+      ctx.note('longestLine', sink.longest);
+      if (sink.sum !== hits) throw new Error(`statsd got ${sink.sum} of the ordinary client's ${hits} hits`);
+    },
+  };
+}
+
 /** Every attack of issue 8, in the order they are run. */
 export const ATTACKS: readonly Attack[] = [
   emptyDescriptors,
@@ -506,4 +749,9 @@ export const ATTACKS: readonly Attack[] = [
   mutatedGrpc,
   randomJsonBodies,
   randomRules,
+  policyDeadlines,
+  policyMemoryClients,
+  mappedMetrics,
+  statsdNames('tcp'),
+  statsdNames('udp'),
 ];

@@ -22,7 +22,10 @@ export function abuseSuite(scale: Scale, timeoutMs: number): void {
       );
     });
 
-    for (const attack of ATTACKS) {
+    // ABUSE_ONLY=<part of a name>: only the attacks whose name contains it.
+    const only = process.env.ABUSE_ONLY;
+    const attacks = only ? ATTACKS.filter((a) => a.name.includes(only)) : ATTACKS;
+    for (const attack of attacks) {
       it(
         attack.name,
         async () => {

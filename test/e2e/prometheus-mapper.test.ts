@@ -8,6 +8,8 @@ import { projectRoot } from '../../src/paths';
 import { waitUntil } from '../harness/wait';
 import { nonZero, parseExposition } from '../helpers/prometheus-text';
 import { oneDescriptor } from '../helpers/rls-client';
+import { residentMb } from '../helpers/process-memory';
+import { spawnServer } from '../helpers/server-process';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 
 const RULES = {
@@ -79,4 +81,69 @@ describe('PROMETHEUS_MAPPER_YAML', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  // Issue 18, finding 5: each unknown domain became a metric name of its own, never dropped
+  // (25 s of them gave 30,042 names, a 15.7 MB /metrics and 396 MB of RSS). The built server,
+  // its /metrics scraped as Prometheus does.
+  test('unknown domains are one (unknown) series, and request values stay within METRICS_MAX_SERIES', async () => {
+    const server = await spawnServer(
+      { 'rl.yaml': RULES['rl.yaml'] + '  - key: detailed\n    detailed_metric: true\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n' },
+      {
+        PROMETHEUS_MAPPER_YAML: join(projectRoot, 'test/fixtures/statsd-exporter/default_mapper.yaml'),
+        STATS_FLUSH_INTERVAL: '200ms',
+        METRICS_MAX_SERIES: '100',
+      },
+    );
+    try {
+      const post = (domain: string, key: string, value: string) =>
+        fetch(`http://127.0.0.1:${server.httpPort}/json`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ domain, descriptors: [{ entries: [{ key, value }] }] }),
+        });
+      await post('rl', 'api_key', 'ordinary');
+      const pad = 'd'.repeat(4000);
+      const unknown = 2000;
+      const detailed = 600;
+      for (let i = 0; i < unknown; i += 50) {
+        await Promise.all(Array.from({ length: 50 }, (_, j) => post(`${i + j}-${pad}`, 'user', 'x')));
+      }
+      for (let i = 0; i < detailed; i += 50) {
+        await Promise.all(Array.from({ length: 50 }, (_, j) => post('rl', 'detailed', `${i + j}-${pad}`)));
+      }
+      const metricsUrl = `http://127.0.0.1:${server.debugPort}/metrics`;
+      let last = '';
+      const text = await waitUntil(
+        'every request flushed',
+        async () => {
+          last = await (await fetch(metricsUrl)).text();
+          return parseExposition(last).get('ratelimit_service_domain_not_found{domain="(unknown)"}') === unknown ? last : undefined;
+        },
+        {
+          timeoutMs: 15_000,
+          diagnostics: () =>
+            `/metrics: ${new Set([...parseExposition(last).keys()].map((k) => k.replace(/\{.*$/, ''))).size} metric names, ` +
+            `${(last.length / 1024).toFixed(0)} KB; RSS ${residentMb(server.proc.pid as number).toFixed(0)} MB`,
+        },
+      );
+      const samples = parseExposition(text);
+      const names = new Set([...samples.keys()].map((k) => k.replace(/\{.*$/, '')));
+      const ruleSeries = [...samples.keys()].filter((k) => k.startsWith('ratelimit_service_rate_limit_'));
+      const rss = residentMb(server.proc.pid as number);
+      console.log(
+        `${unknown} unknown 4 KB domains and ${detailed} detailed_metric 4 KB values, mapped: ${names.size} metric names, ` +
+          `${ruleSeries.length} rule series, /metrics ${(text.length / 1024).toFixed(0)} KB, RSS ${rss.toFixed(0)} MB`,
+      );
+      expect([...names].filter((n) => n.includes('dddd'))).toEqual([]);
+      expect(names.size).toBeLessThan(150);
+      // Six series per label set at most (METRICS_MAX_SERIES label sets); the rest is counted.
+      expect(ruleSeries.length).toBeLessThanOrEqual(6 * 100);
+      expect(samples.get('floodgate_metrics_series_dropped_total')).toBeGreaterThan(0);
+      // A rule that was there first keeps counting.
+      expect(samples.get('ratelimit_service_rate_limit_total_hits{domain="rl",key1="api_key"}')).toBe(1);
+      expect(text.length).toBeLessThan(1024 * 1024);
+    } finally {
+      server.cleanup();
+    }
+  }, 120_000);
 });

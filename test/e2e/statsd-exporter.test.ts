@@ -233,13 +233,18 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
     for (const key of Object.keys(expected)) if (/response_time_(sum|bucket)/.test(key) || key.includes('_response_time{')) delete expected[key];
     const actual = ours(mapped);
     for (const key of Object.keys(actual)) if (/response_time_(sum|bucket)/.test(key) || key.includes('_response_time{')) delete actual[key];
+    // The one deliberate difference: an unknown domain is request text, so floodgate never makes
+    // it a metric name (issue 18, finding 5); it counts in one fixed series instead.
+    expect(expected['ratelimit_service_rate_limit_nope_domain_not_found']).toBe(1);
+    delete expected['ratelimit_service_rate_limit_nope_domain_not_found'];
+    expect(actual['ratelimit_service_domain_not_found{domain="(unknown)"}']).toBe(1);
+    delete actual['ratelimit_service_domain_not_found{domain="(unknown)"}'];
     expect(actual).toEqual(expected);
     expect(actual).toMatchObject({
       'rl_hits{descriptor="api_key",domain="rl"}': 5,
       'rl_over_limit{domain="rl",path="api_key"}': 2,
       'rl_within_limit{domain="rl",path="path_/login.remote_address"}': 2,
       'rl_requests{method="ShouldRateLimit"}': CALLS,
-      ratelimit_service_rate_limit_nope_domain_not_found: 1,
     });
     // Dropped: the two-level near_limit; the three-level ones match no mapping and keep their escaped names.
     expect(Object.keys(actual).filter((k) => k.includes('near_limit'))).toEqual([

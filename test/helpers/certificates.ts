@@ -64,3 +64,12 @@ export function makeCertificates(dir: string): void {
 export function makeClientCertificate(dir: string, name: string, subjectAltName: string): void {
   signedByCa(dir, name, `extendedKeyUsage=clientAuth\nsubjectAltName=${subjectAltName}\n`);
 }
+
+/**
+ * Writes `<name>.crt` and `<name>.key` in `dir`: a certificate for both ends of a TLS connection
+ * (server and client authentication), signed by the CA that makeCertificates wrote there, as
+ * Envoy Gateway's certgen issues the rate-limit service's (one pair serves gRPC and dials xDS).
+ */
+export function makeServiceCertificate(dir: string, name: string, subjectAltName: string): void {
+  signedByCa(dir, name, `extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=${subjectAltName}\n`);
+}

@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { projectRoot } from '../../src/paths';
 
 /** The built server (`dist/src/main.js`) as a real child process. */
@@ -68,10 +68,27 @@ export function spawnServerWithEnv(env: Record<string, string>): Promise<ServerP
   return spawnWithEnv(env, () => undefined);
 }
 
-async function spawnWithEnv(env: Record<string, string>, removeFiles: () => void): Promise<ServerProcess> {
-  const proc = spawn(process.execPath, [join(projectRoot, 'dist/src/main.js')], {
-    env: { PATH: process.env.PATH, ...env },
+/** How a container runtime would start it: this executable, as this user. */
+export interface LaunchAs {
+  /** The program to execute (its own shebang picks the interpreter), with no arguments. */
+  readonly command: string;
+  readonly uid?: number;
+  readonly gid?: number;
+}
+
+/** Spawns `launch.command` with exactly `env` (and PATH), as a Deployment's `command:` would. */
+export function spawnCommandWithEnv(launch: LaunchAs, env: Record<string, string>): Promise<ServerProcess> {
+  return spawnWithEnv(env, () => undefined, launch);
+}
+
+async function spawnWithEnv(env: Record<string, string>, removeFiles: () => void, launch?: LaunchAs): Promise<ServerProcess> {
+  const [file, args] = launch ? [launch.command, []] : [process.execPath, [join(projectRoot, 'dist/src/main.js')]];
+  const proc = spawn(file, args, {
+    // The interpreter that runs the tests comes first, for a shebang's `env node`.
+    env: { PATH: `${dirname(process.execPath)}:${process.env.PATH}`, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
+    ...(launch?.uid !== undefined ? { uid: launch.uid } : {}),
+    ...(launch?.gid !== undefined ? { gid: launch.gid } : {}),
   });
   let err = '';
   proc.stderr.on('data', (chunk: Buffer) => {
@@ -86,7 +103,8 @@ async function spawnWithEnv(env: Record<string, string>, removeFiles: () => void
     const ports = await new Promise<{ grpcPort: number; httpPort: number; debugPort: number }>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 15_000);
       const onData = (): void => {
-        const m = /serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+), debug on [\d.]+:(\d+)/.exec(err);
+        // Hosts may be IPv6 (`[::]:8081`): the port is what follows a host's last colon.
+        const m = /serving gRPC on \S+?:(\d+), HTTP on \S+?:(\d+), debug on \S+?:(\d+)/.exec(err);
         if (m) {
           clearTimeout(timer);
           proc.stderr.off('data', onData);

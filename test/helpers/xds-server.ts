@@ -1,37 +1,14 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { trackChild } from '../harness/cleanup-registry';
-
-const SOURCE_DIR = join(__dirname, '..', 'xds-server');
-const SOURCE_FILES = ['go.mod', 'go.sum', 'main.go'];
+import { goTestProgram } from './go-test-program';
 
 /**
- * The test management server (test/xds-server, go-control-plane), built with `go build` into a
- * cache directory keyed by its sources, once. A machine that cannot build it fails the test
- * with the build's own output: the xDS tests never pass without a real server.
+ * The test management server (test/xds-server, go-control-plane), built once per change of its
+ * sources; see goTestProgram.
  */
 export function xdsServerBinary(): string {
-  const hash = createHash('sha256');
-  for (const name of SOURCE_FILES) hash.update(readFileSync(join(SOURCE_DIR, name)));
-  const cacheDir = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'floodgate-test');
-  const binary = join(cacheDir, `xds-server-${hash.digest('hex').slice(0, 16)}`);
-  if (existsSync(binary)) return binary;
-  mkdirSync(cacheDir, { recursive: true });
-  const partial = `${binary}.${process.pid}.partial`;
-  try {
-    execFileSync('go', ['build', '-o', partial, '.'], { cwd: SOURCE_DIR, stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000 });
-  } catch (err) {
-    const failure = err as { stderr?: Buffer; message: string };
-    throw new Error(`cannot build the xDS test server (go build in ${SOURCE_DIR}): ${failure.stderr?.toString() || failure.message}`, {
-      cause: err,
-    });
-  }
-  renameSync(partial, binary);
-  return binary;
+  return goTestProgram('xds-server', ['go.mod', 'go.sum', 'main.go']);
 }
 
 export interface RateLimitConfigJson {
@@ -57,6 +34,8 @@ export interface XdsServerOptions {
   /** The last snapshot pushed is kept here and served again after a restart. */
   readonly statePath: string;
   readonly tls?: { readonly cert: string; readonly key: string; readonly clientCa?: string };
+  /** The node ID the snapshots are for (`default` when absent). */
+  readonly node?: string;
 }
 
 export interface XdsServer {
@@ -75,6 +54,7 @@ function exited(child: ChildProcess): Promise<void> {
 
 export async function startXdsServer(options: XdsServerOptions): Promise<XdsServer> {
   const args = ['-listen', options.listen ?? '127.0.0.1:0', '-admin', '127.0.0.1:0', '-state', options.statePath];
+  if (options.node !== undefined) args.push('-node', options.node);
   if (options.tls) {
     args.push('-tls-cert', options.tls.cert, '-tls-key', options.tls.key);
     if (options.tls.clientCa) args.push('-client-ca', options.tls.clientCa);

@@ -44,14 +44,15 @@ test('reports keys without a TTL and of unknown shape; --fix gives the first a T
   });
   expect(await redis.command('PTTL', orphan)).toBe(-1);
 
+  // --fix changes floodgate's keys only; a key of unknown shape needs --fix-unknown (below).
   const fixed = await runCli([...args, '--fix', '--ttl', '500']);
   expect(fixed.stdout).toBe(
     [
       `unknown-shape ${garbage} (string)`,
       `no-ttl ${orphanHash} (hash) -> ttl 7200s`,
       `no-ttl ${orphan} (string) -> ttl 120s`,
-      `no-ttl,unknown-shape ${wrongType} (hash) -> ttl 500s`,
-      'scanned 5 keys on 1 node: 3 without TTL, 2 of unknown shape, 3 fixed',
+      `no-ttl,unknown-shape ${wrongType} (hash)`,
+      'scanned 5 keys on 1 node: 3 without TTL, 2 of unknown shape, 2 fixed',
       '',
     ].join('\n'),
   );
@@ -60,6 +61,9 @@ test('reports keys without a TTL and of unknown shape; --fix gives the first a T
   expect(await ttl(orphan)).toBeGreaterThan(110);
   expect(await ttl(orphan)).toBeLessThanOrEqual(120);
   expect(await ttl(orphanHash)).toBeGreaterThan(7100);
+  expect(await ttl(wrongType)).toBe(-1);
+  const unknownFixed = await runCli([...args, '--fix', '--fix-unknown', '--ttl', '500']);
+  expect(unknownFixed.stdout).toContain(`no-ttl,unknown-shape ${wrongType} (hash) -> ttl 500s\n`);
   expect(await ttl(wrongType)).toBeGreaterThan(490);
   expect(await ttl(healthy)).toBeLessThanOrEqual(60);
   expect(await ttl(`${p}other`)).toBe(-1);
@@ -104,6 +108,13 @@ test('--sentinel: the URL names the master and its sentinels, and the scan reach
     const fixed = await runCli(['keys', '--redis', url, '--sentinel', '--prefix', p, '--pause', '1', '--fix']);
     expect(fixed.code).toBe(0);
     expect(Number(await sentinel.master().command('TTL', orphan))).toBeGreaterThan(110);
+    // REDIS_TYPE=SENTINEL and REDIS_URL as the service reads them, no option.
+    await sentinel.master().command('PERSIST', orphan);
+    expect(await runCli(['keys', '--prefix', p, '--pause', '1'], { REDIS_TYPE: 'SENTINEL', REDIS_URL: url })).toEqual({
+      code: 1,
+      stdout: `no-ttl ${orphan} (string)\nscanned 1 key on 1 node: 1 without TTL, 0 of unknown shape\n`,
+      stderr: '',
+    });
     const both = await runCli(['keys', '--redis', url, '--sentinel', '--cluster']);
     expect(both).toMatchObject({ code: 2 });
     expect(both.stderr).toContain('--sentinel and --cluster');
@@ -111,3 +122,93 @@ test('--sentinel: the URL names the master and its sentinels, and the scan reach
     await sentinel.stop();
   }
 }, 60_000);
+
+// Issue 18, finding 11: with the default CACHE_KEY_PREFIX (empty), `rl:*` is also other
+// applications' namespace. --fix gave rl:session:alice and rl:quota:bob a one-day TTL.
+test("--fix changes only keys whose whole shape is floodgate's; other keys under rl: need --fix-unknown", async () => {
+  const own = await startStandalone();
+  try {
+    const ours = 'rl:{shop:user=ann}:fixed_window:60';
+    const others = [
+      'rl:session:alice',
+      'rl:quota:bob',
+      'rl:{session:alice}:fixed_window:60',
+      'rl:{a}:fixed_window:60:x',
+      'rl:{shop:user=a=b}:gcra:60',
+    ];
+    await own.command('SET', ours, '1');
+    for (const key of others) await own.command('SET', key, 'theirs');
+    const fixed = await runCli(['keys', '--redis', own.url, '--fix', '--pause', '0']);
+    const ttls = async () => Object.fromEntries(await Promise.all(others.map(async (k) => [k, Number(await own.command('TTL', k))] as const)));
+    console.log(`--fix with an empty prefix: ${JSON.stringify(await ttls())}`);
+    expect(fixed.stdout).toContain(`no-ttl ${ours} (string) -> ttl 120s\n`);
+    expect(await ttls()).toEqual(Object.fromEntries(others.map((k) => [k, -1])));
+    expect(fixed.stdout).toContain(`no-ttl,unknown-shape rl:session:alice (string)\n`);
+    expect(fixed.stdout.endsWith('scanned 6 keys on 1 node: 6 without TTL, 5 of unknown shape, 1 fixed\n')).toBe(true);
+    // Only when asked explicitly.
+    expect(await runCli(['keys', '--redis', own.url, '--fix-unknown'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--fix-unknown needs --fix') as unknown,
+    });
+    await runCli(['keys', '--redis', own.url, '--fix', '--fix-unknown', '--ttl', '600', '--pause', '0']);
+    for (const ttl of Object.values(await ttls())) expect(ttl).toBeGreaterThan(590);
+  } finally {
+    await own.stop();
+  }
+});
+
+test('a key name with a newline cannot forge a report line: control characters are escaped', async () => {
+  const p = uniquePrefix('newline');
+  // A value the limiter keeps as it is (only `%{}:=` are escaped in keys), of a known shape.
+  const key = `${p}rl:{shop:user=a\nno-ttl forged (string)\\n}:fixed_window:60`;
+  await redis.command('SET', key, '1');
+  const run = await runCli(['keys', '--redis', redis.url, '--prefix', p, '--pause', '0']);
+  expect(run.stdout).toBe(
+    `no-ttl ${p}rl:{shop:user=a\\nno-ttl forged (string)\\\\n}:fixed_window:60 (string)\n` +
+      'scanned 1 key on 1 node: 1 without TTL, 0 of unknown shape\n',
+  );
+});
+
+test('the --redis password is never echoed: not in connection errors, not in usage errors', async () => {
+  const secret = 's3cret-Pw';
+  const guarded = await startStandalone({ password: 'right-password' });
+  try {
+    const runs = [
+      await runCli(['keys', '--redis', `redis://:${secret}@127.0.0.1:1`]),
+      await runCli(['keys', '--redis', `redis://:${secret}@${guarded.url}`]),
+      await runCli(['keys', '--redis', `redis://:${secret}@${guarded.url}`, '--sentinel']),
+      await runCli(['keys', '--redis', `redis://user:${secret}@host`, '--cluster']),
+    ];
+    for (const run of runs) {
+      expect(run.code).toBe(2);
+      expect(run.stderr).not.toContain(secret);
+      expect(run.stderr).toMatch(/\*\*\*@/);
+    }
+    expect(runs[1]?.stderr).toMatch(/WRONGPASS|invalid username-password/);
+  } finally {
+    await guarded.stop();
+  }
+});
+
+// Issue 19: `floodgate keys` read only --redis; the service's own REDIS_URL and REDIS_TYPE (and
+// the credentials that go with them) now serve when no --redis, --sentinel or --cluster is given.
+test('without --redis, the scan reaches the Redis of REDIS_URL (with its password), and says so when there is none', async () => {
+  const guarded = await startStandalone({ password: 'pw-from-env' });
+  try {
+    const p = uniquePrefix('env');
+    await guarded.command('SET', `${p}rl:{shop:user=eve}:fixed_window:60`, '1');
+    const run = await runCli(['keys', '--prefix', p, '--pause', '0'], { REDIS_URL: `redis://:pw-from-env@${guarded.url}` });
+    expect(run).toEqual({
+      code: 1,
+      stdout: `no-ttl ${p}rl:{shop:user=eve}:fixed_window:60 (string)\nscanned 1 key on 1 node: 1 without TTL, 0 of unknown shape\n`,
+      stderr: '',
+    });
+    const prefixed = await runCli(['keys', '--pause', '0'], { REDIS_URL: `redis://:pw-from-env@${guarded.url}`, CACHE_KEY_PREFIX: p });
+    expect(prefixed.stdout).toContain('scanned 1 key on 1 node');
+    const none = await runCli(['keys']);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('--redis <url> or REDIS_URL');
+  } finally {
+    await guarded.stop();
+  }
+});

@@ -31,9 +31,10 @@ descriptors:
             rate_limit: { unit: minute, requests_per_unit: 5 }
 `,
 };
-// State: at most the box and two quiet periods; sets and counters: one window.
+// State: at most the box, two quiet periods back to normal and one more in which the next
+// decision still sees the steps down; sets and counters: one window.
 // A fixed-window counter (60 s) lives until the window after its latest one ends: two windows.
-const MAX_TTL_MS = { state: 60_000 + 2 * 30_000, routes: 10_000, prints: 10_000, counter: 2 * 60_000 };
+const MAX_TTL_MS = { state: 60_000 + 3 * 30_000, routes: 10_000, prints: 10_000, counter: 2 * 60_000 };
 
 let standalone: RedisProcess;
 let cluster: RedisClusterHarness;

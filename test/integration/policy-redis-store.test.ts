@@ -3,7 +3,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { RedisPolicyStore } from '../../src/policy/redis-policy-store';
 import { standaloneAndCluster } from '../helpers/standalone-and-cluster';
 import { expectConcurrentEqualsSerial } from '../helpers/policy-concurrency';
-import { POLICY_TRACES, TRACE_START, runPolicyTrace } from '../helpers/policy-traces';
+import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
+import { POLICY_TRACES, REQUEST_TRACES, TRACE_START, requestTraceService, runPolicyTrace, runRequestTrace } from '../helpers/policy-traces';
 
 // lua/policy.lua on real Redis with a pinned clock must answer the shared traces exactly as
 // the memory store does (test/unit/policy/memory-policy-store.test.ts), on a standalone server
@@ -35,6 +36,14 @@ describe.each(standaloneAndCluster())('RedisPolicyStore on %s', (name, connect) 
       expect(key).toMatch(/^pol_\w+_\d+_rl:\{traces:remote_address=\w+\}:policy:(state|routes|prints)$/);
       expect(await clients[0]!.pttl(key), key).toBeGreaterThan(0);
     }
+  });
+
+  it.each(REQUEST_TRACES.map((t) => [t.name, t] as const))('request trace, with the Redis limiter: %s', async (_n, t) => {
+    run++;
+    const limiter = new RedisLimiter({ client: connect(), keyPrefix: `pol_${name}_${run}_`, pinnedNow: () => clock.now });
+    const got = await runRequestTrace(requestTraceService(limiter, store()), clock, t);
+    await limiter.close();
+    expect(got).toEqual(t.steps.map((s) => s.expected));
   });
 
   it('200 concurrent calls of one client (4 connections) end as the same calls one at a time', async () => {

@@ -16,6 +16,7 @@ const RULES = { 'h.yaml': oneRule('h', 'k', 5, 'hour') };
 let redis: RedisProcess;
 let plain: TestApp;
 let active: TestApp;
+let failing: TestApp;
 
 beforeAll(async () => {
   redis = await startStandalone();
@@ -26,9 +27,10 @@ beforeAll(async () => {
     CACHE_KEY_PREFIX: uniquePrefix('active'),
     REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: 'true',
   });
+  failing = await startTestApp(RULES, { REDIS_URL: redis.url, BACKEND_FAILURE_MODE: 'error', CACHE_KEY_PREFIX: uniquePrefix('failing') });
 });
 afterAll(async () => {
-  await Promise.all([plain?.stop(), active?.stop()]);
+  await Promise.all([plain?.stop(), active?.stop(), failing?.stop()]);
   await redis?.stop();
 });
 
@@ -64,6 +66,14 @@ describe('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', () => {
       answers.push((await timedCall(plain.client, oneDescriptor('h', { k: `down${i}` }), 200)).code);
       await sleep(100);
     }
+    // BACKEND_FAILURE_MODE=error: /json says what happened in its own words, not the Redis
+    // client's ("Stream isn't writeable and enableOfflineQueue options is false").
+    const json = await fetch(`${failing.httpUrl}/json`, {
+      method: 'POST',
+      body: JSON.stringify({ domain: 'h', descriptors: [{ entries: [{ key: 'k', value: 'json' }] }] }),
+    });
+    expect(json.status).toBe(503);
+    expect(((await json.json()) as { error: string }).error).toMatch(/^backend unavailable: redis (is not connected|did not answer)/);
     const activeDown = await within(3000, async () => (await look(active)).http === 500, 'active: /healthcheck 500');
     const activeSeen = await look(active);
 

@@ -99,9 +99,14 @@ function dockerStages(text: string): { from: string; instructions: string[] }[] 
     current = '';
   }
   const stages: { from: string; instructions: string[] }[] = [];
+  // Global ARGs (before the first FROM) may only serve FROM lines; their defaults are substituted.
+  const globalArgs = new Map<string, string>();
   for (const instruction of joined) {
-    if (/^FROM\s/i.test(instruction)) stages.push({ from: instruction, instructions: [] });
+    const arg = /^ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)$/i.exec(instruction);
+    if (/^FROM\s/i.test(instruction))
+      stages.push({ from: instruction.replace(/\$\{(\w+)\}/g, (_, name: string) => globalArgs.get(name) ?? `\${${name}}`), instructions: [] });
     else if (stages.length > 0) stages[stages.length - 1]?.instructions.push(instruction);
+    else if (arg) globalArgs.set(arg[1]!, arg[2]!);
     else throw new Error(`instruction before FROM: ${instruction}`);
   }
   return stages;
@@ -240,18 +245,34 @@ describe('deploy/ and envoy/ YAML', () => {
 });
 
 describe('deploy/Dockerfile', () => {
-  it('builds in a node:20-slim builder with npm ci and npm run build', () => {
-    const builder = dockerfile.find((s) => /^FROM\s+node:20-slim\s+AS\s+builder$/i.test(s.from));
-    expect(builder, 'a `FROM node:20-slim AS builder` stage').toBeDefined();
+  // The Node.js line the tests run on (.node-version) is the one the image ships, pinned by digest.
+  const nodeMajor = read('.node-version').trim().split('.')[0]!;
+  const pinnedBase = new RegExp(`^FROM\\s+node:${nodeMajor}-slim@sha256:[0-9a-f]{64}(\\s|$)`, 'i');
+
+  it('builds in a node slim builder of the tested Node.js line, pinned by digest, with npm ci and npm run build', () => {
+    const builder = dockerfile.find((s) => /\sAS\s+builder$/i.test(s.from));
+    expect(builder?.from, 'a `FROM node:<major>-slim@sha256:... AS builder` stage').toMatch(pinnedBase);
     const runs = builder?.instructions.filter((i) => /^RUN\s/i.test(i)).join('\n') ?? '';
     expect(runs).toMatch(/\bnpm ci\b/);
     expect(runs).toMatch(/\bnpm run build\b/);
   });
 
-  it('runs from node:20-slim with production dependencies only', () => {
-    expect(runtimeStage.from).toMatch(/^FROM\s+node:20-slim(\s|$)/i);
+  it('runs from the same pinned base with production dependencies only', () => {
+    expect(runtimeStage.from).toMatch(pinnedBase);
+    expect(runtimeStage.from.split(/\s+/)[1]).toBe(dockerfile[0]!.from.split(/\s+/)[1]);
     const runs = runtimeStage.instructions.filter((i) => /^RUN\s/i.test(i)).join('\n');
     expect(runs).toMatch(/\bnpm ci\b[^\n]*--omit=dev/);
+  });
+
+  it("starts from /bin/ratelimit, the reference image's command, linked to the shim in bin/ (issue 19 finding 1)", () => {
+    const entrypoints = runtimeStage.instructions.filter((i) => /^ENTRYPOINT\s/i.test(i));
+    expect(entrypoints).toHaveLength(1);
+    expect(JSON.parse((entrypoints[0] as string).replace(/^ENTRYPOINT\s+/i, ''))).toEqual(['/bin/ratelimit']);
+    expect(runtimeStage.instructions).toContain('COPY bin ./bin');
+    expect(runtimeStage.instructions.some((i) => /^RUN\s+ln -s \/app\/bin\/ratelimit \/bin\/ratelimit$/.test(i))).toBe(true);
+    // The shim is executable by anyone (Envoy Gateway runs the container as 65534:65534).
+    expect(statSync(repoPath('bin', 'ratelimit')).mode & 0o555).toBe(0o555);
+    expect(read('bin', 'ratelimit').startsWith('#!/usr/bin/env node\n')).toBe(true);
   });
 
   it('copies what the service reads at run time: dist/, proto/, lua/, package*.json', () => {
@@ -271,15 +292,6 @@ describe('deploy/Dockerfile', () => {
     expect(uid).toMatch(/^\d+$/);
     expect(Number(uid)).toBeGreaterThan(0);
     if (gid !== undefined) expect(Number(gid)).toBeGreaterThan(0);
-  });
-
-  it('starts dist/src/main.js, the build output of src/main.ts', () => {
-    const entrypoints = runtimeStage.instructions.filter((i) => /^ENTRYPOINT\s/i.test(i));
-    expect(entrypoints).toHaveLength(1);
-    const argv = JSON.parse((entrypoints[0] as string).replace(/^ENTRYPOINT\s+/i, '')) as unknown;
-    expect(argv).toEqual(['node', 'dist/src/main.js']);
-    expect((JSON.parse(read('package.json')) as { main: string }).main).toBe('dist/src/main.js');
-    expect(statSync(repoPath('src', 'main.ts')).isFile()).toBe(true);
   });
 
   it('exposes the default ports and sets the default RUNTIME_ROOT', () => {

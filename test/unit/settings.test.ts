@@ -787,6 +787,7 @@ describe('CONFIG_TYPE and the xDS settings (issue 13)', () => {
       connectRetryIntervalMs: 3000,
       backoff: { initialMs: 10_000, maxMs: 60_000, factor: 0.5, jitter: true },
       maxReceiveMessageBytes: 0,
+      maxResources: 10_000,
     });
     expect(Object.isFrozen(x)).toBe(true);
     expect(Object.isFrozen(x.backoff)).toBe(true);
@@ -810,6 +811,7 @@ describe('CONFIG_TYPE and the xDS settings (issue 13)', () => {
       XDS_CLIENT_BACKOFF_RANDOM_FACTOR: '2',
       XDS_CLIENT_BACKOFF_JITTER: 'false',
       XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '8388608',
+      XDS_MAX_RESOURCES: '500',
     });
     expect(x.configType).toBe('GRPC_XDS_SOTW');
     expect(x.xds).toEqual({
@@ -821,6 +823,7 @@ describe('CONFIG_TYPE and the xDS settings (issue 13)', () => {
       connectRetryIntervalMs: 250,
       backoff: { initialMs: 1000, maxMs: 30_000, factor: 2, jitter: false },
       maxReceiveMessageBytes: 8388608,
+      maxResources: 500,
       tls: { caCert: '/certs/ca.crt', clientCert: '/certs/client.crt', clientKey: '/certs/client.key', serverSan: 'xds.internal' },
     });
   });
@@ -848,6 +851,8 @@ describe('CONFIG_TYPE and the xDS settings (issue 13)', () => {
     expect(settingsErrorOf({ XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '4MB' }).message).toMatch(
       /^invalid value for XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: '4MB'/,
     );
+    expect(settingsErrorOf({ XDS_MAX_RESOURCES: '0' }).message).toMatch(/^invalid value for XDS_MAX_RESOURCES: '0'/);
+    expect(loadSettings({ CONFIG_TYPE: 'GRPC_XDS_SOTW' }).xds!.maxResources).toBe(10_000);
     expect(settingsErrorOf({ CONFIG_GRPC_XDS_SERVER_USE_TLS: 'yes' }).message).toMatch(
       /^invalid value for CONFIG_GRPC_XDS_SERVER_USE_TLS: 'yes'/,
     );

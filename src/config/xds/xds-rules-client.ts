@@ -1,13 +1,17 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import * as protobuf from 'protobufjs';
 import { SettingsError } from '../../errors';
 import type { Logger } from '../../log';
 import { protoDir } from '../../paths';
 import type { RuleSet } from '../rule-types';
-import { compileSnapshot, RATE_LIMIT_CONFIG_TYPE_URL, type AnyResource } from './rate-limit-config-resource';
+import { RATE_LIMIT_CONFIG_TYPE_URL, snapshotSteps, type AnyResource } from './rate-limit-config-resource';
+import { runInSlices } from './time-slices';
 import { XdsBackoff, type XdsBackoffSettings } from './xds-backoff';
+import { RejectionPacer } from './xds-rejection-pacer';
 
 // The ADS messages as plain objects: field names as in the proto, enums as names, defaults filled.
 const ADS_LOADER_OPTIONS: protoLoader.Options = {
@@ -42,6 +46,8 @@ export interface XdsSettings {
   readonly backoff: XdsBackoffSettings;
   /** 0: gRPC's default (4 MiB). */
   readonly maxReceiveMessageBytes: number;
+  /** XDS_MAX_RESOURCES: a snapshot with more resources is NACKed before it is decoded. */
+  readonly maxResources: number;
   readonly tls?: XdsTls;
 }
 
@@ -51,8 +57,11 @@ export interface XdsRulesClientOptions {
   readonly logger: Logger;
   /** A snapshot was accepted (ACKed); the caller swaps its rules. */
   readonly onLoaded: (rules: RuleSet) => void;
-  /** A snapshot was rejected (NACKed); the caller keeps its current rules. */
-  readonly onError: (err: Error) => void;
+  /**
+   * A snapshot was rejected (NACKed); the caller keeps its current rules. `log` is false while
+   * rejections are paced (at most one logged a second); `unlogged` counts those not logged since the last.
+   */
+  readonly onError: (err: Error, report: { readonly log: boolean; readonly unlogged: number }) => void;
 }
 
 interface DiscoveryResponse {
@@ -73,19 +82,29 @@ interface DiscoveryRequest {
 type AdsStream = grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
 
 /**
- * A management server answers a NACK by sending the same snapshot again (go-control-plane's
- * cache does: the NACK names an older version). A snapshot already rejected is NACKed again
- * after this pause, without compiling, logging or counting it again, so a bad snapshot costs a
- * few small messages a second instead of a busy loop, and a fixed one still arrives promptly.
+ * Identifies a snapshot by its version and content, whatever order the resources come in. In
+ * steps (one per resource), as thousands of digests take long enough to stall the loop.
  */
-const REPEATED_NACK_DELAY_MS = 250;
-
-/** Identifies a snapshot by its version and content, whatever order the resources come in. */
-function snapshotKey(response: DiscoveryResponse): string {
-  const parts = response.resources.map((resource) =>
-    createHash('sha256').update(resource.type_url).update('\0').update(resource.value).digest('hex'),
-  );
+function* snapshotKeySteps(response: DiscoveryResponse): Generator<void, string> {
+  const parts: string[] = [];
+  for (const resource of response.resources) {
+    parts.push(createHash('sha256').update(resource.type_url).update('\0').update(resource.value).digest('hex'));
+    yield;
+  }
   return createHash('sha256').update(response.version_info).update('\0').update(parts.sort().join(',')).digest('hex');
+}
+
+/**
+ * DiscoveryResponse bytes → the fields read here, with protobufjs' decode alone: proto-loader's
+ * own deserializer also converts every message to a plain object with its defaults, which for a
+ * snapshot of thousands of resources blocked the loop for ~90 ms before any of it was seen.
+ */
+function discoveryResponseDecoder(): (bytes: Buffer) => DiscoveryResponse {
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => join(protoDir, target);
+  root.loadSync('envoy/service/discovery/v3/discovery.proto', { keepCase: true });
+  const type = root.lookupType('envoy.service.discovery.v3.DiscoveryResponse');
+  return (bytes) => type.decode(bytes) as unknown as DiscoveryResponse;
 }
 
 let adsClientConstructor: grpc.ServiceClientConstructor | undefined;
@@ -94,6 +113,11 @@ function loadAdsClient(): grpc.ServiceClientConstructor {
   if (adsClientConstructor) return adsClientConstructor;
   // Bytes stay bytes: each resource's `value` is decoded as a RateLimitConfig afterwards.
   const definition = protoLoader.loadSync('envoy/service/discovery/v3/ads.proto', ADS_LOADER_OPTIONS);
+  const service = definition['envoy.service.discovery.v3.AggregatedDiscoveryService'] as protoLoader.ServiceDefinition;
+  service.StreamAggregatedResources = {
+    ...(service.StreamAggregatedResources as protoLoader.MethodDefinition<object, object>),
+    responseDeserialize: discoveryResponseDecoder(),
+  };
   const pkg = grpc.loadPackageDefinition(definition) as unknown as {
     envoy: { service: { discovery: { v3: { AggregatedDiscoveryService: grpc.ServiceClientConstructor } } } };
   };
@@ -146,7 +170,11 @@ export class XdsRulesClient {
   private stream: AdsStream | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private nackTimer: NodeJS.Timeout | undefined;
-  private rejected: { readonly key: string; readonly message: string } | undefined;
+  private readonly pacer = new RejectionPacer();
+  /** A snapshot is being compiled (over several turns of the event loop). */
+  private compiling = false;
+  /** The newest response that arrived while compiling: the only one compiled next. */
+  private pending: { readonly stream: AdsStream; readonly response: DiscoveryResponse } | undefined;
   private acceptedVersion = '';
   private closed = false;
 
@@ -197,30 +225,85 @@ export class XdsRulesClient {
     if (stream !== this.stream || this.closed) return;
     // A newer response supersedes a NACK still waiting for an older one.
     clearTimeout(this.nackTimer);
-    const key = snapshotKey(response);
-    const rejected = this.rejected;
-    if (rejected?.key === key) {
-      this.nackTimer = setTimeout(() => {
-        if (stream === this.stream && !this.closed) this.nack(stream, response.nonce, rejected.message);
-      }, REPEATED_NACK_DELAY_MS);
-      this.nackTimer.unref();
+    if (this.compiling) {
+      // Coalesce: updates that arrive meanwhile replace each other; the rules in force serve.
+      this.pending = { stream, response };
       return;
     }
-    let rules: RuleSet;
+    void this.handle(stream, response);
+  }
+
+  /** Compiles one response, in slices, and answers it; then the newest that arrived meanwhile, if any. */
+  private async handle(stream: AdsStream, response: DiscoveryResponse): Promise<void> {
+    this.compiling = true;
+    let key: string;
+    let outcome: { rules: RuleSet } | { error: Error } | { rejected: string };
     try {
-      rules = compileSnapshot(response.resources, { mergeDomainConfig: this.options.mergeDomainConfig });
+      key = await runInSlices(snapshotKeySteps(response));
+      outcome = await this.compile(key, response);
+    } finally {
+      this.compiling = false;
+    }
+    const next = this.pending;
+    this.pending = undefined;
+    if (stream === this.stream && !this.closed) {
+      // Already rejected: NACKed again, paced, without being compiled, logged or counted again.
+      if ('rejected' in outcome) {
+        if (next === undefined) this.scheduleNack(stream, response.nonce, outcome.rejected);
+      } else this.answer(stream, response, key, outcome, next === undefined);
+    }
+    if (next !== undefined && next.stream === this.stream && !this.closed) await this.handle(next.stream, next.response);
+  }
+
+  private async compile(key: string, response: DiscoveryResponse): Promise<{ rules: RuleSet } | { error: Error } | { rejected: string }> {
+    const rejected = this.pacer.rejected(key);
+    if (rejected !== undefined) return { rejected };
+    try {
+      const options = { mergeDomainConfig: this.options.mergeDomainConfig, maxResources: this.options.settings.maxResources };
+      return { rules: await runInSlices(snapshotSteps(response.resources, options)) };
     } catch (err) {
-      const error = err instanceof Error ? err : new Error(String(err));
-      this.rejected = { key, message: error.message };
-      this.nack(stream, response.nonce, error.message);
-      this.options.onError(error);
+      return { error: err instanceof Error ? err : new Error(String(err)) };
+    }
+  }
+
+  /**
+   * Swaps in the rules (ACK) or keeps the old ones (NACK). A response already superseded by a
+   * newer one is not answered: the server waits for an answer to its latest nonce only.
+   */
+  private answer(
+    stream: AdsStream,
+    response: DiscoveryResponse,
+    key: string,
+    outcome: { rules: RuleSet } | { error: Error },
+    latest: boolean,
+  ): void {
+    if ('error' in outcome) {
+      const report = this.pacer.reject(key, outcome.error.message);
+      if (latest) this.scheduleNack(stream, response.nonce, outcome.error.message);
+      this.options.onError(outcome.error, report);
       return;
     }
-    this.rejected = undefined;
+    this.pacer.accepted();
+    clearTimeout(this.nackTimer);
     this.acceptedVersion = response.version_info;
     this.backoff.reset();
-    this.send(stream, { version_info: response.version_info, response_nonce: response.nonce });
-    this.options.onLoaded(rules);
+    if (latest) this.send(stream, { version_info: response.version_info, response_nonce: response.nonce });
+    this.options.onLoaded(outcome.rules);
+  }
+
+  /**
+   * NACKs go out at most every NACK_INTERVAL_MS whatever the snapshots say: a management server
+   * answers each NACK with a snapshot at once (go-control-plane does), so this paces the whole
+   * exchange, two alternating bad snapshots included.
+   */
+  private scheduleNack(stream: AdsStream, nonce: string, message: string): void {
+    clearTimeout(this.nackTimer);
+    this.nackTimer = setTimeout(() => {
+      if (stream !== this.stream || this.closed) return;
+      this.pacer.nackSent();
+      this.nack(stream, nonce, message);
+    }, this.pacer.nackDelayMs());
+    this.nackTimer.unref();
   }
 
   /** Rejects the response `nonce` names; the version stays the one last accepted. */

@@ -1,6 +1,5 @@
-import { createHash } from 'node:crypto';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
-import { identityOf } from '../counter-key';
+import { compactIdentity, identityOf } from '../counter-key';
 import { LruMap } from './lru-map';
 import type { AlgorithmState, MemoryAlgorithm } from './memory-algorithm';
 import { memoryAlgorithms } from './memory-algorithms';
@@ -19,14 +18,9 @@ export interface MemoryLimiterOptions {
 /** Counters kept when no bound is given: some tens of MB at most. */
 export const DEFAULT_MAX_COUNTERS = 100_000;
 
-// A key is up to 32 entries of 4 KiB values: longer ones are kept as a digest, so a counter
-// costs the same small key whatever the request carried. SHA-256 keeps distinct descriptors
-// distinct; the `#` cannot start an identity (those start with `{`).
-const MAX_PLAIN_KEY_LENGTH = 128;
-
+/** A counter's key in the map: a long identity is kept as a digest (compactIdentity). */
 function storageKey(check: LimitCheck): string {
-  const identity = identityOf(check);
-  return identity.length <= MAX_PLAIN_KEY_LENGTH ? identity : '#' + createHash('sha256').update(identity).digest('base64');
+  return compactIdentity(identityOf(check));
 }
 
 /**

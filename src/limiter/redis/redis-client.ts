@@ -68,13 +68,29 @@ function baseOptions(s: RedisSettings): RedisOptions {
   };
 }
 
+/** How a client other than the limiter's connects. */
+export interface ClientExtras {
+  /** The orphan scan: connect to a sentinel's replica, keep connections to a cluster's replicas. */
+  readonly readReplicas?: boolean;
+  /** A command-line tool: connects on connect(), one attempt, no reconnection, so that it fails and says so. */
+  readonly once?: boolean;
+}
+
+const ONCE: RedisOptions = { lazyConnect: true, retryStrategy: () => null, sentinelRetryStrategy: () => null };
+const CLUSTER_ONCE = { lazyConnect: true, clusterRetryStrategy: () => null } as const;
+
+/** The options `extra` adds: to every connection's, and to a cluster client's. */
+function extraOptions(extra: ClientExtras): { connection?: RedisOptions; cluster?: typeof CLUSTER_ONCE } {
+  return extra.once ? { connection: ONCE, cluster: CLUSTER_ONCE } : {};
+}
+
 /**
  * Builds the ioredis client for REDIS_TYPE SINGLE (tcp or unix), SENTINEL or CLUSTER.
- * `readReplicas` (the orphan scan) connects to a sentinel's replica, and keeps connections to a
- * cluster's replicas; the limiter never uses it.
+ * The limiter uses no extras (see ClientExtras).
  */
-export function createRedisClient(s: RedisSettings, extra: { readReplicas?: boolean } = {}): RedisClient {
-  const options = baseOptions(s);
+export function createRedisClient(s: RedisSettings, extra: ClientExtras = {}): RedisClient {
+  const added = extraOptions(extra);
+  const options = { ...baseOptions(s), ...added.connection };
   switch (s.type) {
     case 'SINGLE':
       return s.socketType === 'unix' ? new Redis({ ...options, path: s.url }) : new Redis({ ...options, ...hostPort(s.url, 'the address') });
@@ -116,6 +132,7 @@ export function createRedisClient(s: RedisSettings, extra: { readReplicas?: bool
         slotsRefreshTimeout: 1000,
         clusterRetryStrategy: (times) => Math.min(50 * times, 1000),
         redisOptions: options,
+        ...added.cluster,
         ...(s.tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
       });
     }

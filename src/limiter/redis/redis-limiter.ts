@@ -90,7 +90,7 @@ export class RedisLimiter implements Limiter {
       for (const group of groups) refreshAfterFailure(group.client);
       throw err instanceof DeadlineExceededError || err instanceof BackendUnavailableError
         ? err
-        : new BackendUnavailableError(`redis: ${(err as Error).message}`, { cause: err });
+        : new BackendUnavailableError(`backend unavailable: ${redisFailure(err)}`, { cause: err });
     }
   }
 
@@ -250,6 +250,15 @@ function admitOrThrow(groups: readonly SlotGroup[]): void {
       continue;
     }
     for (const b of admitted) b.cancelProbe();
-    throw new BackendUnavailableError('redis is unavailable (circuit open)');
+    throw new BackendUnavailableError('backend unavailable: redis did not answer recently (circuit open; probed again shortly)');
   }
+}
+
+/** The Redis client's error in an operator's words (the client's own text stays in `cause`). */
+function redisFailure(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  if (/Stream isn't writeable|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ENOTCONN|ETIMEDOUT|getaddrinfo/.test(message))
+    return 'redis is not connected';
+  if (/timed? ?out/i.test(message)) return 'redis did not answer in time';
+  return `redis answered with an error: ${message}`;
 }

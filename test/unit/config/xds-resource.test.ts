@@ -3,14 +3,10 @@ import * as protobuf from 'protobufjs';
 import { describe, expect, it } from 'vitest';
 import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
-import {
-  compileSnapshot,
-  rateLimitConfigToYaml,
-  RATE_LIMIT_CONFIG_TYPE_URL,
-  type AnyResource,
-} from '../../../src/config/xds/rate-limit-config-resource';
+import { compileSnapshot, RATE_LIMIT_CONFIG_TYPE_URL, type AnyResource } from '../../../src/config/xds/rate-limit-config-resource';
 import { XdsBackoff } from '../../../src/config/xds/xds-backoff';
 import { protoDir } from '../../../src/paths';
+import { rateLimitConfigToYaml } from '../../helpers/xds-yaml-route';
 
 // RateLimitConfig resources become rules through the rule-file code, so they must compile to
 // exactly what the same rules in a file compile to, and fail with the same messages.
@@ -238,5 +234,70 @@ describe('resource order does not matter: they are taken in name order, as files
     expect(() => compileSnapshot([b, a], { mergeDomainConfig: false })).toThrow("b: duplicate domain 'd' in config file");
     expect(() => compileSnapshot([worse, bad], { mergeDomainConfig: false })).toThrow("c-bad: invalid rate limit unit 'UNKNOWN'");
     expect(() => compileSnapshot([bad, worse], { mergeDomainConfig: false })).toThrow("c-bad: invalid rate limit unit 'UNKNOWN'");
+  });
+});
+
+describe('metadata keys stay as the Struct wrote them (issue 17 finding 3; the reference is the judge: its xDS provider takes Struct.AsMap(), no YAML)', () => {
+  const withMetadata = (fields: Record<string, unknown>) =>
+    resource({
+      name: 'm',
+      domain: 'meta',
+      descriptors: [{ key: 'k', rate_limit: { unit: 'SECOND', requests_per_unit: 1 }, metadata: { fields } }],
+    });
+
+  it('keys n, yes, 0x10, 1.0, 010 and null stay those strings, nested ones too', () => {
+    const fields = Object.fromEntries(['n', 'yes', '0x10', '1.0', '010', 'null'].map((k) => [k, stringValue(k)]));
+    const rules = compileSnapshot([withMetadata({ ...fields, inner: { structValue: { fields: { n: stringValue('nested') } } } })], {
+      mergeDomainConfig: false,
+    });
+    expect(rules.match('meta', [{ key: 'k', value: 'v' }])?.metadata).toEqual({
+      n: 'n',
+      yes: 'yes',
+      '0x10': '0x10',
+      '1.0': '1.0',
+      '010': '010',
+      null: 'null',
+      inner: { n: 'nested' },
+    });
+  });
+
+  it('keys yes and on together do not reject the snapshot', () => {
+    const rules = compileSnapshot([withMetadata({ yes: stringValue('a'), on: stringValue('b') })], { mergeDomainConfig: false });
+    expect(rules.match('meta', [{ key: 'k', value: 'v' }])?.metadata).toEqual({ yes: 'a', on: 'b' });
+  });
+
+  it('a number is the double the Struct holds, 2^53 and above included', () => {
+    const rules = compileSnapshot([withMetadata({ big: { numberValue: 2 ** 60 }, half: { numberValue: 0.5 } })], { mergeDomainConfig: false });
+    expect(rules.match('meta', [{ key: 'k', value: 'v' }])?.metadata).toEqual({ big: 2 ** 60, half: 0.5 });
+  });
+});
+
+describe('bounds of a snapshot', () => {
+  const one = (i: number) =>
+    resource({ name: `r${i}`, domain: `d${i}`, descriptors: [{ key: 'k', rate_limit: { unit: 'SECOND', requests_per_unit: 1 } }] });
+
+  it('more resources than XDS_MAX_RESOURCES are refused, naming the bound', () => {
+    const three = [one(1), one(2), one(3)];
+    expect(compileSnapshot(three, { mergeDomainConfig: false, maxResources: 3 }).domainCount).toBe(3);
+    expect(() => compileSnapshot(three, { mergeDomainConfig: false, maxResources: 2 })).toThrow(
+      'snapshot has 3 resources, more than the limit of 2 (XDS_MAX_RESOURCES)',
+    );
+  });
+
+  it('a resource over 512 KiB is refused before it is decoded', () => {
+    const descriptors = Array.from({ length: 60_000 }, (_, i) => ({ key: `key_${i}` }));
+    const big = resource({ name: 'big', domain: 'big', descriptors });
+    expect(big.value.length).toBeGreaterThan(512 * 1024);
+    expect(() => compileSnapshot([one(1), big], { mergeDomainConfig: false })).toThrow(
+      `resource 2: ${big.value.length} bytes, more than the limit of 524288`,
+    );
+  });
+
+  it('descriptors nested deeper than 32 are refused with a message, not a stack overflow', () => {
+    let nested: Record<string, unknown> = { key: 'leaf' };
+    for (let i = 0; i < 40; i++) nested = { key: `k${i}`, descriptors: [nested] };
+    expect(() => compileSnapshot([resource({ name: 'deep', domain: 'deep', descriptors: [nested] })], { mergeDomainConfig: false })).toThrow(
+      'deep: error loading config file: descriptors or metadata nested more than 32 deep',
+    );
   });
 });

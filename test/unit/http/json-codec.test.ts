@@ -131,6 +131,57 @@ describe('wireRequestFromJson', () => {
   });
 });
 
+// The body's bytes: like protojson in the reference (400 "invalid UTF-8 in string"), invalid
+// UTF-8 is refused, never read with replacement characters that would merge distinct clients
+// (J\xF6rg and J\xFCrg into J\uFFFDrg). The reference's /json was asked with the same bodies.
+describe('wireRequestFromJson on raw body bytes', () => {
+  const body = (value: number[]): Buffer =>
+    Buffer.concat([Buffer.from('{"domain":"d","descriptors":[{"entries":[{"key":"user","value":"'), Buffer.from(value), Buffer.from('"}]}]}')]);
+  const refused = (bytes: Buffer): string => {
+    try {
+      wireRequestFromJson(bytes);
+    } catch (err) {
+      expect(err).toBeInstanceOf(InvalidRequestError);
+      return (err as Error).message;
+    }
+    throw new Error(`accepted: ${bytes.toString('hex')}`);
+  };
+
+  it.each<[string, number[]]>([
+    ['a Latin-1 byte', [0x4a, 0xf6, 0x72, 0x67]],
+    ['another Latin-1 byte', [0x4a, 0xfc, 0x72, 0x67]],
+    ['an encoded surrogate', [0xed, 0xa0, 0x80]],
+    ['an overlong encoding', [0xc0, 0xaf]],
+    ['a truncated sequence', [0xe2, 0x82]],
+  ])('refuses %s in a value with 400', (_name, bytes) => {
+    expect(refused(body(bytes))).toMatch(/^request body is not valid UTF-8/);
+  });
+
+  it('refuses invalid UTF-8 in the domain, in a key, and outside any string', () => {
+    expect(refused(Buffer.from([...Buffer.from('{"domain":"'), 0xff, ...Buffer.from('"}')]))).toMatch(/not valid UTF-8/);
+    expect(refused(Buffer.from([...Buffer.from('{"domain":"d","descriptors":[{"entries":[{"key":"'), 0xfe, ...Buffer.from('"}]}]}')]))).toMatch(
+      /not valid UTF-8/,
+    );
+    expect(refused(Buffer.from([...Buffer.from('{"domain":"d"} '), 0x80]))).toMatch(/not valid UTF-8/);
+  });
+
+  it('refuses an escaped lone surrogate (protojson: "invalid escape code"), which would also merge clients', () => {
+    for (const escaped of ['J\\ud800rg', 'J\\udc00rg', '\\udc00\\ud800']) {
+      expect(refused(body([...Buffer.from(escaped)]))).toMatch(/lone surrogate/);
+    }
+    expect(invalidMessage('{"domain":"\\ud83d"}')).toMatch(/^domain .*lone surrogate/);
+  });
+
+  it('reads valid UTF-8, escaped pairs and a U+FFFD the caller wrote', () => {
+    for (const value of ['Jörg', '日本', '😀', '\uFFFD']) {
+      expect(wireRequestFromJson(body([...Buffer.from(value, 'utf8')])).descriptors[0]?.entries).toEqual([{ key: 'user', value }]);
+    }
+    expect(wireRequestFromJson(body([...Buffer.from('\\ud83d\\ude00\\ufffd')])).descriptors[0]?.entries).toEqual([
+      { key: 'user', value: '😀\uFFFD' },
+    ]);
+  });
+});
+
 const BASE: RateLimitResponse = { overallCode: 'OK', statuses: [], responseHeadersToAdd: [], requestHeadersToAdd: [] };
 
 describe('responseToJson', () => {

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { StatsdMetrics, type StatsdSettings } from '../../../src/metrics/statsd-metrics';
 import { datagrams, type StatsdTransport } from '../../../src/metrics/statsd-transport';
-import type { RuleHitCounts } from '../../../src/metrics/metrics';
+import { boundedLabel } from '../../../src/metrics/bounded-label';
+import { ruleLabels, type RuleHitCounts } from '../../../src/metrics/metrics';
 import { loadSettings } from '../../../src/settings';
 
 /** Keeps what would go on the wire. */
@@ -216,5 +217,40 @@ describe('stat names from request text stay bounded (issue 8, finding 2, on the 
     expect(lines.length).toBeLessThanOrEqual(10_001);
     // A short, ordinary unknown domain keeps the reference's name.
     expect(lines.some((l) => l.startsWith('ratelimit.service.rate_limit.0-ddd'))).toBe(true);
+  });
+});
+
+describe('stat names from request values are bounded as the Prometheus labels are (issue 18, finding 7)', () => {
+  it('a detailed_metric path of 15 × 4 KB values gives a name of bounded length; key1 and key2 are the Prometheus labels', () => {
+    const { metrics, transport } = make();
+    const values = Array.from({ length: 15 }, (_, i) => `k${i}_${String(i).repeat(4000)}`);
+    const metricKey = ['shop', ...values].join('.');
+    metrics.recordRule('shop', metricKey, HITS);
+    metrics.recordRule('shop', ['shop', ...values.slice(0, 14), 'k14_other'].join('.'), HITS);
+    metrics.flush();
+    const names = transport.lines().map((l) => l.slice(0, l.lastIndexOf(':')));
+    const longest = Math.max(...names.map((n) => n.length));
+    console.log(`15 × 4 KB detailed_metric values: stat name ${longest} characters (the path is ${metricKey.length})`);
+    expect(longest).toBeLessThanOrEqual(600);
+    // Two paths that differ only past the bound stay two stats.
+    expect(new Set(names.filter((n) => n.endsWith('.total_hits'))).size).toBe(2);
+    const labels = ruleLabels('shop', metricKey);
+    const levels = (names[0] as string).slice('ratelimit.service.rate_limit.'.length).split('.');
+    // The labels floodgate's own Prometheus series carry (PrometheusMetrics bounds each).
+    expect(levels.slice(0, 3)).toEqual([labels.domain, labels.key1, labels.key2].map(boundedLabel));
+  });
+
+  it('a flush goes out in pieces of at most 64 KiB, and rule paths kept between flushes are bounded in bytes', () => {
+    const { metrics, transport } = make();
+    const value = 'v'.repeat(4000);
+    for (let i = 0; i < 6000; i++) metrics.recordRule('shop', `shop.detailed_${i}_${value}`, HITS);
+    // Rule paths are kept between flushes up to a bound in bytes too: these were sent already.
+    expect(transport.payloads.length).toBeGreaterThan(0);
+    metrics.flush();
+    const sizes = transport.payloads.map((p) => Buffer.byteLength(p));
+    const total = sizes.reduce((a, b) => a + b, 0);
+    console.log(`6000 rule paths of 4 KB values: ${sizes.length} sends, largest ${Math.max(...sizes)} bytes, ${total} bytes in all`);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(64 * 1024);
+    expect(transport.lines().filter((l) => l.endsWith('.total_hits:5|c'))).toHaveLength(6000);
   });
 });

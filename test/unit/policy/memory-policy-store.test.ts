@@ -2,13 +2,33 @@ import { describe, expect, it } from 'vitest';
 import { MemoryPolicyStore } from '../../../src/policy/memory-policy-store';
 import { decide, newPolicyState, policyParams } from '../../../src/policy/policy-model';
 import { expectConcurrentEqualsSerial } from '../../helpers/policy-concurrency';
-import { POLICY_TRACES, TRACE_POLICY, TRACE_START, runPolicyTrace } from '../../helpers/policy-traces';
+import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
+import {
+  POLICY_TRACES,
+  REQUEST_TRACES,
+  TRACE_POLICY,
+  TRACE_START,
+  requestTraceService,
+  runPolicyTrace,
+  runRequestTrace,
+} from '../../helpers/policy-traces';
 
 describe('memory policy store: the shared traces', () => {
   it.each(POLICY_TRACES.map((t) => [t.name, t] as const))('%s', async (_name, t) => {
     const clock = { now: TRACE_START };
     const store = new MemoryPolicyStore({ now: () => clock.now });
     const got = await runPolicyTrace(store, clock, t);
+    expect(got).toEqual(t.steps.map((s) => s.expected));
+  });
+});
+
+describe('memory policy store and limiter: the shared request traces', () => {
+  it.each(REQUEST_TRACES.map((t) => [t.name, t] as const))('%s', async (_name, t) => {
+    const clock = { now: TRACE_START };
+    const limiter = new MemoryLimiter({ now: () => clock.now });
+    const service = requestTraceService(limiter, new MemoryPolicyStore({ now: () => clock.now }));
+    const got = await runRequestTrace(service, clock, t);
+    await limiter.close();
     expect(got).toEqual(t.steps.map((s) => s.expected));
   });
 });

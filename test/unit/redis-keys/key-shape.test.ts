@@ -22,6 +22,24 @@ describe('counterKeyShape', () => {
     }
   });
 
+  test('every request text escapes into a known shape: empty values, newlines, lone surrogates, several entries', () => {
+    const spec = { algorithm: 'gcra', limit: 1, windowSeconds: 1, burst: 1 } as const;
+    for (const entries of [
+      [{ key: 'k', value: '' }],
+      [{ key: '', value: 'v' }],
+      [{ key: 'k', value: 'a\nb%25 \uD800x\uDFFF' }],
+      [
+        { key: 'a', value: '1:2' },
+        { key: 'b=', value: '{}' },
+      ],
+    ]) {
+      expect(counterKeyShape('', counterKey('', { domain: 'd:\n', entries }, spec), 'string'), JSON.stringify(entries)).toEqual({
+        algorithm: 'gcra',
+        windowSeconds: 1,
+      });
+    }
+  });
+
   test('other keys are of unknown shape', () => {
     for (const key of [
       'p:rl:garbage',
@@ -30,6 +48,13 @@ describe('counterKeyShape', () => {
       'p:rl:{d}:fixed_window:60:x',
       'q:rl:{d}:fixed_window:60',
       'p:rl:{a{b}:fixed_window:60',
+      // Issue 18, finding 11: another application's keys under the same `rl:` namespace.
+      'p:rl:session:alice',
+      'p:rl:{session:alice}:fixed_window:60',
+      'p:rl:{shop:user=a=b}:fixed_window:60',
+      'p:rl:{shop:user=100%}:fixed_window:60',
+      'p:rl:{:user=a}:fixed_window:60',
+      'p:rl:{}:fixed_window:60',
     ]) {
       expect(counterKeyShape('p:', key, 'string'), key).toBeUndefined();
     }

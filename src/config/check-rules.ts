@@ -1,0 +1,166 @@
+import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
+import { keyValue } from '../domain/descriptor';
+import type { PolicyConfig } from '../domain/policy-config';
+import { parseUnit, type Unit } from '../domain/units';
+import { exactBoundsProblem } from './check-exact-bounds';
+
+/** One `rate_limit` block, validated. */
+export interface RateLimitConfig {
+  readonly requestsPerUnit: number;
+  /** Absent only when `unlimited`. */
+  readonly unit?: Unit;
+  readonly unlimited: boolean;
+  readonly name?: string;
+  readonly replaces: readonly string[];
+  readonly algorithm: Algorithm;
+  readonly unitMultiplier: number;
+  readonly burst: number;
+}
+
+/** One descriptor of a rule file, validated; `value` '' means any value of `key`. */
+export interface DescriptorConfig {
+  readonly key: string;
+  readonly value: string;
+  readonly rateLimit?: RateLimitConfig;
+  readonly descriptors: readonly DescriptorConfig[];
+  readonly shadowMode: boolean;
+  readonly quotaMode: boolean;
+  readonly detailedMetric: boolean;
+  readonly valueToMetric: boolean;
+  readonly shareThreshold: boolean;
+  readonly metadata?: Readonly<Record<string, unknown>>;
+}
+
+/** One rule file, validated. */
+export interface DomainConfig {
+  readonly fileName: string;
+  readonly domain: string;
+  readonly descriptors: readonly DescriptorConfig[];
+  /** Ours: the domain's adaptive policy, when the file has a `policy` block. */
+  readonly policy?: PolicyConfig;
+}
+
+/** One descriptor as its source gave it, fields typed but not yet checked. */
+export interface RawDescriptor {
+  readonly key: string;
+  readonly value: string;
+  readonly rateLimit?: RawRateLimit;
+  readonly descriptors: readonly RawDescriptor[];
+  readonly shadowMode: boolean;
+  readonly quotaMode: boolean;
+  readonly detailedMetric: boolean;
+  readonly valueToMetric: boolean;
+  readonly shareThreshold: boolean;
+  /** Plain JSON-like data, as the source means it (each source converts its own form). */
+  readonly metadata?: Readonly<Record<string, unknown>>;
+}
+
+export interface RawRateLimit {
+  readonly requestsPerUnit?: number;
+  readonly unit: string;
+  readonly unlimited: boolean;
+  readonly name: string;
+  readonly replaces: readonly string[];
+  readonly algorithm: string;
+  readonly unitMultiplier?: number;
+  readonly burst?: number;
+}
+
+export type Fail = (message: string) => never;
+
+/**
+ * The reference's checks of one rule file's rules, in file order, with its messages: a rule
+ * file and an xDS RateLimitConfig resource both come here once their fields are typed, so the
+ * two give the same rules and the same errors. `fail` throws with the source's name.
+ */
+export function checkRules(raw: { readonly domain: string; readonly descriptors: readonly RawDescriptor[] }, fail: Fail): DescriptorConfig[] {
+  if (raw.domain === '') fail('config file cannot have empty domain');
+  return buildLevel(raw.descriptors, `${raw.domain}.`, fail);
+}
+
+function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fail): DescriptorConfig[] {
+  // The reference keys each level by `key` or `key_value`; two descriptors with the same
+  // composite key cannot both be reached, so the file is rejected.
+  const seen = new Set<string>();
+  return raws.map((raw) => {
+    if (raw.key === '') fail('descriptor has empty key');
+    const compositeKey = keyValue(raw);
+    const path = parentPath + compositeKey;
+    if (seen.has(compositeKey)) fail(`duplicate descriptor composite key '${path}'`);
+    seen.add(compositeKey);
+    return buildDescriptor(raw, compositeKey, path, fail);
+  });
+}
+
+function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string, fail: Fail): DescriptorConfig {
+  const rateLimit = raw.rateLimit && buildRateLimit(raw.rateLimit, fail);
+  const outOfBounds = rateLimit && exactBoundsProblem(path, rateLimit);
+  if (outOfBounds !== undefined) fail(outOfBounds);
+  if (raw.shareThreshold && !raw.value.includes('*')) {
+    fail(`share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`);
+  }
+  return {
+    key: raw.key,
+    value: raw.value,
+    ...(rateLimit && { rateLimit }),
+    descriptors: buildLevel(raw.descriptors, `${path}.`, fail),
+    shadowMode: raw.shadowMode,
+    quotaMode: raw.quotaMode,
+    detailedMetric: raw.detailedMetric,
+    valueToMetric: raw.valueToMetric,
+    shareThreshold: raw.shareThreshold,
+    ...(raw.metadata && { metadata: raw.metadata }),
+  };
+}
+
+function buildRateLimit(raw: RawRateLimit, fail: Fail): RateLimitConfig {
+  const unit = checkUnit(raw, fail);
+  for (const name of raw.replaces) {
+    if (name === '') fail('should not have an empty replaces entry');
+    if (name === raw.name) fail('replaces should not contain name of same descriptor');
+  }
+  const requestsPerUnit = raw.requestsPerUnit ?? 0;
+  return {
+    requestsPerUnit,
+    ...(unit && { unit }),
+    unlimited: raw.unlimited,
+    ...(raw.name !== '' && { name: raw.name }),
+    replaces: raw.replaces,
+    algorithm: checkAlgorithm(raw.algorithm, fail),
+    unitMultiplier: checkPositive('unit_multiplier', raw.unitMultiplier, 1, fail),
+    burst: checkPositive('burst', raw.burst, requestsPerUnit, fail),
+  };
+}
+
+function checkUnit(raw: RawRateLimit, fail: Fail): Unit | undefined {
+  const unit = parseUnit(raw.unit);
+  if (raw.unlimited) {
+    // Like the reference: an unlimited rule may not name a valid unit; anything else is ignored.
+    if (unit !== undefined) fail('should not specify rate limit unit when unlimited');
+    return undefined;
+  }
+  if (unit === undefined) fail(`invalid rate limit unit '${raw.unit}'`);
+  return unit;
+}
+
+function checkAlgorithm(name: string, fail: Fail): Algorithm {
+  if (name === '') return 'fixed_window';
+  const algorithm = parseAlgorithm(name);
+  if (algorithm === undefined) fail(`invalid rate limit algorithm '${name}'`);
+  return algorithm;
+}
+
+function checkPositive(field: string, value: number | undefined, fallback: number, fail: Fail): number {
+  if (value === undefined) return fallback;
+  if (value <= 0) fail(`invalid rate limit ${field} '${value}': must be a positive integer`);
+  return value;
+}
+
+/** Freezes a validated config and everything in it. */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
+}
