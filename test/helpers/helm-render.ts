@@ -1,38 +1,16 @@
 // Renders deploy/helm/floodgate with Helm's own engine: test/helm-render is a small Go program
 // on helm.sh/helm/v3 (chart loader, values coalescing and values.schema.json validation, the
-// template engine in strict mode, the chart linter). It is built with `go build` once into a
-// cache directory keyed by its sources, like the xDS test server; the first build downloads
-// Helm's module through the Go module proxy and takes minutes, later ones reuse ~/.cache.
+// template engine in strict mode, the chart linter), built by goTestProgram once into a cache
+// directory keyed by its sources; the first build downloads Helm's module through the Go module
+// proxy and compiles it (about 5 minutes on a busy 2-core machine), later ones reuse ~/.cache.
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { Manifest } from './floodgate-kit-checks';
-
-const SOURCE_DIR = join(__dirname, '..', 'helm-render');
-const SOURCE_FILES = ['go.mod', 'go.sum', 'main.go'];
+import { goTestProgram } from './go-test-program';
 
 /** The renderer binary; a machine that cannot build it fails the test with the build's own output. */
 export function helmRenderBinary(): string {
-  const hash = createHash('sha256');
-  for (const name of SOURCE_FILES) hash.update(readFileSync(join(SOURCE_DIR, name)));
-  const cacheDir = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'floodgate-test');
-  const binary = join(cacheDir, `helm-render-${hash.digest('hex').slice(0, 16)}`);
-  if (existsSync(binary)) return binary;
-  mkdirSync(cacheDir, { recursive: true });
-  const partial = `${binary}.${process.pid}.partial`;
-  try {
-    execFileSync('go', ['build', '-o', partial, '.'], { cwd: SOURCE_DIR, stdio: ['ignore', 'pipe', 'pipe'], timeout: 900_000 });
-  } catch (err) {
-    const failure = err as { stderr?: Buffer; message: string };
-    throw new Error(`cannot build the Helm renderer (go build in ${SOURCE_DIR}): ${failure.stderr?.toString() || failure.message}`, {
-      cause: err,
-    });
-  }
-  renameSync(partial, binary);
-  return binary;
+  return goTestProgram('helm-render', ['go.mod', 'go.sum', 'main.go']);
 }
 
 export interface LintMessage {

@@ -20,8 +20,8 @@ import {
 import { helmRenderBinary, helmTemplate, HelmRenderError, type HelmRendering } from '../helpers/helm-render';
 
 const CHART = join(projectRoot, 'deploy', 'helm', 'floodgate');
-/** The image's user (deploy/Dockerfile: USER 10001:10001). */
-const IMAGE_USER = '10001:10001';
+/** The image's user: the last USER of deploy/Dockerfile. */
+const IMAGE_USER = [...readFileSync(join(projectRoot, 'deploy', 'Dockerfile'), 'utf8').matchAll(/^USER\s+(\S+)\s*$/gm)].pop()?.[1] ?? 'none';
 
 const RULE_FILES = readdirSync(join(projectRoot, 'config'))
   .filter((n) => /\.ya?ml$/.test(n))
