@@ -78,6 +78,9 @@ const VALUE_SETS: Record<string, { release: string; values: Record<string, unkno
     values: {
       autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 20 },
       podDisruptionBudget: { minAvailable: 2 },
+      // Large numbers arrive as float64 in Helm's values: they must not render as 1e+06.
+      shutdownGraceMs: 600_000,
+      terminationGracePeriodSeconds: 610,
       rules: { files: { 'edge.yaml': exampleRules['edge.yaml'] } },
     },
   },
