@@ -325,7 +325,8 @@ async function startReference(binary, backend, redis) {
     LOCAL_CACHE_SIZE_IN_BYTES: '1048576',
     ...EXTRA_REFERENCE_ENV,
   };
-  const child = spawn(binary, [], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+  // stderr ignored: with USE_STATSD=false its stats go to a debug log on stderr every 10 s.
+  const child = spawn(binary, [], { env, stdio: 'ignore' });
   children.push(child);
   await waitForPort(port);
   return {
