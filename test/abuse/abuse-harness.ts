@@ -65,11 +65,20 @@ export interface AttackContext {
   note(name: string, value: string | number): void;
 }
 
+/** What an attack starts before the server (a management server), and how to stop it. */
+export interface AttackSetup {
+  /** Extra environment of the server. */
+  readonly env: Record<string, string>;
+  teardown(): Promise<void>;
+}
+
 export interface Attack {
   readonly name: string;
   /** Extra environment of the server. */
   readonly env?: (ctx: { redisUrl?: string }) => Record<string, string>;
   readonly needsRedis?: boolean;
+  /** Started before the server, stopped after it (its environment added to the server's). */
+  setup?(): Promise<AttackSetup>;
   run(ctx: AttackContext): Promise<void>;
 }
 
@@ -173,10 +182,19 @@ function startProbe(grpcAddress: string): Probe {
 /** Spawns a server, runs the attack with the probe beside it, and reports. Always cleans up. */
 export async function runAttack(attack: Attack, scale: Scale, redisUrl?: string): Promise<AttackReport> {
   const metricsPort = await freePort();
+  const setup = await attack.setup?.();
   const server = await spawnServer(
     { 'probe.yaml': PROBE_RULES, 'abuse.yaml': ABUSE_RULES },
-    { USE_PROMETHEUS: 'true', PROMETHEUS_ADDR: `127.0.0.1:${metricsPort}`, ...(attack.env?.(redisUrl ? { redisUrl } : {}) ?? {}) },
-  );
+    {
+      USE_PROMETHEUS: 'true',
+      PROMETHEUS_ADDR: `127.0.0.1:${metricsPort}`,
+      ...(attack.env?.(redisUrl ? { redisUrl } : {}) ?? {}),
+      ...setup?.env,
+    },
+  ).catch(async (err: unknown) => {
+    await setup?.teardown();
+    throw err;
+  });
   const pid = server.proc.pid as number;
   const answers: Record<string, number> = {};
   const notes: Record<string, string | number> = {};
@@ -226,6 +244,7 @@ export async function runAttack(attack: Attack, scale: Scale, redisUrl?: string)
   const survived = server.proc.exitCode === null && server.proc.signalCode === null;
   if (!survived) error ??= `server exited: ${server.output().slice(-500)}`;
   server.cleanup();
+  await setup?.teardown();
   return {
     name: attack.name,
     peakRssMb,

@@ -7,6 +7,7 @@ import { request, Agent } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import type { Attack, AttackContext } from './abuse-harness';
+import { XDS_ATTACKS } from './xds-attacks';
 
 const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
@@ -506,4 +507,5 @@ export const ATTACKS: readonly Attack[] = [
   mutatedGrpc,
   randomJsonBodies,
   randomRules,
+  ...XDS_ATTACKS,
 ];
