@@ -486,7 +486,7 @@ async function startMetrics(settings: Settings, logger: Logger, running: Running
       // Served on /metrics with or without a mapping: the mapped registry holds the reference's
       // stats, these are floodgate's own. (A mapping that names a series like one of them loses
       // that series: the sink drops a name the registry already has, and counts it a conflict.)
-      operator: new OperatorMetrics(prometheusRegistry),
+      operator: new OperatorMetrics(prometheusRegistry, { maxDomainSeries: settings.metricsMaxSeries }),
     },
     statsd,
   };

@@ -11,6 +11,7 @@ import { projectRoot } from '../../src/paths';
 import { parseInfo, respCommand } from '../harness/resp-client';
 import type { Attack, AttackContext } from './abuse-harness';
 import { partialCalls, rapidReset } from './http2-attacks';
+import { XDS_ATTACKS } from './xds-attacks';
 
 const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
@@ -934,4 +935,5 @@ export const ATTACKS: readonly Attack[] = [
   statsdNames('udp'),
   unfinishedGrpc,
   rapidResetGrpc,
+  ...XDS_ATTACKS,
 ];

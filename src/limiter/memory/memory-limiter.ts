@@ -59,8 +59,10 @@ export class MemoryLimiter implements Limiter {
 
   check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     if (options.holdBack === true) {
-      const keys = checks.map(storageKey);
-      return Promise.resolve(this.look(checks, keys, this.now()));
+      // As the reference answers a key it increments by 0: a counter that counts every hit is
+      // judged by its count as it stands, without the hits.
+      const held = checks.map((c) => (this.algorithm(c).countsEveryHit ? { ...c, hits: 0 } : c));
+      return Promise.resolve(this.look(held, held.map(storageKey), this.now()));
     }
     return Promise.resolve(this.checkNow(checks, options.stopIncrementWhenOverLimit));
   }
@@ -71,7 +73,8 @@ export class MemoryLimiter implements Limiter {
    * look at every check first (a counter that appears twice is judged with the hits of its
    * earlier admitted occurrences pending); when none is denied charge them all, else charge
    * only the denied checks of an algorithm that counts every hit (the reference's rule) and
-   * answer the others with their look.
+   * answer its others with the count the charges before them left; checks of other algorithms
+   * get their look.
    */
   checkNow(checks: readonly LimitCheck[], stopIncrementWhenOverLimit: boolean): LimitResult[] {
     const now = this.now();
@@ -80,7 +83,13 @@ export class MemoryLimiter implements Limiter {
     if (!stopIncrementWhenOverLimit) return checks.map((_, i) => charge(i));
     const looked = this.look(checks, keys, now);
     if (looked.every((r) => r.allowed)) return checks.map((_, i) => charge(i));
-    return looked.map((r, i) => (!r.allowed && this.algorithm(checks[i] as LimitCheck).countsEveryHit ? charge(i) : r));
+    // In order, as the reference's one pipeline of INCRBY: a held-back check of an algorithm that
+    // counts every hit is answered with the count the charges before it left, without its own hits.
+    return looked.map((r, i) => {
+      const check = checks[i] as LimitCheck;
+      if (!this.algorithm(check).countsEveryHit) return r;
+      return r.allowed ? this.step(keys[i] as string, { ...check, hits: 0 }, now, 0, false) : charge(i);
+    });
   }
 
   /** Judges every check without charging; a counter that appears twice sees its earlier admitted hits pending. */
