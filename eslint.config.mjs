@@ -27,7 +27,17 @@ const LAYERS = [
   {
     name: 'settings',
     groups: [
-      ['src/settings.ts', 'src/settings-parse.ts', 'src/redis-url-credentials.ts', 'src/settings-reference.ts', 'src/settings-doubts.ts'],
+      [
+        'src/settings.ts',
+        'src/settings-parse.ts',
+        'src/redis-url-credentials.ts',
+        'src/settings-reference.ts',
+        'src/settings-doubts.ts',
+        'src/settings-redis.ts',
+        'src/settings-transport.ts',
+        'src/settings-rules-source.ts',
+        'src/settings-stats.ts',
+      ],
     ],
   },
   // The CLI sits with the app: it wires the same pieces (rules, service, limiter, settings) for one command.

@@ -131,3 +131,14 @@ export function stringMap(env: Env, name: string): Array<[string, string]> {
     return [parts[0] as string, parts[1] as string];
   });
 }
+
+/** Longest Go duration we accept where Node timers are used (setTimeout's limit, ~24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A Go duration above 0 that a Node timer can wait. */
+export function positiveDuration(env: Env, name: string, fallbackMs: number): number {
+  const ms = duration(env, name, fallbackMs);
+  if (ms <= 0 || ms > MAX_TIMER_MS)
+    throw new SettingsError(`invalid value for ${name}: '${env[name]}' (expected a duration above 0 and at most 596h)`);
+  return ms;
+}
