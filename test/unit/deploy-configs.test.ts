@@ -257,6 +257,10 @@ describe('deploy/Dockerfile', () => {
     expect(runs).toMatch(/\bnpm run build\b/);
   });
 
+  it('package.json asks for the Node.js line the tests run on and the image ships', () => {
+    expect((JSON.parse(read('package.json')) as { engines: { node: string } }).engines.node).toBe(`>=${nodeMajor}`);
+  });
+
   it('runs from the same pinned base with production dependencies only', () => {
     expect(runtimeStage.from).toMatch(pinnedBase);
     expect(runtimeStage.from.split(/\s+/)[1]).toBe(dockerfile[0]!.from.split(/\s+/)[1]);
