@@ -1,4 +1,4 @@
-import { constants, type Http2Session, type ServerHttp2Stream } from 'node:http2';
+import { constants, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { GrpcHttp2Server } from './http2-servers';
 
 /** Bounds on what one HTTP/2 client can make the gRPC server hold or do (issue 18). */
@@ -44,6 +44,8 @@ export class ConnectionGuard {
   private readonly unfinished = new Map<ServerHttp2Stream, number>();
   /** Streams this guard reset itself: their close is not the client's reset. */
   private readonly resetByUs = new WeakSet<ServerHttp2Stream>();
+  /** When each call's own deadline (grpc-timeout) passes, for the calls that sent one. */
+  private readonly deadlines = new WeakMap<ServerHttp2Stream, number>();
   private readonly sweepTimer: NodeJS.Timeout;
   private readonly onRequestEnd: (this: ServerHttp2Stream) => void;
 
@@ -82,7 +84,9 @@ export class ConnectionGuard {
       afterClose(this);
     };
     // Before the listener that hands the stream to grpc-js: watched before any of its work.
-    session.prependListener('stream', (stream: ServerHttp2Stream) => {
+    session.prependListener('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+      const timeout = grpcTimeoutMs(headers['grpc-timeout']);
+      if (timeout !== undefined) this.deadlines.set(stream, Date.now() + timeout);
       if (stream.destroyed) {
         // Sent and reset in one read: closed before anyone could listen.
         afterClose(stream);
@@ -100,6 +104,10 @@ export class ConnectionGuard {
   private afterClose(stream: ServerHttp2Stream, session: Http2Session, allowance: ResetAllowance): void {
     if (!stream.aborted || this.resetByUs.has(stream) || session.closed || session.destroyed) return;
     const now = Date.now();
+    // A client that gives up when its own deadline passes (grpc-timeout; Envoy's 20 ms) keeps
+    // its word: only a reset before the deadline it sent is the rapid-reset pattern.
+    const deadline = this.deadlines.get(stream);
+    if (deadline !== undefined && now >= deadline - DEADLINE_SLACK_MS) return;
     allowance.tokens = Math.min(this.bounds.resetBurst, allowance.tokens + ((now - allowance.lastMs) * this.bounds.resetsPerSecond) / 1000);
     allowance.lastMs = now;
     allowance.tokens -= 1;
@@ -123,4 +131,16 @@ export class ConnectionGuard {
       stream.close(constants.NGHTTP2_CANCEL);
     }
   }
+}
+
+/** A client's clock and ours differ by the network's delay; a reset this close to its deadline is the deadline. */
+const DEADLINE_SLACK_MS = 2;
+
+const TIMEOUT_UNIT_MS: Readonly<Record<string, number>> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
+
+/** The gRPC `grpc-timeout` header (`<up to 8 digits><H|M|S|m|u|n>`) in milliseconds. */
+function grpcTimeoutMs(header: string | string[] | undefined): number | undefined {
+  if (typeof header !== 'string') return undefined;
+  const m = /^(\d{1,8})([HMSmun])$/.exec(header);
+  return m ? Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]! : undefined;
 }

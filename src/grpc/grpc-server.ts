@@ -7,7 +7,7 @@ import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
 import { ConnectionGuard, type ConnectionBounds } from './connection-guard';
-import { onEachHttp2Server } from './http2-servers';
+import { leaveResetLimitToGuard, onEachHttp2Server } from './http2-servers';
 import { loadProtos, SERVER_PROTO_LOADER_OPTIONS } from './protos';
 import { decodeRateLimitRequest } from '../rls/request-decoder';
 import { encodeRateLimitResponse } from '../rls/response-encoder';
@@ -83,6 +83,7 @@ export class GrpcServer {
     });
     onEachHttp2Server(this.server, (http2Server) => {
       http2Server.on('error', (err: NodeJS.ErrnoException) => (this.listenError = err));
+      leaveResetLimitToGuard(http2Server);
       this.guard.install(http2Server);
     });
     this.server.addService(withRlsServerCodec(protos.rlsService), { [METHOD]: this.shouldRateLimit });

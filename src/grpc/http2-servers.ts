@@ -28,3 +28,23 @@ export function onEachHttp2Server(server: grpc.Server, hook: (http2Server: GrpcH
     return http2Server;
   };
 }
+
+/**
+ * nghttp2's own RST_STREAM rate limit (1000 at once, then 33 a second, per connection) closes a
+ * connection with INTERNAL_ERROR and fails every call on it. A client that cancels calls at its
+ * own deadline (Envoy at its 20 ms timeout, while Redis is slow) trips it, so floodgate replaces it
+ * with its own guard, which counts only resets made before the call's deadline
+ * (connection-guard.ts). node:http2 reads these options when each connection starts, from the
+ * server's private options object (the `streamResetBurst` and `streamResetRate` server options,
+ * which grpc-js has no way to pass).
+ */
+export function leaveResetLimitToGuard(http2Server: GrpcHttp2Server): void {
+  const key = Object.getOwnPropertySymbols(http2Server).find((symbol) => symbol.description === 'options');
+  const options = key === undefined ? undefined : (http2Server as unknown as Record<symbol, Record<string, unknown> | undefined>)[key];
+  if (options === undefined) throw new Error("this node:http2 keeps no server options: nghttp2's reset limit cannot be handed to the guard");
+  options['streamResetBurst'] = UNLIMITED_RESETS;
+  options['streamResetRate'] = UNLIMITED_RESETS;
+}
+
+/** As many resets as nghttp2 can count: its limit is off, the guard's applies. */
+const UNLIMITED_RESETS = 2 ** 31 - 1;
