@@ -1,4 +1,4 @@
-import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
+import { forEachUnit, hasLists, type CheckOptions, type LimitCheck, type LimitResult, type Limiter } from '../limiter';
 import { compactIdentity, identityOf } from '../counter-key';
 import { LruMap } from './lru-map';
 import type { AlgorithmState, MemoryAlgorithm } from './memory-algorithm';
@@ -61,16 +61,39 @@ export class MemoryLimiter implements Limiter {
    * look at every check first (a counter that appears twice is judged with the hits of its
    * earlier admitted occurrences pending); when none is denied charge them all, else charge
    * only the denied checks of an algorithm that counts every hit (the reference's rule) and
-   * answer the others with their look.
+   * answer the others with their look. A `rate_limits` list (LimitCheck.listSize) is one unit:
+   * its checks are looked at together and charged all or none, and a denied list is never
+   * charged, whatever its algorithms.
    */
   checkNow(checks: readonly LimitCheck[], stopIncrementWhenOverLimit: boolean): LimitResult[] {
     const now = this.now();
     const keys = checks.map(storageKey);
     const charge = (i: number): LimitResult => this.step(keys[i] as string, checks[i] as LimitCheck, now, 0, true);
-    if (!stopIncrementWhenOverLimit) return checks.map((_, i) => charge(i));
+    const lists = hasLists(checks);
+    if (!stopIncrementWhenOverLimit) return lists ? this.countUnits(checks, keys, now) : checks.map((_, i) => charge(i));
     const looked = this.look(checks, keys, now);
     if (looked.every((r) => r.allowed)) return checks.map((_, i) => charge(i));
-    return looked.map((r, i) => (!r.allowed && this.algorithm(checks[i] as LimitCheck).countsEveryHit ? charge(i) : r));
+    const listed = lists ? listMembers(checks) : undefined;
+    return looked.map((r, i) => (!r.allowed && listed?.[i] !== true && this.algorithm(checks[i] as LimitCheck).countsEveryHit ? charge(i) : r));
+  }
+
+  /** Count mode with lists: each unit in turn; a list is charged only when all of it is admitted. */
+  private countUnits(checks: readonly LimitCheck[], keys: readonly string[], now: number): LimitResult[] {
+    const out = new Array<LimitResult>(checks.length);
+    forEachUnit(checks, (first, size) => {
+      const end = first + size;
+      let admitted = true;
+      for (let i = first; i < end; i++) {
+        // Without the charge: the members' counters are distinct (rule files refuse a list whose
+        // two limits share one), so no pending hits are in play.
+        const result = this.step(keys[i] as string, checks[i] as LimitCheck, now, 0, size === 1);
+        out[i] = result;
+        admitted &&= result.allowed;
+      }
+      if (size === 1 || !admitted) return;
+      for (let i = first; i < end; i++) out[i] = this.step(keys[i] as string, checks[i] as LimitCheck, now, 0, true);
+    });
+    return out;
   }
 
   /** Judges every check without charging; a counter that appears twice sees its earlier admitted hits pending. */
@@ -115,4 +138,13 @@ export class MemoryLimiter implements Limiter {
     if (next !== undefined) this.states.set(key, next);
     return result;
   }
+}
+
+/** Per check, whether it belongs to a `rate_limits` list. */
+function listMembers(checks: readonly LimitCheck[]): boolean[] {
+  const listed = new Array<boolean>(checks.length).fill(false);
+  forEachUnit(checks, (first, size) => {
+    if (size > 1) listed.fill(true, first, first + size);
+  });
+  return listed;
 }
