@@ -63,8 +63,11 @@ const CONFIG: ServiceConfig = {
   requestLimits: { maxDescriptors: 8, maxEntries: 4, maxKeyBytes: 64, maxValueBytes: 64 },
 };
 
-/** 2026-01-01 00:00:00 UTC: the start of a second, a minute and a day. */
-export const T0 = Date.UTC(2026, 0, 1);
+/**
+ * The start of the next UTC day: of a second, a minute and a day. Ahead of the real clock, as
+ * Redis expires keys on its own clock (PEXPIREAT of a pinned past would drop them at once).
+ */
+export const T0 = Math.ceil(Date.now() / 86_400_000) * 86_400_000;
 
 export interface ListBackend {
   /** A limiter whose clock is `now()` (epoch ms). */

@@ -1,0 +1,245 @@
+-- limit_list: one `rate_limits` list (issue 21), decided as one unit in one atomic call. Every
+-- limit of the list is judged first, without charging; the hits are then charged to every
+-- counter when all admit them, and to none when any denies, whatever the algorithms (a fixed
+-- window included, which outside a list counts every hit). One TIME read serves all limits.
+-- The steps are those of lua/<algorithm>.lua, one per algorithm, over the same key layouts, so
+-- a counter means the same to a list and to a rule of its own (test/integration/differential
+-- runs both against the reference model).
+--
+-- KEYS[1]     the list's first counter; KEYS[i], counter i (i = 1..n), as lua/<algorithm_i>.lua
+--             stores it. All share the descriptor's hash tag, so one slot.
+-- ARGV[1]     mode: 0 = decide and charge all or none, 2 = look (judge only, charge nothing).
+-- ARGV[5i-3]  algorithm_i: 1 fixed_window, 2 sliding_window, 3 token_bucket, 4 gcra, 5 sliding_log.
+-- ARGV[5i-2 .. 5i+1]  hits_i, limit_i, window_i (whole seconds), burst_i, as lib/read_call.lua.
+-- ARGV[5n+2]  optional, tests only: "now" in epoch ms; without it redis TIME, read once.
+-- Returns     as lib/run_call.lua: 6n integers, key i's used, remaining, reset_ms,
+--             retry_after_ms, denied, blocked_ms. After a charge, each key's state after it; after
+--             a refusal (or a look), each key's judgement of its own hits, nothing written.
+
+-- @include lib/int.lua
+-- @include lib/bucket_step.lua
+
+local n, nargs = #KEYS, #ARGV
+if nargs ~= 5 * n + 1 and nargs ~= 5 * n + 2 then
+  return redis.error_reply(string.format('ERR limit_list: %d keys need %d or %d ARGV, got %d', n, 5 * n + 1, 5 * n + 2, nargs))
+end
+
+-- A whole number >= min that a double holds exactly; nil otherwise.
+local function whole(i, min)
+  local v = tonumber(ARGV[i])
+  if v ~= nil and v >= min and v < 9007199254740992 and v == math.floor(v) then return v end
+  return nil
+end
+
+local mode = whole(1, 0)
+if mode ~= 0 and mode ~= 2 then return redis.error_reply('ERR limit_list: mode (ARGV[1]) must be 0 or 2') end
+local now
+if nargs == 5 * n + 2 then
+  now = whole(nargs, 0)
+  if now == nil then return redis.error_reply('ERR limit_list: pinned now (last ARGV) must be epoch milliseconds') end
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- The shape lib/bucket_step.lua reads.
+local call = { n = n, now = now, algorithms = {}, hits = {}, limits = {}, windows = {}, bursts = {} }
+for i = 1, n do
+  local first = 5 * i - 3
+  local a, h, l, w, b = whole(first, 1), whole(first + 1, 0), whole(first + 2, 0), whole(first + 3, 1), whole(first + 4, 0)
+  if a == nil or a > 5 or h == nil or l == nil or w == nil or b == nil then
+    return redis.error_reply(string.format(
+      'ERR limit_list: key %d needs algorithm 1..5, integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[%d..%d])',
+      i, first, first + 4))
+  end
+  call.algorithms[i], call.hits[i], call.limits[i], call.windows[i], call.bursts[i] = a, h, l, w * 1000, b
+end
+
+-- lua/fixed_window.lua's step.
+local function fixed_window(i, charge)
+  local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
+  local start = now - (now % w)
+  local stored, c, p = nil, 0, 0
+  local value = redis.call('GET', key)
+  if value then
+    local vs, vc, vp = string.match(value, '^(%d+):(%d+):(%d+)$')
+    if vs ~= nil then
+      stored, c, p = tonumber(vs), tonumber(vc), tonumber(vp)
+    elseif string.match(value, '^%d+$') then
+      stored, c = start, tonumber(value)
+    end
+  end
+  if stored ~= nil and stored + 2 * w <= now then stored, c, p = nil, 0, 0 end
+  local count = 0
+  if stored == start then
+    count = c
+  elseif stored == start + w then
+    count = p
+  end
+  local denied = count + h > limit
+  if charge and h > 0 then
+    count = count + h
+    if stored == start + w then
+      redis.call('SET', key, int(stored) .. ':' .. int(c) .. ':' .. int(count))
+      redis.call('PEXPIREAT', key, int(stored + 2 * w))
+    elseif stored == nil or stored <= start then
+      local before = 0
+      if stored == start then before = p elseif stored == start - w then before = c end
+      redis.call('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before))
+      redis.call('PEXPIREAT', key, int(start + 2 * w))
+    end
+  end
+  local reset_ms = start + w - now
+  local retry_ms, blocked_ms = 0, 0
+  if denied then retry_ms = reset_ms end
+  if count >= limit then blocked_ms = reset_ms end
+  return count, math.max(0, limit - count), reset_ms, retry_ms, denied and 1 or 0, blocked_ms
+end
+
+-- lua/sliding_window.lua's: first ms from now at which `hits` more fit on top of curr, prev.
+local function wait_for(limit, w, elapsed, curr, prev, hits)
+  if curr + hits <= limit and prev * (w - elapsed) + (curr + hits) * w <= limit * w then return 0 end
+  local room = limit - curr - hits
+  if room >= 0 and prev > 0 then
+    local e = w - math.floor((room * w) / prev)
+    if e < w then return e - elapsed end
+  end
+  local e = 0
+  if curr > 0 then e = math.max(0, w - math.floor(((limit - hits) * w) / curr)) end
+  return w + e - elapsed
+end
+
+-- lua/sliding_window.lua's step.
+local function sliding_window(i, charge)
+  local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
+  local start = now - (now % w)
+  local elapsed = now - start
+  local s = redis.call('HMGET', key, 's', 'c', 'p')
+  local stored, c, p = tonumber(s[1]), tonumber(s[2]) or 0, tonumber(s[3]) or 0
+  if stored ~= nil and stored + 2 * w <= now then stored, c, p = nil, 0, 0 end
+  local curr, prev = 0, 0
+  if stored == start then
+    curr, prev = c, p
+  elseif stored == start + w then
+    curr = p
+  elseif stored == start - w then
+    prev = c
+  end
+  local allowed = h <= limit and wait_for(limit, w, elapsed, curr, prev, h) == 0
+  if allowed and charge and h > 0 then
+    curr = curr + h
+    if stored == start + w then
+      p = curr
+      redis.call('HSET', key, 'p', int(p))
+    elseif stored == nil or stored <= start then
+      stored, c, p = start, curr, prev
+      redis.call('HSET', key, 's', int(start), 'c', int(curr), 'p', int(prev))
+      redis.call('PEXPIREAT', key, int(start + 2 * w))
+    end
+  end
+  local used = math.ceil((prev * (w - elapsed) + curr * w) / w)
+  local reset_ms = 0
+  if stored ~= nil then
+    if c > 0 then reset_ms = math.max(reset_ms, stored + 2 * w - now) end
+    if p > 0 then reset_ms = math.max(reset_ms, stored + w - now) end
+  end
+  local blocked_ms = wait_for(limit, w, elapsed, curr, prev, 1)
+  if allowed then return used, math.max(0, limit - used), reset_ms, 0, 0, blocked_ms end
+  local retry_ms
+  if h > limit then retry_ms = math.max(1, reset_ms) else retry_ms = wait_for(limit, w, elapsed, curr, prev, h) end
+  return used, math.max(0, limit - used), reset_ms, retry_ms, 1, blocked_ms
+end
+
+-- lua/token_bucket.lua's step.
+local function token_bucket(i, charge)
+  local key = KEYS[i]
+  local s = redis.call('HMGET', key, 'd', 't', 'x')
+  local debt, at, x = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
+  if debt == nil or at == nil or x == nil or x <= now then debt, at, x = 0, now, nil end
+  return bucket_step(call, i, debt, at, x, 0, charge, function(d, t, expire_at)
+    redis.call('HSET', key, 'd', int(d), 't', int(t), 'x', int(expire_at))
+    redis.call('PEXPIREAT', key, int(expire_at))
+  end)
+end
+
+-- lua/gcra.lua's step.
+local function gcra(i, charge)
+  local key = KEYS[i]
+  local debt, at, expire_at = 0, now, nil
+  local stored = redis.call('GET', key)
+  if stored then
+    local t, d, x = string.match(stored, '^(%d+);(%d+);(%d+)$')
+    if t ~= nil and tonumber(x) > now then debt, at, expire_at = tonumber(d), tonumber(t), tonumber(x) end
+  end
+  return bucket_step(call, i, debt, at, expire_at, 0, charge, function(d, t, x)
+    redis.call('SET', key, int(t) .. ';' .. int(d) .. ';' .. int(x))
+    redis.call('PEXPIREAT', key, int(x))
+  end)
+end
+
+-- lua/sliding_log.lua's: score of the n-th oldest live entry (1-based).
+local function nth_oldest(key, live, k)
+  local nth = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+  return tonumber(nth[2])
+end
+
+-- lua/sliding_log.lua's step (no pending hits: a list's counters are distinct).
+local function sliding_log(i, charge)
+  local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
+  local cutoff = now - w
+  local live = '(' .. int(cutoff)
+  local count = redis.call('ZCOUNT', key, live, '+inf')
+  local allowed = h <= limit and count + h <= limit
+  if allowed and charge and h > 0 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cutoff))
+    local seq = count
+    for _ = 1, h do
+      seq = seq + 1
+      while redis.call('ZADD', key, 'NX', int(now), int(now) .. '-' .. int(seq)) == 0 do seq = seq + 1 end
+    end
+    count = count + h
+  end
+  local reset_ms = 0
+  if count > 0 then
+    local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+    reset_ms = newest + w - now
+    if allowed and charge and h > 0 then redis.call('PEXPIREAT', key, int(newest + w)) end
+  end
+  local blocked_ms = 0
+  if count >= limit then blocked_ms = nth_oldest(key, live, count - limit + 1) + w - now end
+  if allowed then return count, math.max(0, limit - count), reset_ms, 0, 0, blocked_ms end
+  local retry_ms
+  if h > limit then
+    retry_ms = math.max(1, reset_ms)
+  else
+    retry_ms = nth_oldest(key, live, count + h - limit) + w - now
+  end
+  return count, math.max(0, limit - count), reset_ms, retry_ms, 1, blocked_ms
+end
+
+local STEPS = { fixed_window, sliding_window, token_bucket, gcra, sliding_log }
+
+local out = {}
+-- Key i judged (and charged when `charge`); true when it denies. As lib/run_call.lua: an
+-- admitted-hits algorithm with limit 0 denies every hit without reading or writing its key.
+local function judge(i, charge)
+  local u, r, reset, retry, denied, blocked
+  if call.limits[i] == 0 and call.algorithms[i] ~= 1 then
+    local w = call.windows[i]
+    denied = call.hits[i] > 0 and 1 or 0
+    u, r, reset, retry, blocked = 0, 0, w, denied * w, w
+  else
+    u, r, reset, retry, denied, blocked = STEPS[call.algorithms[i]](i, charge)
+  end
+  local at = 6 * i - 5
+  out[at], out[at + 1], out[at + 2], out[at + 3], out[at + 4], out[at + 5] = u, r, reset, retry, denied, blocked
+  return denied == 1
+end
+
+local any_denied = false
+for i = 1, n do
+  if judge(i, false) then any_denied = true end
+end
+if mode == 0 and not any_denied then
+  for i = 1, n do judge(i, true) end
+end
+return out
