@@ -74,6 +74,14 @@ interface Resolved {
   readonly overrideMetricKey?: string;
 }
 
+/** `replaced` with the names `rule` replaces added (made on the first name). */
+function addReplaced(replaced: Set<string> | undefined, rule: RateLimitRule): Set<string> | undefined {
+  if (rule.replaces.length === 0) return replaced;
+  const set = replaced ?? new Set<string>();
+  for (const name of rule.replaces) set.add(name);
+  return set;
+}
+
 function isReplaced(rule: RateLimitRule, replaced: ReadonlySet<string>): boolean {
   return rule.name !== undefined && rule.name !== '' && replaced.has(rule.name);
 }
@@ -109,11 +117,9 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
     // A descriptor with no entries matches no rule, but Envoy's limit override still applies.
     const r: Resolved = !domainKnown || (d.entries.length === 0 && d.limit === undefined) ? {} : resolve(rules, domain, d);
     resolved[i] = r;
-    for (const limit of r.limits ?? (r.rule === undefined ? [] : [r.rule])) {
-      if (limit.replaces.length === 0) continue;
-      replaced ??= new Set();
-      for (const name of limit.replaces) replaced.add(name);
-    }
+    // No array is made for the common descriptor: one rule that replaces nothing.
+    if (r.limits !== undefined) for (const limit of r.limits) replaced = addReplaced(replaced, limit);
+    else if (r.rule !== undefined && r.rule.replaces.length > 0) replaced = addReplaced(replaced, r.rule);
   }
 
   const checks: LimitCheck[] = [];

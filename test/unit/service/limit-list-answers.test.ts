@@ -36,6 +36,14 @@ descriptors:
     rate_limits:
       - { unit: second, requests_per_unit: 10 }
       - { unit: minute, requests_per_unit: 10 }
+  - key: premium
+    rate_limit: { unit: minute, requests_per_unit: 100, replaces: [{ name: burst }] }
+  - key: user
+    rate_limit: { name: per_user, unit: minute, requests_per_unit: 1 }
+  - key: team
+    rate_limits:
+      - { unit: second, requests_per_unit: 5 }
+      - { unit: hour, requests_per_unit: 50, replaces: [{ name: per_user }] }
   - key: shadowed
     shadow_mode: true
     rate_limits:
@@ -169,6 +177,20 @@ describe('headers, metrics, metadata', () => {
     const r = await call(d('shadowed'));
     expect(r.overallCode).toBe('OK');
     expect(r.statuses[0]?.code).toBe('OK');
+  });
+});
+
+describe('replaces', () => {
+  test('naming one limit of a list removes the whole list; a list entry replaces for the descriptor', async () => {
+    const { call } = setup();
+    const r = await call(d('api_key'), d('premium'));
+    expect(r.statuses[0]).toEqual({ code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 0 });
+    expect(r.statuses[1]?.currentLimit?.requestsPerUnit).toBe(100);
+    // per_user (1/min) would deny the second call; the team list replaces it.
+    await call(d('user'), d('team'));
+    const second = await call(d('user'), d('team'));
+    expect(second.overallCode).toBe('OK');
+    expect(second.statuses[0]).toEqual({ code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 0 });
   });
 });
 
