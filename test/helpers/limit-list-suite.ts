@@ -26,6 +26,14 @@ descriptors:
       - { unit: second, requests_per_unit: 5, algorithm: token_bucket, burst: 5 }
       - { unit: minute, requests_per_unit: 8, algorithm: sliding_window }
       - { unit: day, requests_per_unit: 100 }
+  - key: tie1
+    rate_limits:
+      - { name: first, unit: minute, requests_per_unit: 1, algorithm: token_bucket }
+      - { name: second, unit: minute, requests_per_unit: 1, algorithm: gcra }
+  - key: tie2
+    rate_limits:
+      - { name: first, unit: minute, requests_per_unit: 1, algorithm: gcra }
+      - { name: second, unit: minute, requests_per_unit: 1, algorithm: token_bucket }
   - key: a
     rate_limits:
       - { unit: second, requests_per_unit: 2 }
@@ -141,6 +149,20 @@ export function limitListSuite(backend: ListBackend, fresh: () => string): void 
     // All admit: the limit with the fewest remaining (burst: 9 left).
     expect(next.statuses[0]).toMatchObject({ currentLimit: { name: 'burst' }, limitRemaining: 9, durationUntilResetSeconds: 1 });
     expect(await used('api_key', key, SPEC.day)).toBe(31);
+    await limiter.close();
+  }, 60_000);
+
+  test('two denying limits whose resets end together: the one listed first is reported', async () => {
+    const { limiter, call, at } = setup();
+    const key = fresh();
+    at(100);
+    await call([d('tie1', key), d('tie2', key)]);
+    at(200);
+    const denied = await call([d('tie1', key), d('tie2', key)]);
+    expect(denied.statuses.map((s) => [s.code, s.currentLimit?.name, s.durationUntilResetSeconds])).toEqual([
+      ['OVER_LIMIT', 'first', 60],
+      ['OVER_LIMIT', 'first', 60],
+    ]);
     await limiter.close();
   }, 60_000);
 
