@@ -14,7 +14,8 @@
 --             integer (a key of an older floodgate) is the count of the current window. The key
 --             expires when the window after s ends (as the reference's per-window keys live one
 --             window past their last write), so a clock that steps back across an edge still
---             finds the count it left there.
+--             finds the count it left there. One SET per write, with PXAT or KEEPTTL (so
+--             Redis 6.2 or newer).
 -- ARGV[...]   as lib/read_call.lua; burst_i is ignored.
 -- Returns     as lib/run_call.lua, per key: used = the window's count after this call;
 --             remaining = max(0, limit − used); reset_ms = until the window ends (>= 1);
@@ -28,22 +29,26 @@
 local call, err = read_call('fixed_window')
 if err then return err end
 local now = call.now
+-- Locals: a global or a field is a table lookup on every use, and step runs once a key.
+local rcall, match, tonumber, max = redis.call, string.match, tonumber, math.max
+local hits, limits, windows = call.hits, call.limits, call.windows
 
 local function step(i, _, charge)
-  local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
+  local key, h, limit, w = KEYS[i], hits[i], limits[i], windows[i]
   local start = now - (now % w)
-  local stored, c, p = nil, 0, 0
-  local value = redis.call('GET', key)
+  local stored, c, p, vs, vp = nil, 0, 0, nil, nil
+  local value = rcall('GET', key)
   if value then
-    local vs, vc, vp = string.match(value, '^(%d+):(%d+):(%d+)$')
+    local vc
+    vs, vc, vp = match(value, '^(%d+):(%d+):(%d+)$')
     if vs ~= nil then
       stored, c, p = tonumber(vs), tonumber(vc), tonumber(vp)
-    elseif string.match(value, '^%d+$') then
+    elseif match(value, '^%d+$') then
       stored, c = start, tonumber(value)
     end
   end
   -- Past its expiry the state is gone, whether or not redis has removed the key yet.
-  if stored ~= nil and stored + 2 * w <= now then stored, c, p = nil, 0, 0 end
+  if stored ~= nil and stored + 2 * w <= now then stored, c, p, vs = nil, 0, 0, nil end
   local count = 0
   if stored == start then
     count = c
@@ -53,21 +58,25 @@ local function step(i, _, charge)
   local denied = count + h > limit
   if charge and h > 0 then
     count = count + h
-    if stored == start + w then
-      redis.call('SET', key, int(stored) .. ':' .. int(c) .. ':' .. int(count))
-      redis.call('PEXPIREAT', key, int(stored + 2 * w))
+    -- One SET per write. A value in the "s:c:p" form got its expiry, s + 2W, with the SET that
+    -- started window s, so a write that keeps s keeps the TTL (KEEPTTL: no expiry to format
+    -- and store again), and the common case, a later hit in window s, reuses the stored start
+    -- and previous count as they are. A new window, or a plain integer, sets it (PXAT).
+    if stored == start and vs ~= nil then
+      rcall('SET', key, vs .. ':' .. int(count) .. ':' .. vp, 'KEEPTTL')
+    elseif stored == start + w then
+      rcall('SET', key, vs .. ':' .. int(c) .. ':' .. int(count), 'KEEPTTL')
     elseif stored == nil or stored <= start then
       local before = 0
       if stored == start then before = p elseif stored == start - w then before = c end
-      redis.call('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before))
-      redis.call('PEXPIREAT', key, int(start + 2 * w))
+      rcall('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before), 'PXAT', int(start + 2 * w))
     end
   end
   local reset_ms = start + w - now
   local retry_ms, blocked_ms = 0, 0
   if denied then retry_ms = reset_ms end
   if count >= limit then blocked_ms = reset_ms end
-  return count, math.max(0, limit - count), reset_ms, retry_ms, denied and 1 or 0, blocked_ms
+  return count, max(0, limit - count), reset_ms, retry_ms, denied and 1 or 0, blocked_ms
 end
 
 return run_call(call, step, true)

@@ -55,20 +55,25 @@ for i = 1, n do
 end
 
 -- lua/fixed_window.lua's step.
+local rcall, match, max = redis.call, string.match, math.max
+local hits, limits, windows = call.hits, call.limits, call.windows
+
 local function fixed_window(i, charge)
-  local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
+  local key, h, limit, w = KEYS[i], hits[i], limits[i], windows[i]
   local start = now - (now % w)
-  local stored, c, p = nil, 0, 0
-  local value = redis.call('GET', key)
+  local stored, c, p, vs, vp = nil, 0, 0, nil, nil
+  local value = rcall('GET', key)
   if value then
-    local vs, vc, vp = string.match(value, '^(%d+):(%d+):(%d+)$')
+    local vc
+    vs, vc, vp = match(value, '^(%d+):(%d+):(%d+)$')
     if vs ~= nil then
       stored, c, p = tonumber(vs), tonumber(vc), tonumber(vp)
-    elseif string.match(value, '^%d+$') then
+    elseif match(value, '^%d+$') then
       stored, c = start, tonumber(value)
     end
   end
-  if stored ~= nil and stored + 2 * w <= now then stored, c, p = nil, 0, 0 end
+  -- Past its expiry the state is gone, whether or not redis has removed the key yet.
+  if stored ~= nil and stored + 2 * w <= now then stored, c, p, vs = nil, 0, 0, nil end
   local count = 0
   if stored == start then
     count = c
@@ -78,21 +83,25 @@ local function fixed_window(i, charge)
   local denied = count + h > limit
   if charge and h > 0 then
     count = count + h
-    if stored == start + w then
-      redis.call('SET', key, int(stored) .. ':' .. int(c) .. ':' .. int(count))
-      redis.call('PEXPIREAT', key, int(stored + 2 * w))
+    -- One SET per write. A value in the "s:c:p" form got its expiry, s + 2W, with the SET that
+    -- started window s, so a write that keeps s keeps the TTL (KEEPTTL: no expiry to format
+    -- and store again), and the common case, a later hit in window s, reuses the stored start
+    -- and previous count as they are. A new window, or a plain integer, sets it (PXAT).
+    if stored == start and vs ~= nil then
+      rcall('SET', key, vs .. ':' .. int(count) .. ':' .. vp, 'KEEPTTL')
+    elseif stored == start + w then
+      rcall('SET', key, vs .. ':' .. int(c) .. ':' .. int(count), 'KEEPTTL')
     elseif stored == nil or stored <= start then
       local before = 0
       if stored == start then before = p elseif stored == start - w then before = c end
-      redis.call('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before))
-      redis.call('PEXPIREAT', key, int(start + 2 * w))
+      rcall('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before), 'PXAT', int(start + 2 * w))
     end
   end
   local reset_ms = start + w - now
   local retry_ms, blocked_ms = 0, 0
   if denied then retry_ms = reset_ms end
   if count >= limit then blocked_ms = reset_ms end
-  return count, math.max(0, limit - count), reset_ms, retry_ms, denied and 1 or 0, blocked_ms
+  return count, max(0, limit - count), reset_ms, retry_ms, denied and 1 or 0, blocked_ms
 end
 
 -- lua/sliding_window.lua's: first ms from now at which `hits` more fit on top of curr, prev.
@@ -176,42 +185,111 @@ local function gcra(i, charge)
   end)
 end
 
--- lua/sliding_log.lua's: score of the n-th oldest live entry (1-based).
-local function nth_oldest(key, live, k)
-  local nth = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
-  return tonumber(nth[2])
+-- lua/sliding_log.lua's helpers and step.
+local function member(before, h)
+  return string.format('%015d', before) .. ':' .. int(h)
 end
 
--- lua/sliding_log.lua's step (no pending hits: a list's counters are distinct).
+-- The hits logged before an entry, and its own.
+local function parse(m)
+  return tonumber(string.sub(m, 1, 15)), tonumber(string.sub(m, 17))
+end
+
+-- The live part of the log (scores above `live`): the hits logged before it, the total hits
+-- in it, and its newest score; nil when it is empty. (The newest entry is live when any is.)
+local function live_run(key, live)
+  local first = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'LIMIT', 0, 1)[1]
+  if first == nil then return nil end
+  local base = parse(first)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local before, h = parse(last[1])
+  return { base = base, count = before + h - base, newest = tonumber(last[2]), newest_end = before + h }
+end
+
+-- Score of the n-th oldest live hit (1-based): the entry whose hits hold it, found by a binary
+-- search over the ranks of the live entries (the hits before an entry grow with its rank).
+local function nth_oldest(key, run, live, n)
+  local target = run.base + n - 1
+  local lo = redis.call('ZCOUNT', key, '-inf', string.sub(live, 2))
+  local hi = redis.call('ZCARD', key) - 1
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    local before = parse(redis.call('ZRANGE', key, mid, mid)[1])
+    if before <= target then lo = mid else hi = mid - 1 end
+  end
+  return tonumber(redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')[2])
+end
+
+-- Live hits at or before now (they leave the window first).
+local function hits_not_later(key, run, live)
+  local m = redis.call('ZREVRANGEBYSCORE', key, int(now), live, 'LIMIT', 0, 1)[1]
+  if m == nil then return 0 end
+  local before, h = parse(m)
+  return before + h - run.base
+end
+
+-- Logs `h` hits at now, the expired entries being gone already; the live run after it.
+local function log_hits(key, h, run)
+  if run == nil then
+    redis.call('ZADD', key, int(now), member(0, h))
+    return { base = 0, count = h, newest = now, newest_end = h }
+  end
+  if run.newest <= now then
+    redis.call('ZADD', key, int(now), member(run.newest_end, h))
+    return { base = run.base, count = run.count + h, newest = now, newest_end = run.newest_end + h }
+  end
+  -- The clock stepped back: the new entry goes among the others, which are renumbered.
+  local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  redis.call('DEL', key)
+  local before, placed = 0, false
+  for j = 1, #all, 2 do
+    if not placed and tonumber(all[j + 1]) > now then
+      redis.call('ZADD', key, int(now), member(before, h))
+      before, placed = before + h, true
+    end
+    local _, eh = parse(all[j])
+    redis.call('ZADD', key, all[j + 1], member(before, eh))
+    before = before + eh
+  end
+  return { base = 0, count = before, newest = run.newest, newest_end = before }
+end
+
 local function sliding_log(i, charge)
+  local pending = 0 -- a list's counters are distinct: no earlier occurrence in the call
   local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
   local cutoff = now - w
   local live = '(' .. int(cutoff)
-  local count = redis.call('ZCOUNT', key, live, '+inf')
-  local allowed = h <= limit and count + h <= limit
+  local run = live_run(key, live)
+  local count = run and run.count or 0
+  local wanted = pending + h
+  local allowed = wanted <= limit and count + wanted <= limit
   if allowed and charge and h > 0 then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cutoff))
-    local seq = count
-    for _ = 1, h do
-      seq = seq + 1
-      while redis.call('ZADD', key, 'NX', int(now), int(now) .. '-' .. int(seq)) == 0 do seq = seq + 1 end
-    end
-    count = count + h
+    run = log_hits(key, h, run)
+    count = run.count
+    redis.call('PEXPIREAT', key, int(run.newest + w))
   end
   local reset_ms = 0
-  if count > 0 then
-    local newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
-    reset_ms = newest + w - now
-    if allowed and charge and h > 0 then redis.call('PEXPIREAT', key, int(newest + w)) end
-  end
+  if count > 0 then reset_ms = run.newest + w - now end
   local blocked_ms = 0
-  if count >= limit then blocked_ms = nth_oldest(key, live, count - limit + 1) + w - now end
-  if allowed then return count, math.max(0, limit - count), reset_ms, 0, 0, blocked_ms end
+  if count >= limit then blocked_ms = nth_oldest(key, run, live, count - limit + 1) + w - now end
+  if allowed then
+    return count, math.max(0, limit - count), reset_ms, 0, 0, blocked_ms
+  end
   local retry_ms
-  if h > limit then
+  if wanted > limit then
     retry_ms = math.max(1, reset_ms)
   else
-    retry_ms = nth_oldest(key, live, count + h - limit) + w - now
+    -- The n-th oldest of the live hits and the pending ones (at now) must leave the window.
+    local n = count + wanted - limit
+    local not_later = hits_not_later(key, run, live)
+    if n <= not_later then
+      retry_ms = nth_oldest(key, run, live, n) + w - now
+    elseif n <= not_later + pending then
+      retry_ms = w
+    else
+      retry_ms = nth_oldest(key, run, live, n - pending) + w - now
+    end
   end
   return count, math.max(0, limit - count), reset_ms, retry_ms, 1, blocked_ms
 end

@@ -4,6 +4,9 @@
 //
 //   node scripts/bench.mjs                  the working tree (npm run bench)
 //   node scripts/bench.mjs --compare <ref>  <ref> (built from `git archive`) against the working tree
+//   node scripts/bench.mjs --reference <binary>
+//                                          also envoyproxy/ratelimit's binary on the same Redis
+//                                          backends (standalone, cluster), side by side
 //   BENCH_QUICK=1 node scripts/bench.mjs    a fast check: 1 short round
 //
 // Settings (environment): BENCH_DURATION (s, 3; QUICK 2), BENCH_ROUNDS (5; QUICK 1),
@@ -19,7 +22,9 @@
 // (user + system time of every process of the server, from /proc), Redis CPU per call (every
 // redis-server of the backend, from /proc), and the server CPU per call as a ratio to the bare
 // server's (the median of the per-round ratios: each round runs both back to back); with
-// --compare also the after side's ratio to the before side on the same backend.
+// --compare also the after side's ratio to the before side on the same backend; with --reference
+// a leading side-by-side table, floodgate ÷ reference per round (medians of those ratios), and
+// the latency mode for both at half the reference's saturated rate.
 // Writes bench/results/<date>.md and .json.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
@@ -43,6 +48,13 @@ const LATENCY = process.env.BENCH_LATENCY !== '0';
 const FRESH = process.env.BENCH_FRESH === '1';
 const EXTRA_ENV = Object.fromEntries(
   (process.env.BENCH_ENV ?? '')
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((kv) => kv.split(/=(.*)/s).slice(0, 2)),
+);
+// BENCH_REFERENCE_ENV: extra settings of the reference server (e.g. "REDIS_PIPELINE_WINDOW=75us").
+const EXTRA_REFERENCE_ENV = Object.fromEntries(
+  (process.env.BENCH_REFERENCE_ENV ?? '')
     .split(/\s+/)
     .filter(Boolean)
     .map((kv) => kv.split(/=(.*)/s).slice(0, 2)),
@@ -287,6 +299,48 @@ async function startFloodgate(side, backend, redis) {
   };
 }
 
+/**
+ * envoyproxy/ratelimit built from source, on the same Redis and the same rule file (bench/rules
+ * is in its format: RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config/*.yaml).
+ */
+async function startReference(binary, backend, redis) {
+  const [port, httpPort, debugPort] = [await freePort(), await freePort(), await freePort()];
+  const env = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    USE_STATSD: 'false',
+    LOG_LEVEL: 'error',
+    REDIS_SOCKET_TYPE: 'tcp',
+    REDIS_URL: redis.url,
+    ...(backend === 'cluster' ? { REDIS_TYPE: 'cluster' } : {}),
+    RUNTIME_ROOT: join(ROOT, 'bench'),
+    RUNTIME_SUBDIRECTORY: 'rules',
+    RUNTIME_WATCH_ROOT: 'false',
+    GRPC_HOST: '127.0.0.1',
+    GRPC_PORT: String(port),
+    HOST: '127.0.0.1',
+    PORT: String(httpPort),
+    DEBUG_HOST: '127.0.0.1',
+    DEBUG_PORT: String(debugPort),
+    LOCAL_CACHE_SIZE_IN_BYTES: '1048576',
+    ...EXTRA_REFERENCE_ENV,
+  };
+  // stderr ignored: with USE_STATSD=false its stats go to a debug log on stderr every 10 s.
+  const child = spawn(binary, [], { env, stdio: 'ignore' });
+  children.push(child);
+  await waitForPort(port);
+  return {
+    name: `reference/${backend}`,
+    side: 'reference',
+    backend,
+    port,
+    pid: child.pid,
+    redisPids: redis.pids,
+    child,
+    start: () => startReference(binary, backend, redis),
+  };
+}
+
 async function startBare() {
   const port = await freePort();
   const child = spawn(process.execPath, [join(ROOT, 'scripts', 'bench-bare-server.js')], {
@@ -376,6 +430,7 @@ function markdown(result) {
       (result.sides.length > 1 ? '; "× before": the same against the before side on the same backend.' : '.'),
     '',
   );
+  if (result.reference) lines.push(...sideBySide(result));
   for (const scenario of result.settings.scenarios) {
     lines.push(`## ${scenario}`, '');
     const compare = result.sides.length > 1;
@@ -397,6 +452,29 @@ function markdown(result) {
     lines.push('');
   }
   return lines.join('\n');
+}
+
+/** The leading table of a --reference run: floodgate and the reference, per scenario and backend. */
+function sideBySide(result) {
+  const lines = [
+    `## floodgate vs envoyproxy/ratelimit (${result.reference.binary})`,
+    '',
+    'Each figure is floodgate / reference; "×" is the median over the rounds of floodgate ÷ reference in the same round (server CPU per call, Redis CPU per call = per decision of the same work). Latency: p99 at half the reference\'s saturated rate.',
+    '',
+    "| scenario | backend | req/s | p50 ms | p99 ms | server CPU µs/call | × | Redis CPU µs/call | × | p99 ms at half the reference's rate |",
+    '|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const row of result.rows.filter((r) => r.referenceTarget !== undefined)) {
+    const ref = result.rows.find((r) => r.scenario === row.scenario && r.target === row.referenceTarget);
+    const lat = (target) => result.latency.find((l) => l.scenario === row.scenario && l.target === target);
+    const [la, lb] = [lat(row.target), lat(row.referenceTarget)];
+    const latency = la && lb ? `${f1(la.p99)} / ${f1(lb.p99)} at ${lb.rate}/s` : '–';
+    lines.push(
+      `| ${row.scenario} | ${row.target.split('/')[1]} | ${f0(row.rps)} / ${f0(ref.rps)} | ${f1(row.p50)} / ${f1(ref.p50)} | ${f1(row.p99)} / ${f1(ref.p99)} | ${f0(row.cpuUs)} / ${f0(ref.cpuUs)} | ${f2(row.cpuToReference)} | ${f1(row.redisUs)} / ${f1(ref.redisUs)} | ${f2(row.redisToReference)} | ${latency} |`,
+    );
+  }
+  lines.push('');
+  return lines;
 }
 
 // --- main -----------------------------------------------------------------------------------
@@ -422,6 +500,9 @@ async function main() {
         ]
       : [['current', undefined]];
   if (compareAt >= 0 && !argv[compareAt + 1]) throw new Error('--compare needs a git ref');
+  const referenceAt = argv.indexOf('--reference');
+  const reference = referenceAt >= 0 ? argv[referenceAt + 1] : undefined;
+  if (referenceAt >= 0 && (!reference || !existsSync(reference))) throw new Error(`--reference needs the ratelimit binary (got ${reference})`);
   const bin = ghzBinary();
   const sides = sidesSpec.map(([name, ref]) => buildSide(name, ref));
   const loadStart = loadavg();
@@ -431,7 +512,11 @@ async function main() {
   if (BACKENDS.includes('cluster')) redisByBackend.cluster = await startClusterRedis();
   const bare = await startBare();
   const targets = [bare];
-  for (const backend of BACKENDS) for (const side of sides) targets.push(await startFloodgate(side, backend, redisByBackend[backend]));
+  for (const backend of BACKENDS) {
+    for (const side of sides) targets.push(await startFloodgate(side, backend, redisByBackend[backend]));
+    // The reference has no in-process backend: it runs on the Redis backends only.
+    if (reference !== undefined && backend !== 'memory') targets.push(await startReference(reference, backend, redisByBackend[backend]));
+  }
   log(`targets: ${targets.map((t) => `${t.name} :${t.port}`).join(', ')}`);
 
   for (const scenario of SCENARIOS) for (const t of targets) ghz(bin, t, scenario, WARMUP);
@@ -459,6 +544,9 @@ async function main() {
       const sameRound = (s, target) => samples.find((b) => b.scenario === scenario && b.round === s.round && b.target === target);
       const ratios = mine.map((s) => s.cpuUs / sameRound(s, 'bare').cpuUs);
       const beforeTarget = t.side === 'after' ? `before/${t.backend}` : undefined;
+      const referenceTarget =
+        reference !== undefined && (t.side === 'after' || t.side === 'current') && t.backend !== 'memory' ? `reference/${t.backend}` : undefined;
+      const toReference = (figure) => median(mine.map((s) => s[figure] / sameRound(s, referenceTarget)[figure]));
       rows.push({
         scenario,
         target: t.name,
@@ -468,6 +556,7 @@ async function main() {
         cpuUs: median(mine.map((s) => s.cpuUs)),
         ratio: median(ratios),
         ...(beforeTarget ? { ratioToBefore: median(mine.map((s) => s.cpuUs / sameRound(s, beforeTarget).cpuUs)) } : {}),
+        ...(referenceTarget ? { referenceTarget, cpuToReference: toReference('cpuUs'), redisToReference: toReference('redisUs') } : {}),
         redisUs: median(mine.map((s) => s.redisUs)),
         errors: mine.reduce((n, s) => n + s.errors, 0),
       });
@@ -478,7 +567,13 @@ async function main() {
   if (LATENCY) {
     for (const scenario of SCENARIOS) {
       for (const t of targets) {
-        const rate = Math.max(1, Math.floor(rows.find((r) => r.scenario === scenario && r.target === t.name).rps / 2));
+        // Side by side, both servers get half the reference's saturated rate on that backend.
+        const base = rows.find(
+          (r) =>
+            r.scenario === scenario &&
+            r.target === (reference !== undefined && t.backend !== 'memory' && t.side !== 'bare' ? `reference/${t.backend}` : t.name),
+        );
+        const rate = Math.max(1, Math.floor(base.rps / 2));
         const s = ghz(bin, t, scenario, DURATION, rate);
         latency.push({ scenario, target: t.name, rate, p50: s.p50, p99: s.p99, errors: s.errors });
         log(`latency ${scenario} ${t.name} at ${rate} req/s: p50 ${f1(s.p50)} ms, p99 ${f1(s.p99)} ms${s.errors ? `, ${s.errors} errors` : ''}`);
@@ -513,6 +608,7 @@ async function main() {
       fresh: FRESH,
     },
     sides: sides.map(({ name, ref, commit }) => ({ name, ref, commit })),
+    reference: reference === undefined ? undefined : { binary: reference, env: EXTRA_REFERENCE_ENV },
     rows,
     latency,
     samples,

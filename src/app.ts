@@ -1,7 +1,8 @@
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
-import { loadRuleDirectory } from './config/load-rule-directory';
+import { loadRuleTree } from './config/load-rule-directory';
+import { ruleTreeOf } from './config/rule-tree';
 import type { RuleSet } from './config/rule-types';
 import { RulesWatcher } from './config/rules-watcher';
 import { XdsRulesClient } from './config/xds/xds-rules-client';
@@ -10,6 +11,7 @@ import { GrpcServer } from './grpc/grpc-server';
 import { HealthState } from './health';
 import { debugPageRoute, debugStateRoute } from './http/debug-page';
 import { rlconfigRoute } from './http/debug-routes';
+import { allowedHostsOnly } from './http/host-check';
 import { HttpListener, type Route } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
 import { healthcheckRoute, jsonRouteFor } from './http/service-routes';
@@ -34,6 +36,7 @@ import { PolicyEngine } from './policy/policy-engine';
 import type { PolicyStore } from './policy/policy-store';
 import type { RateLimitHandler } from './service/rate-limit-handler';
 import type { Tracing } from './tracing/start-tracing';
+import { joinHostPort } from './host-port';
 
 /** A running floodgate instance. */
 export interface App {
@@ -64,10 +67,19 @@ export interface AppOptions {
   readonly spanExporter?: import('@opentelemetry/sdk-trace-base').SpanExporter;
 }
 
-/** The rule loader both the first load and every reload use; the whole load fails on any error. */
+/**
+ * The rule loader both the first load and every reload use (and `floodgate check` without a
+ * directory); the whole load fails on any error.
+ */
 function ruleLoader(settings: Settings): () => Promise<RuleSet> {
   const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
-  return () => loadRuleDirectory(settings.rulesDir, options);
+  const tree = ruleTreeOf({
+    root: settings.runtimeRoot,
+    subdirectory: settings.runtimeSubdirectory,
+    appDirectory: settings.runtimeAppDirectory,
+    watchRoot: settings.runtimeWatchRoot,
+  });
+  return () => loadRuleTree(tree, options);
 }
 
 /** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */
@@ -193,6 +205,7 @@ async function startRules(settings: Settings, { logger, metrics, operator }: Cor
       onLoaded,
       onError: (err, { log, unlogged }) => {
         metrics.configLoad(false);
+        operator.loadFailed(`xDS: ${err.message}`);
         // Paced by the client: a server sending bad snapshots in a loop cannot flood the log.
         const since = unlogged > 0 ? ` (and ${unlogged} more rejected snapshots not logged since the last)` : '';
         if (log) logger.error(`error loading new configuration from xDS: ${err.message}${since}`);
@@ -208,10 +221,12 @@ async function startRules(settings: Settings, { logger, metrics, operator }: Cor
     subdirectory: settings.runtimeSubdirectory,
     appDirectory: settings.runtimeAppDirectory,
     watchRoot: settings.runtimeWatchRoot,
+    ignoreDotFiles: settings.runtimeIgnoreDotFiles,
     load,
     onLoaded,
     onError: (err) => {
       metrics.configLoad(false);
+      operator.loadFailed(err.message);
       logger.error(`error loading new configuration from runtime: ${err.message}`);
     },
   });
@@ -290,11 +305,32 @@ interface Served {
 
 type Ports = Pick<App, 'grpcPort' | 'httpPort' | 'debugPort' | 'metricsPort'>;
 
-async function listenHttp(running: Running, routes: Record<string, Route>, settings: Settings, host: string, port: number): Promise<number> {
+/** Where a port is configured: the variable (GRPC_PORT, PORT...) and its value, for messages. */
+interface PortSetting {
+  readonly variable: string;
+  readonly value: string | number;
+}
+
+/** Waits for `listening`; a port in use fails the start naming its variable (`GRPC_PORT 8081 is in use`). */
+async function bound(listening: Promise<number>, { variable, value }: PortSetting): Promise<number> {
+  try {
+    return await listening;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new SettingsError(`${variable} ${value} is in use`);
+    throw err;
+  }
+}
+
+async function listenHttp(
+  running: Running,
+  routes: Record<string, Route>,
+  settings: Settings,
+  address: { host: string; port: number } & PortSetting,
+): Promise<number> {
   const listener = new HttpListener(routes, settings.httpLimits);
-  const bound = await listener.listen(host, port);
+  const port = await bound(listener.listen(address.host, address.port), address);
   running.listeners.push(listener);
-  return bound;
+  return port;
 }
 
 /** gRPC, then HTTP, debug and Prometheus; each one joins `running` as soon as it listens. */
@@ -315,10 +351,10 @@ async function openPorts(
     maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
-  const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : `${settings.grpcHost}:${settings.grpcPort}`;
-  const grpcPort = await running.grpcServer.listen(
-    grpcAddress,
-    await grpcServerCredentials(settings.grpcTls, settings.grpcLimits.maxConnectionIdleMs, logger),
+  const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : joinHostPort(settings.grpcHost, settings.grpcPort);
+  const grpcPort = await bound(
+    running.grpcServer.listen(grpcAddress, await grpcServerCredentials(settings.grpcTls, settings.grpcLimits.maxConnectionIdleMs, logger)),
+    settings.grpcUds ? { variable: 'GRPC_UDS', value: settings.grpcUds } : { variable: 'GRPC_PORT', value: settings.grpcPort },
   );
   const httpRoutes = {
     '/healthcheck': healthcheckRoute(health),
@@ -327,30 +363,51 @@ async function openPorts(
         defaultDeadlineMs: settings.defaultDeadlineMs,
         maxBodyBytes: settings.httpLimits.maxBodyBytes,
         grpcRequiresClientCerts: settings.grpcTls?.clientCaCert !== undefined,
+        withoutClientCert: settings.httpJsonWithoutClientCert,
       },
       service,
     ),
   };
-  const httpPort = await listenHttp(running, httpRoutes, settings, settings.host, settings.port);
-  const debugRoutes = {
-    '/rlconfig': rlconfigRoute(rules),
-    '/metrics': metricsRoute(prometheusRegistry),
-    '/': debugPageRoute(),
-    '/debug/state': debugStateRoute({
-      rules,
-      registry: prometheus.registry,
-      backendType: settings.backendType,
-      backendHealthy: () => limiter.isHealthy(),
-      serving: () => health.isServing(),
-      breakers: () => operator.breakerStates(),
-      lastLoad: () => operator.lastLoad,
-    }),
-    '/policy': policyRoute(rules, policy),
-  };
-  const debugPort = await listenHttp(running, debugRoutes, settings, settings.debugHost, settings.debugPort);
+  const httpPort = await listenHttp(running, httpRoutes, settings, {
+    host: settings.host,
+    port: settings.port,
+    variable: 'PORT',
+    value: settings.port,
+  });
+  // Only the Host names an operator uses: a DNS-rebinding page gets nothing (issue 18).
+  const debugRoutes = allowedHostsOnly(
+    {
+      '/rlconfig': rlconfigRoute(rules),
+      '/metrics': metricsRoute(prometheusRegistry),
+      '/': debugPageRoute(),
+      '/debug/state': debugStateRoute({
+        rules,
+        registry: prometheus.registry,
+        backendType: settings.backendType,
+        backendHealthy: () => limiter.isHealthy(),
+        serving: () => health.isServing(),
+        breakers: () => operator.breakerStates(),
+        lastLoad: () => operator.lastLoad,
+        lastLoadError: () => operator.lastLoadError,
+      }),
+      '/policy': policyRoute(rules, policy),
+    },
+    settings.debugHost,
+  );
+  const debugPort = await listenHttp(running, debugRoutes, settings, {
+    host: settings.debugHost,
+    port: settings.debugPort,
+    variable: 'DEBUG_PORT',
+    value: settings.debugPort,
+  });
   if (!settings.usePrometheus) return { grpcPort, httpPort, debugPort };
   const metricsRoutes = { [settings.prometheusPath]: metricsRoute(prometheusRegistry) };
-  const metricsPort = await listenHttp(running, metricsRoutes, settings, settings.prometheusHost, settings.prometheusPort);
+  const metricsPort = await listenHttp(running, metricsRoutes, settings, {
+    host: settings.prometheusHost,
+    port: settings.prometheusPort,
+    variable: 'PROMETHEUS_ADDR',
+    value: joinHostPort(settings.prometheusHost, settings.prometheusPort),
+  });
   return { grpcPort, httpPort, debugPort, metricsPort };
 }
 
@@ -429,7 +486,7 @@ async function startMetrics(settings: Settings, logger: Logger, running: Running
       // Served on /metrics with or without a mapping: the mapped registry holds the reference's
       // stats, these are floodgate's own. (A mapping that names a series like one of them loses
       // that series: the sink drops a name the registry already has, and counts it a conflict.)
-      operator: new OperatorMetrics(prometheusRegistry),
+      operator: new OperatorMetrics(prometheusRegistry, { maxDomainSeries: settings.metricsMaxSeries }),
     },
     statsd,
   };

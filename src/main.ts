@@ -3,6 +3,7 @@ import { AggregatorRegistry } from 'prom-client';
 import { startApp } from './app';
 import { runClusterPrimary } from './cluster-primary';
 import { FloodgateError } from './errors';
+import { joinHostPort } from './host-port';
 import { createLogger } from './log';
 import { loadSettings } from './settings';
 import { reportSettingsDoubts } from './settings-doubts';
@@ -60,9 +61,9 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => shutdown('SIGINT'));
   // Printed whatever LOG_LEVEL says: operators and scripts look for this line.
   const banner =
-    `serving gRPC on ${settings.grpcUds ?? `${settings.grpcHost}:${app.grpcPort}`}, HTTP on ${settings.host}:${app.httpPort}, ` +
-    `debug on ${settings.debugHost}:${app.debugPort}` +
-    (app.metricsPort !== undefined ? `, metrics on ${settings.prometheusHost}:${app.metricsPort}${settings.prometheusPath}` : '') +
+    `serving gRPC on ${settings.grpcUds ?? joinHostPort(settings.grpcHost, app.grpcPort)}, HTTP on ${joinHostPort(settings.host, app.httpPort)}, ` +
+    `debug on ${joinHostPort(settings.debugHost, app.debugPort)}` +
+    (app.metricsPort !== undefined ? `, metrics on ${joinHostPort(settings.prometheusHost, app.metricsPort)}${settings.prometheusPath}` : '') +
     `, backend ${settings.backendType}, rules from ${settings.xds ? `xDS server ${settings.xds.serverUrl}` : settings.rulesDir}`;
   // Under LOG_FORMAT=json every line on stderr is a JSON object, this one too, for log collectors.
   process.stderr.write(

@@ -89,6 +89,18 @@ export function duration(env: Env, name: string, fallbackMs: number): number {
   return total;
 }
 
+/**
+ * A listen host: a name or an IP address, IPv6 without brackets (`::`, `::1`), as the reference
+ * reads HOST, GRPC_HOST and DEBUG_HOST. A bracketed `[::]` is refused, as the reference refuses it.
+ */
+export function listenHost(env: Env, name: string, fallback: string): string {
+  const v = str(env, name, fallback);
+  if (v.startsWith('[') || v.endsWith(']')) {
+    throw bad(name, v, `a host name or IP address without brackets, e.g. '${v.replace(/^\[|\]$/g, '')}'`);
+  }
+  return v;
+}
+
 /** `host:port` or `:port` (Go listen-address form); an empty host means all interfaces. */
 export function listenAddress(env: Env, name: string, fallback: string): { host: string; port: number } {
   const v = str(env, name, fallback);
@@ -118,4 +130,15 @@ export function stringMap(env: Env, name: string): Array<[string, string]> {
     if (parts.length !== 2) throw bad(name, v, `key:value pairs separated by commas (bad item '${item}')`);
     return [parts[0] as string, parts[1] as string];
   });
+}
+
+/** Longest Go duration we accept where Node timers are used (setTimeout's limit, ~24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A Go duration above 0 that a Node timer can wait. */
+export function positiveDuration(env: Env, name: string, fallbackMs: number): number {
+  const ms = duration(env, name, fallbackMs);
+  if (ms <= 0 || ms > MAX_TIMER_MS)
+    throw new SettingsError(`invalid value for ${name}: '${env[name]}' (expected a duration above 0 and at most 596h)`);
+  return ms;
 }

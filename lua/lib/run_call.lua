@@ -21,8 +21,9 @@
 --            algorithm is judged with the hits of its earlier admitted occurrences pending.
 --   1 stop   STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: look first; when no key is denied, count;
 --            else charge only the denied keys (which only fixed_window does: the reference's
---            rule, every key that would go over is incremented and the others are held back)
---            and answer the others with their look.
+--            rule, every key that would go over is incremented and the others are held back,
+--            each held-back key answered, in order, with the count the charges before it left
+--            and no hits of its own) and answer the others with their look.
 --
 -- Returns     a flat array of 6n integers; key i fills positions 6i-5 .. 6i:
 --             used_i, remaining_i, reset_ms_i, retry_after_ms_i (0 when allowed), denied_i (1
@@ -61,8 +62,17 @@ local function run_call(call, step, counts_every_hit)
   if not any_denied then
     for i = 1, call.n do judge(i, 0, true) end
   elseif counts_every_hit then
+    -- In request order, as the reference's one pipeline of INCRBY: a held-back key is answered
+    -- with the count that this call's earlier increments left, judged without its own hits.
     for i = 1, call.n do
-      if denied[i] then judge(i, 0, true) end
+      if denied[i] then
+        judge(i, 0, true)
+      else
+        local h = call.hits[i]
+        call.hits[i] = 0
+        judge(i, 0, false)
+        call.hits[i] = h
+      end
     end
   end
   return out

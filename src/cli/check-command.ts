@@ -1,23 +1,34 @@
 import { ConfigError } from '../errors';
-import { loadRuleDirectory } from '../config/load-rule-directory';
+import { loadRuleDirectory, loadRuleTree } from '../config/load-rule-directory';
+import { ruleTreeOf } from '../config/rule-tree';
 import type { RuleSet } from '../config/rule-types';
 import { loadSettings } from '../settings';
 import { EXIT_FINDINGS, EXIT_OK, UsageError, parseArgs, type CliIo } from './cli-io';
 
-export const CHECK_USAGE = `usage: floodgate check <dir>
+export const CHECK_USAGE = `usage: floodgate check [<dir>]
 
-Validates every rule file in <dir> exactly as the server loads them (same parser, same checks,
-same file order). MERGE_DOMAIN_CONFIG and RUNTIME_IGNOREDOTFILES are read from the environment,
-as the server reads them.
+Validates every rule file in <dir>, subdirectories included, exactly as the server loads them
+(same parser, same checks, same file order). Without <dir>, checks the files the server would
+load from RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY and RUNTIME_WATCH_ROOT.
+MERGE_DOMAIN_CONFIG and RUNTIME_IGNOREDOTFILES are read from the environment, as the server
+reads them.
 
 Prints one line per domain and exits 0, or prints 'file: message' for the first error and
 exits 1.
 `;
 
-/** The rule files of `dir`, loaded and checked by the server's own code. */
-export async function loadRulesLikeServer(dir: string): Promise<RuleSet> {
+/** The rule files of `dir` (or of the RUNTIME_* tree), loaded and checked by the server's own code. */
+export async function loadRulesLikeServer(dir: string | undefined): Promise<RuleSet> {
   const settings = loadSettings();
-  return loadRuleDirectory(dir, { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles });
+  const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
+  if (dir !== undefined) return loadRuleDirectory(dir, options);
+  const tree = ruleTreeOf({
+    root: settings.runtimeRoot,
+    subdirectory: settings.runtimeSubdirectory,
+    appDirectory: settings.runtimeAppDirectory,
+    watchRoot: settings.runtimeWatchRoot,
+  });
+  return loadRuleTree(tree, options);
 }
 
 /** `edge: 3 rules (2 fixed_window, 1 token_bucket), 1 unlimited, 1 shadow`; each limit of a `rate_limits` list is a rule. */
@@ -44,10 +55,10 @@ export function domainSummary(domain: string, rules: RuleSet): string {
 
 export async function checkCommand(args: readonly string[], io: CliIo): Promise<number> {
   const parsed = parseArgs(args, [], []);
-  if (parsed.positional.length !== 1) throw new UsageError('check takes exactly one directory');
+  if (parsed.positional.length > 1) throw new UsageError('check takes at most one directory');
   let rules: RuleSet;
   try {
-    rules = await loadRulesLikeServer(parsed.positional[0] as string);
+    rules = await loadRulesLikeServer(parsed.positional[0]);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     io.err(`${err.message}\n`);

@@ -7,7 +7,7 @@ import { KEYS_USAGE, keysCommand } from './keys-command';
 const SERVE_USAGE = `usage: floodgate serve
 
 Runs the rate-limit service (what 'npm start' runs). Every setting comes from the environment;
-see the README's settings table.
+see docs/settings.md.
 `;
 
 export const MAIN_USAGE = `usage: floodgate <command> [arguments]

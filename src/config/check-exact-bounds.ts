@@ -1,3 +1,4 @@
+import { excerpt } from './quote-excerpt';
 import type { Algorithm } from '../domain/algorithm';
 import { UNIT_SECONDS, type Unit } from '../domain/units';
 
@@ -14,7 +15,8 @@ export interface BoundedRateLimit {
 /**
  * The sizes within which every algorithm counts exactly: the scripts and the memory backend
  * compute in doubles, exact for whole numbers below 2^53, and a sum of two products below 2^52
- * stays there. sliding_log stores one entry per admitted hit.
+ * stays there. sliding_log stores one entry per admitted call (with its hits), so at most
+ * requests_per_unit entries per counter: the bound caps each log's size and each script's work.
  */
 export const EXACT_PRODUCT_MAX = 2 ** 52;
 export const SLIDING_LOG_MAX_REQUESTS_PER_UNIT = 1000;
@@ -27,12 +29,12 @@ export function exactBoundsProblem(path: string, rateLimit: BoundedRateLimit): s
   if (rateLimit.unlimited || rateLimit.unit === undefined) return undefined;
   const windowMs = UNIT_SECONDS[rateLimit.unit] * rateLimit.unitMultiplier * 1000;
   const { algorithm, requestsPerUnit: limit, burst } = rateLimit;
-  const name = `rate limit '${path}'`;
+  const name = `rate limit '${excerpt(path)}'`;
   if (windowMs > EXACT_PRODUCT_MAX) {
     return `${name}: window of ${windowMs} ms is over 2^52 ms`;
   }
   if (algorithm === 'sliding_log' && limit > SLIDING_LOG_MAX_REQUESTS_PER_UNIT) {
-    return `${name}: sliding_log allows at most ${SLIDING_LOG_MAX_REQUESTS_PER_UNIT} requests_per_unit (one stored entry per hit), got ${limit}`;
+    return `${name}: sliding_log allows at most ${SLIDING_LOG_MAX_REQUESTS_PER_UNIT} requests_per_unit (one stored entry per admitted call), got ${limit}`;
   }
   if (algorithm === 'sliding_window' && limit * windowMs > EXACT_PRODUCT_MAX) {
     return `${name}: sliding_window needs requests_per_unit × window (${limit} × ${windowMs} ms) at most 2^52 to count exactly`;

@@ -1,3 +1,4 @@
+import { excerpt } from './quote-excerpt';
 import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
 import { keyValue } from '../domain/descriptor';
 import type { PolicyConfig } from '../domain/policy-config';
@@ -91,7 +92,7 @@ function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fa
     if (raw.key === '') fail('descriptor has empty key');
     const compositeKey = keyValue(raw);
     const path = parentPath + compositeKey;
-    if (seen.has(compositeKey)) fail(`duplicate descriptor composite key '${path}'`);
+    if (seen.has(compositeKey)) fail(`duplicate descriptor composite key '${excerpt(path)}'`);
     seen.add(compositeKey);
     return buildDescriptor(raw, compositeKey, path, fail);
   });
@@ -101,7 +102,7 @@ function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string,
   const limits = raw.rateLimits && buildLimitList(raw, path, fail);
   const rateLimit = limits?.[0] ?? (raw.rateLimit && checkedLimit(raw.rateLimit, path, fail));
   if (raw.shareThreshold && !raw.value.includes('*')) {
-    fail(`share_threshold can only be used with wildcard values (containing '*'), but found key '${compositeKey}'`);
+    fail(`share_threshold can only be used with wildcard values (containing '*'), but found key '${excerpt(compositeKey)}'`);
   }
   return {
     key: raw.key,
@@ -189,14 +190,14 @@ function checkUnit(raw: RawRateLimit, fail: Fail): Unit | undefined {
     if (unit !== undefined) fail('should not specify rate limit unit when unlimited');
     return undefined;
   }
-  if (unit === undefined) fail(`invalid rate limit unit '${raw.unit}'`);
+  if (unit === undefined) fail(`invalid rate limit unit '${excerpt(raw.unit)}'`);
   return unit;
 }
 
 function checkAlgorithm(name: string, fail: Fail): Algorithm {
   if (name === '') return 'fixed_window';
   const algorithm = parseAlgorithm(name);
-  if (algorithm === undefined) fail(`invalid rate limit algorithm '${name}'`);
+  if (algorithm === undefined) fail(`invalid rate limit algorithm '${excerpt(name)}'`);
   return algorithm;
 }
 

@@ -1,3 +1,4 @@
+import { excerpt } from './quote-excerpt';
 import { ConfigError } from '../errors';
 import { UNIT_SECONDS } from '../domain/units';
 import { keyValue, type DescriptorEntry } from '../domain/descriptor';
@@ -35,6 +36,7 @@ interface RuleNode {
 
 /** The children of a node (or a domain's top level) for one entry key. */
 interface KeyGroup {
+  /** By value: the exact nodes, and the wildcard nodes by their literal text. */
   readonly exact: Map<string, RuleNode>;
   /** In file order: the first matching pattern wins. */
   readonly wildcards: RuleNode[];
@@ -76,7 +78,7 @@ export class RuleSetBuilder {
   add(config: DomainConfig): void {
     let tree = this.domains.get(config.domain);
     if (tree !== undefined && !this.options.mergeDomainConfig) {
-      throw new ConfigError(`${config.fileName}: duplicate domain '${config.domain}' in config file`);
+      throw new ConfigError(`${config.fileName}: duplicate domain '${excerpt(config.domain)}' in config file`);
     }
     if (tree === undefined) {
       tree = { level: new Map(), compositeKeys: new Set() };
@@ -85,7 +87,7 @@ export class RuleSetBuilder {
     const first = this.rules.length;
     if (config.policy !== undefined) {
       // Merged files of one domain may declare its policy once.
-      if (tree.policy !== undefined) throw new ConfigError(`${config.fileName}: duplicate policy for domain '${config.domain}'`);
+      if (tree.policy !== undefined) throw new ConfigError(`${config.fileName}: duplicate policy for domain '${excerpt(config.domain)}'`);
       tree.policy = config.policy;
     }
     addTopLevel(tree, config, this.rules);
@@ -103,7 +105,7 @@ function addTopLevel(tree: DomainTree, config: DomainConfig, rules: RateLimitRul
   for (const descriptor of config.descriptors) {
     const composite = keyValue(descriptor);
     if (tree.compositeKeys.has(composite)) {
-      throw new ConfigError(`${config.fileName}: duplicate descriptor composite key '${config.domain}.${composite}'`);
+      throw new ConfigError(`${config.fileName}: duplicate descriptor composite key '${excerpt(`${config.domain}.${composite}`)}'`);
     }
     tree.compositeKeys.add(composite);
     addNode(tree.level, descriptor, `${config.domain}.`, { shared: false, valueToMetric: false }, rules);
@@ -164,8 +166,12 @@ function insert(level: Level, node: RuleNode): void {
     level.set(node.key, group);
   }
   if (node.kind === 'exact') group.exact.set(node.value, node);
-  else if (node.kind === 'wildcard') group.wildcards.push(node);
-  else group.any = node;
+  else if (node.kind === 'wildcard') {
+    // Also by its literal text, as the reference's `key_value` map holds it: a request value
+    // written with the same `*`s picks this node before any pattern is tried.
+    group.exact.set(node.value, node);
+    group.wildcards.push(node);
+  } else group.any = node;
 }
 
 /** The descriptor's limit, or its `rate_limits` list (`rule` its first), each added to `rules`. */

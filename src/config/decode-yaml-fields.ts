@@ -1,3 +1,4 @@
+import { yamlV2Excerpt } from './quote-excerpt';
 import { UINT32_MAX } from '../domain/uint32';
 import { goText, yamlTag, type YMap, type YNode } from './yaml-tree';
 
@@ -69,7 +70,7 @@ export class DecodeYamlFields {
 
 /** yaml.v2's text for a value of the wrong type. */
 export function cannotUnmarshal(node: YNode, target: string): string {
-  const shown = node.kind === 'scalar' ? ` \`${goText(node)}\`` : '';
+  const shown = node.kind === 'scalar' ? ` \`${yamlV2Excerpt(goText(node))}\`` : '';
   return `line ${node.line}: cannot unmarshal ${yamlTag(node)}${shown} into ${target}`;
 }
 

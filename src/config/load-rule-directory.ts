@@ -1,8 +1,9 @@
-import { readdir, readFile, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { open, realpath } from 'node:fs/promises';
 import { ConfigError } from '../errors';
 import { compileRules } from './compile-rules';
-import { parseRuleFile, type DomainConfig } from './parse-rule-file';
+import { MAX_RULE_FILE_BYTES } from './parse-rule-file';
+import { parseRuleFiles, type RuleFileText } from './parse-rule-files';
+import { directoryTree, isCode, listRuleTree, type RuleTree, type TreeFile } from './rule-tree';
 import type { RuleSet } from './rule-types';
 
 export interface RuleDirectoryOptions {
@@ -11,54 +12,84 @@ export interface RuleDirectoryOptions {
 }
 
 /**
- * Loads every regular file of `dir` (symlinks followed; subdirectories skipped) as one rule
- * file, in name order, and compiles them together. Any problem rejects the whole load with a
- * ConfigError, so the caller keeps its previous rules.
+ * Loads every rule file of `tree` (see listRuleTree: subdirectories included, as the reference
+ * loads them), in name order, and compiles them together. A file reached by several paths (a
+ * Kubernetes ConfigMap's `x.yaml` and `..<timestamp>/x.yaml`) is loaded once. Any problem
+ * rejects the whole load with a ConfigError, so the caller keeps its previous rules.
  */
-export async function loadRuleDirectory(dir: string, options: RuleDirectoryOptions): Promise<RuleSet> {
-  const names = await listDirectory(dir);
-  const configs: DomainConfig[] = [];
-  for (const name of names) {
-    if (options.ignoreDotFiles && name.startsWith('.')) continue;
-    const text = await readRegularFile(join(dir, name));
-    if (text !== undefined) configs.push(parseRuleFile(name, text));
+export async function loadRuleTree(tree: RuleTree, options: RuleDirectoryOptions): Promise<RuleSet> {
+  const listing = await listRuleTree(tree, options.ignoreDotFiles);
+  const texts: RuleFileText[] = [];
+  for (const file of await onePathPerFile(listing.files)) {
+    const text = await readRuleFile(file);
+    if (text !== undefined) texts.push({ name: file.name, text });
   }
-  return compileRules(configs, { mergeDomainConfig: options.mergeDomainConfig });
+  return compileRules(await parseRuleFiles(texts), { mergeDomainConfig: options.mergeDomainConfig });
 }
 
-async function listDirectory(dir: string): Promise<string[]> {
-  try {
-    // Sorted by code unit so the load order (and which file an error names) is the same everywhere.
-    return (await readdir(dir)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  } catch (err) {
-    throw new ConfigError(`${dir}: cannot read rule directory: ${describe(err)}`, { cause: err });
-  }
+/** Every file under `dir`, subdirectories included (what `floodgate check <dir>` loads). */
+export function loadRuleDirectory(dir: string, options: RuleDirectoryOptions): Promise<RuleSet> {
+  return loadRuleTree(directoryTree(dir), options);
 }
 
 /**
- * The file's text, or undefined when it is not a regular file. A Kubernetes ConfigMap mounts
- * each file as a symlink into `..data/`, next to the `..data` symlink and a `..<timestamp>`
- * directory: stat (not lstat) reads through the links, and directories are skipped.
+ * One path per real file. With RUNTIME_IGNOREDOTFILES=false the reference reads a ConfigMap's
+ * files twice, through the visible link and in the `..<timestamp>` directory, and then refuses
+ * the load as duplicate domains, serving with no rules; here the visible name is kept.
  */
-async function readRegularFile(path: string): Promise<string | undefined> {
+async function onePathPerFile(files: readonly TreeFile[]): Promise<TreeFile[]> {
+  const byReal = new Map<string, TreeFile>();
+  const kept: TreeFile[] = [];
+  for (const file of files) {
+    const real = await realpath(file.path).catch(() => file.path);
+    const seen = byReal.get(real);
+    if (seen === undefined) {
+      byReal.set(real, file);
+      kept.push(file);
+    } else if (dotComponents(file.name) < dotComponents(seen.name)) {
+      byReal.set(real, file);
+      kept[kept.indexOf(seen)] = file;
+    }
+  }
+  return kept.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+function dotComponents(name: string): number {
+  return name.split('/').filter((part) => part.startsWith('.') && part !== '..').length;
+}
+
+const READ_CHUNK_BYTES = 64 * 1024;
+
+/**
+ * The file's text, read up to the size limit (a link may point at anything: a huge file, or a
+ * /proc file whose size says 0); undefined when it vanished between the listing and the read.
+ */
+async function readRuleFile(file: TreeFile): Promise<string | undefined> {
+  let handle;
   try {
-    const info = await stat(path);
-    if (!info.isFile()) return undefined;
-    return await readFile(path, 'utf8');
+    handle = await open(file.path, 'r');
   } catch (err) {
-    // Removed between readdir and read, or a dangling link left while a ConfigMap swaps:
+    // Removed between listing and reading, or a link left dangling while a ConfigMap swaps:
     // the file is not part of this snapshot; the watcher reloads once the swap completes.
     if (isCode(err, 'ENOENT')) return undefined;
-    throw new ConfigError(`${path}: cannot read rule file: ${describe(err)}`, { cause: err });
+    throw new ConfigError(`${file.name}: cannot read rule file: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
-}
-
-function isCode(err: unknown, code: string): boolean {
-  return typeof err === 'object' && err !== null && (err as NodeJS.ErrnoException).code === code;
-}
-
-function describe(err: unknown): string {
-  if (isCode(err, 'ENOENT')) return 'no such directory';
-  if (isCode(err, 'ENOTDIR')) return 'not a directory';
-  return err instanceof Error ? err.message : String(err);
+  try {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    while (length <= MAX_RULE_FILE_BYTES) {
+      const chunk = Buffer.allocUnsafe(READ_CHUNK_BYTES);
+      const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
+      if (bytesRead === 0) break;
+      chunks.push(chunk.subarray(0, bytesRead));
+      length += bytesRead;
+    }
+    if (length > MAX_RULE_FILE_BYTES) {
+      const size = Math.max((await handle.stat()).size, length);
+      throw new ConfigError(`${file.name}: error loading config file: ${size} bytes, more than the limit of ${MAX_RULE_FILE_BYTES}`);
+    }
+    return Buffer.concat(chunks, length).toString('utf8');
+  } finally {
+    await handle.close();
+  }
 }

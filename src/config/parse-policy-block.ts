@@ -1,3 +1,4 @@
+import { excerpt } from './quote-excerpt';
 import type { PolicyConfig } from '../domain/policy-config';
 import { DecodeYamlFields } from './decode-yaml-fields';
 import { goText, type YMap, type YNode } from './yaml-tree';
@@ -35,12 +36,12 @@ export function policyKeyProblem(node: YNode): string | undefined {
   if (node.kind !== 'map') return undefined; // the type error is reported by decoding
   for (const { key, value } of node.entries) {
     const name = goText(key);
-    if (!POLICY_KEYS.has(name)) return `config error, unknown policy key '${name}'`;
+    if (!POLICY_KEYS.has(name)) return `config error, unknown policy key '${excerpt(name)}'`;
     const nested = NESTED_KEYS[name];
     if (nested === undefined || value.kind !== 'map') continue;
     for (const inner of value.entries) {
       const innerName = goText(inner.key);
-      if (!nested.has(innerName)) return `config error, unknown policy key '${name}.${innerName}'`;
+      if (!nested.has(innerName)) return `config error, unknown policy key '${excerpt(`${name}.${innerName}`)}'`;
     }
   }
   return undefined;
@@ -111,7 +112,7 @@ export function buildPolicy(domain: string, raw: RawPolicy, fail: (message: stri
     ['route', raw.route],
     ['fingerprint', raw.fingerprint],
   ] as const) {
-    if (key !== '' && key === raw.client) fail(`policy ${name} '${key}' is the client key`);
+    if (key !== '' && key === raw.client) fail(`policy ${name} '${excerpt(key)}' is the client key`);
   }
   return {
     domain,

@@ -100,7 +100,7 @@ function decodeDescriptor(map: YMap, d: DecodeYamlFields): RawDescriptor {
     detailedMetric: d.bool(f.get('detailed_metric')),
     valueToMetric: d.bool(f.get('value_to_metric')),
     shareThreshold: d.bool(f.get('share_threshold')),
-    ...(metadata && { metadata: toPlain(metadata) as Record<string, unknown> }),
+    ...(metadata && { metadata: metadataToPlain(metadata) }),
   };
 }
 
@@ -119,17 +119,25 @@ function decodeRateLimit(map: YMap, d: DecodeYamlFields): RawRateLimit {
   };
 }
 
-/** Converts free-form YAML (metadata) to plain JSON-like values. */
+/**
+ * A rule's `metadata` as plain JSON-like values, keyed as the reference keys it: its top level
+ * is a Go map[string]interface{}, filled with each key as written (`yes`, `0x10` and `010` stay
+ * text; a null key is ''), while nested maps are map[interface{}]interface{}, whose keys are
+ * YAML 1.1 values printed with %v (`yes` is "true", `0x10` is "16").
+ */
+function metadataToPlain(map: YMap): Record<string, unknown> {
+  return plainMap(map, keyAsWritten);
+}
+
+function keyAsWritten(key: YNode): string {
+  if (key.kind !== 'scalar') return goText(key);
+  return key.type === 'null' ? '' : key.text;
+}
+
+/** Converts free-form YAML (nested metadata) to plain JSON-like values. */
 function toPlain(node: YNode): unknown {
   if (node.kind === 'seq') return node.items.map(toPlain);
-  if (node.kind === 'map') {
-    const out: Record<string, unknown> = {};
-    for (const { key, value } of node.entries) {
-      // defineProperty, not assignment: a user key named `__proto__` must stay plain data.
-      Object.defineProperty(out, goText(key), { value: toPlain(value), enumerable: true, writable: true, configurable: true });
-    }
-    return out;
-  }
+  if (node.kind === 'map') return plainMap(node, goText);
   if (node.type === 'int') return metadataInteger(node.value as bigint, node.text);
   return node.value;
 }
@@ -149,4 +157,14 @@ function metadataInteger(n: bigint, text: string): number | string {
   const digits = text.replace(/_/g, '');
   const asDouble = Number(digits);
   return /^[-+]?[0-9]+$/.test(digits) && Number.isFinite(asDouble) ? asDouble : text;
+}
+
+function plainMap(map: YMap, keyText: (key: YNode) => string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const { key, value } of map.entries) {
+    // defineProperty, not assignment: a user key named `__proto__` must stay plain data. Two
+    // keys with one text (`yes` and `on` nested): the later wins, as in the reference.
+    Object.defineProperty(out, keyText(key), { value: toPlain(value), enumerable: true, writable: true, configurable: true });
+  }
+  return out;
 }

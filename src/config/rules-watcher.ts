@@ -2,7 +2,8 @@ import { watch, type FSWatcher } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import type { ConfigError } from '../errors';
-import { directoryFingerprint } from './directory-fingerprint';
+import { treeFingerprint } from './directory-fingerprint';
+import { ruleTreeOf, type RuleTree } from './rule-tree';
 import type { RuleSet } from './rule-types';
 
 export interface RulesWatcherOptions {
@@ -18,7 +19,9 @@ export interface RulesWatcherOptions {
    * false: watch the rule directory itself.
    */
   readonly watchRoot: boolean;
-  /** Loads the rules (normally loadRuleDirectory). */
+  /** RUNTIME_IGNOREDOTFILES, as the load reads it; default false (a change to a dot file then reloads too). */
+  readonly ignoreDotFiles?: boolean;
+  /** Loads the rules (normally loadRuleTree of the same tree). */
   readonly load: () => Promise<RuleSet>;
   /** A reload succeeded; the caller swaps its rules. */
   readonly onLoaded: (rules: RuleSet) => void;
@@ -50,7 +53,7 @@ interface ArmedWatcher {
  */
 export class RulesWatcher {
   private readonly options: RulesWatcherOptions;
-  private readonly ruleDir: string;
+  private readonly tree: RuleTree;
   private readonly debounceMs: number;
   private readonly pollIntervalMs: number;
   private readonly watchers = new Map<string, ArmedWatcher>();
@@ -65,7 +68,7 @@ export class RulesWatcher {
 
   constructor(options: RulesWatcherOptions) {
     this.options = options;
-    this.ruleDir = resolve(options.root, options.subdirectory, options.appDirectory);
+    this.tree = ruleTreeOf(options);
     this.debounceMs = options.debounceMs ?? 100;
     this.pollIntervalMs = options.pollIntervalMs ?? 1000;
   }
@@ -135,9 +138,9 @@ export class RulesWatcher {
   }
 
   private async checkOnce(baselineOnly: boolean): Promise<void> {
-    await this.arm();
     // Taken before loading: a change during the load then differs from it and reloads again.
-    const fingerprint = await directoryFingerprint(this.ruleDir);
+    const { text: fingerprint, directories } = await treeFingerprint(this.tree, this.options.ignoreDotFiles ?? false);
+    await this.arm(directories);
     if (this.closed || fingerprint === this.lastFingerprint) return;
     const isBaseline = baselineOnly || this.lastFingerprint === undefined;
     // Set even when the load fails, so a broken file is reported once, not every poll.
@@ -171,9 +174,12 @@ export class RulesWatcher {
 
   // ---- fs.watch management ----
 
-  /** Opens watchers for the wanted directories and replaces those whose directory was swapped. */
-  private async arm(): Promise<void> {
-    const wanted = await this.wantedDirectories();
+  /**
+   * Opens watchers for the wanted directories (the tree's own, subdirectories included, and the
+   * root's) and replaces those whose directory was swapped.
+   */
+  private async arm(treeDirectories: readonly string[]): Promise<void> {
+    const wanted = await this.wantedDirectories(treeDirectories);
     if (this.closed) return;
     for (const [path, armed] of this.watchers) {
       if (wanted.get(path)?.ino !== armed.ino) {
@@ -186,7 +192,7 @@ export class RulesWatcher {
     }
   }
 
-  private async wantedDirectories(): Promise<Map<string, WantedDirectory>> {
+  private async wantedDirectories(treeDirectories: readonly string[]): Promise<Map<string, WantedDirectory>> {
     const { root, subdirectory, watchRoot } = this.options;
     const candidates: { path: string; only?: string }[] = [];
     if (watchRoot) {
@@ -194,7 +200,10 @@ export class RulesWatcher {
       if (dirname(top) !== top) candidates.push({ path: dirname(top), only: basename(top) });
       candidates.push({ path: top }, { path: resolve(top, subdirectory) });
     }
-    candidates.push({ path: this.ruleDir });
+    candidates.push({ path: this.tree.rulesDir });
+    // inotify watches one directory, not its subdirectories: each walked one is watched (up to
+    // a bound; beyond it the poll still sees every change within its period).
+    for (const path of treeDirectories.slice(0, MAX_WATCHED_DIRECTORIES)) candidates.push({ path });
     const wanted = new Map<string, WantedDirectory>();
     for (const { path, only } of candidates) {
       const ino = await directoryInode(path);
@@ -226,6 +235,9 @@ export class RulesWatcher {
     this.watchers.set(path, { watcher, ino: want.ino });
   }
 }
+
+/** inotify watches per process are a shared, limited resource (fs.inotify.max_user_watches). */
+const MAX_WATCHED_DIRECTORIES = 256;
 
 async function directoryInode(path: string): Promise<bigint | undefined> {
   try {

@@ -1,3 +1,4 @@
+import { excerpt } from './quote-excerpt';
 import { policyKeyProblem } from './parse-policy-block';
 import { goText, type YMap, type YNode } from './yaml-tree';
 
@@ -45,7 +46,7 @@ export function validateYamlKeys(root: YMap): string | undefined {
 function checkMap(map: YMap, inRateLimit: boolean, isRoot = false): string | undefined {
   for (const { key, value } of map.entries) {
     if (key.kind !== 'scalar' || key.type !== 'str') {
-      return `config error, key is not of type string: ${goText(key)}`;
+      return `config error, key is not of type string: ${excerpt(goText(key))}`;
     }
     const name = key.text;
     // Our `policy` block belongs to the file's domain, so it is accepted at the top only.
@@ -55,7 +56,7 @@ function checkMap(map: YMap, inRateLimit: boolean, isRoot = false): string | und
       continue;
     }
     if (!REFERENCE_KEYS.has(name) && name !== RATE_LIMITS_KEY && !(inRateLimit && RATE_LIMIT_EXTENSION_KEYS.has(name))) {
-      return `config error, unknown key '${name}'`;
+      return `config error, unknown key '${excerpt(name)}'`;
     }
     // metadata is free-form by design: its keys are the user's, not ours.
     if (name === 'metadata') continue;
@@ -82,7 +83,7 @@ function checkValue(value: YNode, isRateLimit: boolean, isLimitList: boolean): s
 function checkList(items: readonly YNode[], limits: boolean): string | undefined {
   for (const item of items) {
     if (item.kind !== 'map') {
-      return `config error, yaml file contains list of type other than map: ${goText(item)}`;
+      return `config error, yaml file contains list of type other than map: ${excerpt(goText(item))}`;
     }
     const problem = checkMap(item, limits);
     if (problem !== undefined) return problem;

@@ -1,3 +1,4 @@
+import { excerpt } from './quote-excerpt';
 import { isAlias, isMap, isScalar, isSeq, Lexer, LineCounter, parseDocument, type Node as YamlNode, type YAMLError } from 'yaml';
 
 /**
@@ -51,7 +52,7 @@ export function yamlTree(text: string): YNode | null {
   const doc = parseDocument(text, {
     version: '1.1',
     intAsBigInt: true,
-    uniqueKeys: true,
+    uniqueKeys: sameKeyAsWritten,
     lineCounter,
     prettyErrors: false,
   });
@@ -76,6 +77,18 @@ function tooManyAliases(text: string): boolean {
   return false;
 }
 
+/**
+ * A key written twice (the same text, both plain or both quoted) in one map is refused. Keys
+ * written differently that YAML 1.1 reads as one value (`yes` and `on`, `0x10` and `16`) are
+ * allowed, as yaml.v2 allows them: the reference keeps top-level metadata keys as written, and
+ * where it reads them as values the later one wins.
+ */
+function sameKeyAsWritten(a: YamlNode, b: YamlNode): boolean {
+  if (a === b) return true;
+  if (!isScalar(a) || !isScalar(b)) return false;
+  return typeof a.value === typeof b.value && a.source === b.source;
+}
+
 interface ConvertState {
   readonly lineCounter: LineCounter;
   budget: number;
@@ -96,7 +109,7 @@ function syntaxMessage(err: YAMLError, lineCounter: LineCounter): string {
   const line = lineCounter.linePos(err.pos[0]).line;
   // Pretty errors would append " at line L, column C:" and an excerpt; keep the reason only.
   const reason = err.message.replace(/ at line \d+, column \d+[\s\S]*$/, '');
-  return `yaml: line ${line}: ${reason}`;
+  return `yaml: line ${line}: ${excerpt(reason, 200)}`;
 }
 
 function convert(node: YamlNode | null, state: ConvertState, depth: number): YNode {
@@ -108,7 +121,7 @@ function convert(node: YamlNode | null, state: ConvertState, depth: number): YNo
   if (isAlias(node)) {
     if (state.expanding === 0 && ++state.aliases > MAX_ALIASES) throw new YamlSyntaxError(`yaml: more than ${MAX_ALIASES} aliases`);
     const target = state.anchors.get(node.source);
-    if (target === undefined) throw new YamlSyntaxError(`yaml: line ${line}: unknown anchor '${node.source}' referenced`);
+    if (target === undefined) throw new YamlSyntaxError(`yaml: line ${line}: unknown anchor '${excerpt(node.source)}' referenced`);
     state.expanding++;
     try {
       return convert(target, state, depth + 1);

@@ -6,6 +6,8 @@ import type { ServiceMetrics } from '../metrics/metrics';
 import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
+import { ConnectionGuard, type ConnectionBounds } from './connection-guard';
+import { onEachHttp2Server } from './http2-servers';
 import { loadProtos, SERVER_PROTO_LOADER_OPTIONS } from './protos';
 import { decodeRateLimitRequest } from '../rls/request-decoder';
 import { encodeRateLimitResponse } from '../rls/response-encoder';
@@ -19,6 +21,10 @@ export interface GrpcLimits {
   readonly maxConcurrentStreams: number;
   /** A connection without a call for this long is closed. */
   readonly maxConnectionIdleMs: number;
+  /** node:http2's memory bound of one connection, in MiB (GRPC_MAX_SESSION_MEMORY): new calls are refused past it. */
+  readonly maxSessionMemoryMb: number;
+  /** Connections, the time to receive a request, and resets (see connection-guard.ts). */
+  readonly connections: ConnectionBounds;
 }
 
 export interface GrpcServerDeps {
@@ -49,6 +55,9 @@ function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>, fallbackMs: nu
 export class GrpcServer {
   private readonly server: grpc.Server;
   private readonly health: HealthService;
+  /** The last error of a listening socket: grpc-js reports a failed bind in words only. */
+  private listenError: NodeJS.ErrnoException | undefined;
+  private readonly guard: ConnectionGuard;
 
   constructor(private readonly deps: GrpcServerDeps) {
     const protos = loadProtos(SERVER_PROTO_LOADER_OPTIONS);
@@ -60,27 +69,43 @@ export class GrpcServer {
       'grpc.max_concurrent_streams': deps.limits.maxConcurrentStreams,
       // Also closes raw connections that never open a stream.
       'grpc.max_connection_idle_ms': deps.limits.maxConnectionIdleMs,
+      // grpc-js leaves node's bound off (unlimited) unless asked.
+      'grpc-node.max_session_memory': deps.limits.maxSessionMemoryMb,
       // channelz bookkeeping costs CPU on every call and nothing here reads it.
       'grpc.enable_channelz': 0,
       // As the reference: connections are recycled so that load spreads over new pods.
       ...(deps.maxConnectionAgeMs !== undefined ? { 'grpc.max_connection_age_ms': deps.maxConnectionAgeMs } : {}),
       ...(deps.maxConnectionAgeGraceMs !== undefined ? { 'grpc.max_connection_age_grace_ms': deps.maxConnectionAgeGraceMs } : {}),
     });
+    this.guard = new ConnectionGuard(deps.limits.connections, {
+      onResetFlood: (peer) =>
+        deps.logger.warn('gRPC connection closed: too many calls reset before their answer (GRPC_MAX_RESET_BURST)', { peer }),
+    });
+    onEachHttp2Server(this.server, (http2Server) => {
+      http2Server.on('error', (err: NodeJS.ErrnoException) => (this.listenError = err));
+      this.guard.install(http2Server);
+    });
     this.server.addService(withRlsServerCodec(protos.rlsService), { [METHOD]: this.shouldRateLimit });
     this.health = healthService(deps.health);
     this.server.addService(protos.healthService, this.health.handlers);
   }
 
-  /** Binds `address` (`host:port`, `unix:/path`); resolves with the bound port (0 for unix). */
+  /**
+   * Binds `address` (`host:port`, `[ipv6]:port`, `unix:/path`); resolves with the bound port (0
+   * for unix). A failed bind rejects with the socket's own error (`code` EADDRINUSE...) when there
+   * is one, else with grpc-js' (a name that does not resolve).
+   */
   listen(address: string, credentials: grpc.ServerCredentials = grpc.ServerCredentials.createInsecure()): Promise<number> {
     return new Promise((resolve, reject) => {
-      this.server.bindAsync(address, credentials, (err, port) => (err ? reject(err) : resolve(port)));
+      this.listenError = undefined;
+      this.server.bindAsync(address, credentials, (err, port) => (err ? reject(this.listenError ?? err) : resolve(port)));
     });
   }
 
   /** Lets calls in flight finish, up to `graceMs`, then cuts the rest. */
   shutdown(graceMs: number): Promise<void> {
     this.health.endWatches();
+    this.guard.close();
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.server.forceShutdown();

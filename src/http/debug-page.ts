@@ -1,5 +1,6 @@
 import type { Registry } from 'prom-client';
 import type { RateLimitRule, RuleSet } from '../config/rule-types';
+import { TIERS, type PolicyConfig } from '../domain/policy-config';
 import { ruleLabels } from '../metrics/metrics';
 import type { Route } from './http-listener';
 
@@ -13,6 +14,8 @@ export interface DebugPageSources {
   readonly breakers: () => readonly { node: string; open: boolean }[];
   /** Epoch seconds of the last good rule load. */
   readonly lastLoad: () => number | undefined;
+  /** The last failed rule load (epoch seconds and message), if any. */
+  readonly lastLoadError: () => { readonly at: number; readonly message: string } | undefined;
 }
 
 interface RuleTotals {
@@ -44,10 +47,36 @@ async function counterValues(registry: Registry): Promise<Record<keyof RuleTotal
   return out;
 }
 
-/** The page's data: domains, rules with live totals, backend health and breakers. */
+/** Decisions per tier so far, by `domain` (floodgate_policy_decisions_total, shadow or not). */
+async function decisionsByTier(registry: Registry): Promise<Map<string, Record<string, number>>> {
+  const out = new Map<string, Record<string, number>>();
+  const metric = registry.getSingleMetric('floodgate_policy_decisions_total');
+  if (metric === undefined) return out;
+  for (const v of (await metric.get()).values) {
+    const domain = String(v.labels['domain']);
+    const tiers = out.get(domain) ?? Object.fromEntries(TIERS.map((t) => [t, 0]));
+    tiers[String(v.labels['tier'])] = (tiers[String(v.labels['tier'])] ?? 0) + v.value;
+    out.set(domain, tiers);
+  }
+  return out;
+}
+
+function policyState(policy: PolicyConfig, decisions: Map<string, Record<string, number>>) {
+  const t = policy.thresholds;
+  return {
+    domain: policy.domain,
+    client: policy.client,
+    thresholds: `elevated ${t.elevated}, suspicious ${t.suspicious}, blocked ${t.blocked}`,
+    shadowMode: policy.shadowMode,
+    decisions: decisions.get(policy.domain) ?? Object.fromEntries(TIERS.map((tier) => [tier, 0])),
+  };
+}
+
+/** The page's data: domains, rules with live totals, policies, backend health, breakers, loads. */
 export async function debugState(sources: DebugPageSources): Promise<unknown> {
   const rules = sources.rules();
   const values = await counterValues(sources.registry);
+  const decisions = await decisionsByTier(sources.registry);
   const domains = [...(rules?.rulesByDomain ?? new Map<string, readonly RateLimitRule[]>())]
     .sort(([a], [b]) => (a < b ? -1 : 1))
     .map(([domain, list]) => ({
@@ -79,6 +108,8 @@ export async function debugState(sources: DebugPageSources): Promise<unknown> {
     backend: { type: sources.backendType, healthy: sources.backendHealthy() },
     breakers: sources.breakers(),
     lastLoad: sources.lastLoad() ?? null,
+    lastLoadError: sources.lastLoadError() ?? null,
+    policies: (rules?.policies ?? []).map((p) => policyState(p, decisions)),
     domains,
   };
 }
@@ -115,7 +146,9 @@ const PAGE = `<!doctype html>
 <p id="status">loading…</p>
 <h2>Backend</h2>
 <p>type <span id="backend-type"></span>, <span id="backend-health"></span>, service <span id="serving"></span>, rules loaded <span id="last-load"></span></p>
+<p>last failed reload: <span id="last-load-error"></span></p>
 <table id="breakers"><thead><tr><th>Redis node</th><th>circuit</th></tr></thead><tbody></tbody></table>
+<div id="policies"></div>
 <div id="domains"></div>
 <script>
 "use strict";
@@ -138,6 +171,10 @@ function render(state) {
   health.className = state.backend.healthy ? "good" : "bad";
   document.getElementById("serving").textContent = state.serving ? "SERVING" : "NOT_SERVING";
   document.getElementById("last-load").textContent = state.lastLoad ? new Date(state.lastLoad * 1000).toISOString() : "never";
+  const loadError = document.getElementById("last-load-error");
+  loadError.textContent = state.lastLoadError ? new Date(state.lastLoadError.at * 1000).toISOString() + ": " + state.lastLoadError.message : "none";
+  loadError.className = state.lastLoadError ? "bad" : "";
+  renderPolicies(state.policies);
   const breakers = document.querySelector("#breakers tbody");
   breakers.replaceChildren(...(state.breakers.length ? state.breakers.map((b) => row([el("td", b.node), el("td", b.open ? "OPEN" : "closed", b.open ? "bad" : "good")])) : [row([el("td", "no Redis node called yet"), el("td", "")])]));
   const domains = document.getElementById("domains");
@@ -157,6 +194,19 @@ function render(state) {
   });
   domains.replaceChildren(...sections);
   document.getElementById("status").textContent = "updated " + state.generatedAt + ", every " + REFRESH_MS / 1000 + " s";
+}
+function renderPolicies(policies) {
+  const box = document.getElementById("policies");
+  if (!policies.length) return box.replaceChildren();
+  const table = document.createElement("table");
+  table.appendChild(row(["domain", "client", "thresholds", "normal", "elevated", "suspicious", "blocked"].map((h) => el("th", h))));
+  for (const p of policies) {
+    const tr = row([el("td", p.domain + (p.shadowMode ? " (shadow)" : "")), el("td", p.client), el("td", p.thresholds),
+      ...["normal", "elevated", "suspicious", "blocked"].map((t) => el("td", p.decisions[t] ?? 0, "n"))]);
+    tr.dataset.policy = p.domain;
+    table.appendChild(tr);
+  }
+  box.replaceChildren(el("h2", "Policies (decisions per tier)"), table);
 }
 async function refresh() {
   try {

@@ -5,7 +5,6 @@ import { requestFromWire } from '../rls/convert';
 import type { HealthState } from '../health';
 import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { readBody, type Route } from './http-listener';
-import { loopbackOnly } from './loopback-only';
 import { responseToJson, wireRequestFromJson } from './json-codec';
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -44,14 +43,20 @@ export interface JsonRouteOptions {
   readonly maxBodyBytes: number;
   /** GRPC_CLIENT_TLS_CACERT is set: gRPC callers must show a client certificate. */
   readonly grpcRequiresClientCerts: boolean;
+  /** HTTP_JSON_WITHOUT_CLIENT_CERT: serve /json anyway, to any client, while gRPC requires certificates. */
+  readonly withoutClientCert: boolean;
 }
+
+const JSON_OFF_UNDER_MTLS =
+  '/json is off while gRPC requires client certificates (GRPC_CLIENT_TLS_CACERT); HTTP_JSON_WITHOUT_CLIENT_CERT=true turns it on for every client';
 
 /**
  * `/json` as the settings ask. It answers the same calls as gRPC: while gRPC requires client
- * certificates, it answers peers on this host only, so the HTTP port is not a way around mTLS.
+ * certificates it is off (403), so the HTTP port is no way around them, unless the operator
+ * turns it on. A peer's address proves nothing: a same-pod proxy (Istio's sidecar connects from
+ * 127.0.0.6) forwards any remote client from loopback.
  */
 export function jsonRouteFor(options: JsonRouteOptions, service: RateLimitHandler): Route {
-  const route = jsonRoute(service, options.defaultDeadlineMs, options.maxBodyBytes);
-  if (!options.grpcRequiresClientCerts) return route;
-  return loopbackOnly(route, '/json answers loopback clients only while gRPC requires client certificates (GRPC_CLIENT_TLS_CACERT)');
+  if (options.grpcRequiresClientCerts && !options.withoutClientCert) return (_req, res) => sendJson(res, 403, { error: JSON_OFF_UNDER_MTLS });
+  return jsonRoute(service, options.defaultDeadlineMs, options.maxBodyBytes);
 }

@@ -20,8 +20,10 @@ export interface LimiterSettings {
   readonly cacheKeyPrefix: string;
   readonly backendFailureMode: FailureMode;
   readonly localCacheSizeInBytes: number;
-  /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most. */
-  readonly memoryMaxCounters: number;
+  /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most; undefined = no bound but the bytes. */
+  readonly memoryMaxCounters: number | undefined;
+  /** MEMORY_MAX_BYTES: the memory those counters may take (see memory/counter-table.ts COUNTER_BYTES). */
+  readonly memoryMaxBytes: number;
 }
 
 export interface LimiterDeps {
@@ -71,7 +73,11 @@ function reportConnections(client: RedisClient, pool: RedisPool, metrics: Servic
  */
 export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Limiter {
   const memoryLimiter = (): MemoryLimiter =>
-    new MemoryLimiter({ maxCounters: settings.memoryMaxCounters, onEvict: (count) => deps.metrics.memoryCountersEvicted(count) });
+    new MemoryLimiter({
+      ...(settings.memoryMaxCounters === undefined ? {} : { maxCounters: settings.memoryMaxCounters }),
+      maxBytes: settings.memoryMaxBytes,
+      onEvict: (count) => deps.metrics.memoryCountersEvicted(count),
+    });
   if (settings.backendType === 'memory' || settings.redis === undefined) return memoryLimiter();
   const client = createRedisClient(settings.redis);
   logConnectionErrors(client, 'redis', deps.logger);

@@ -179,7 +179,7 @@ export class PrometheusMetrics implements ServiceMetrics {
     });
     this.countersEvicted = new Counter({
       name: 'floodgate_memory_counters_evicted_total',
-      help: 'Memory-backend counters dropped (least recently used) to stay within MEMORY_MAX_COUNTERS',
+      help: 'Memory-backend counters dropped (least recently used) to stay within MEMORY_MAX_BYTES and MEMORY_MAX_COUNTERS',
       registers: reg,
     });
     if (options.collectDefault) collectDefaultMetrics({ register: this.registry });

@@ -46,6 +46,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 10}
   - key: zero
     rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: log
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: sliding_log}
 `;
 
 export type Scale = 'short' | 'full';
@@ -65,6 +67,13 @@ export interface AttackContext {
   note(name: string, value: string | number): void;
 }
 
+/** What an attack starts before the server (a management server), and how to stop it. */
+export interface AttackSetup {
+  /** Extra environment of the server. */
+  readonly env: Record<string, string>;
+  teardown(): Promise<void>;
+}
+
 export interface Attack {
   readonly name: string;
   /** Extra environment of the server (may start something the server talks to first). */
@@ -74,6 +83,8 @@ export interface Attack {
   readonly needsRedis?: boolean;
   /** Rule files of its own beside ABUSE_RULES and PROBE_RULES (name → text). */
   readonly rules?: Record<string, string>;
+  /** Started before the server, stopped after it (its environment added to the server's). */
+  setup?(): Promise<AttackSetup>;
   run(ctx: AttackContext): Promise<void>;
 }
 
@@ -185,10 +196,19 @@ export async function runAttack(attack: Attack, scale: Scale, redisUrl?: string)
 
 async function runAttackOnce(attack: Attack, scale: Scale, redisUrl?: string): Promise<AttackReport> {
   const metricsPort = await freePort();
+  const setup = await attack.setup?.();
   const server = await spawnServer(
     { 'probe.yaml': PROBE_RULES, 'abuse.yaml': ABUSE_RULES, ...attack.rules },
-    { USE_PROMETHEUS: 'true', PROMETHEUS_ADDR: `127.0.0.1:${metricsPort}`, ...((await attack.env?.(redisUrl ? { redisUrl } : {})) ?? {}) },
-  );
+    {
+      USE_PROMETHEUS: 'true',
+      PROMETHEUS_ADDR: `127.0.0.1:${metricsPort}`,
+      ...((await attack.env?.(redisUrl ? { redisUrl } : {})) ?? {}),
+      ...setup?.env,
+    },
+  ).catch(async (err: unknown) => {
+    await setup?.teardown();
+    throw err;
+  });
   const pid = server.proc.pid as number;
   const answers: Record<string, number> = {};
   const notes: Record<string, string | number> = {};
@@ -238,6 +258,7 @@ async function runAttackOnce(attack: Attack, scale: Scale, redisUrl?: string): P
   const survived = server.proc.exitCode === null && server.proc.signalCode === null;
   if (!survived) error ??= `server exited: ${server.output().slice(-500)}`;
   server.cleanup();
+  await setup?.teardown();
   return {
     name: attack.name,
     peakRssMb,

@@ -2,13 +2,16 @@
 // `npm test` runs (test/e2e/abuse-short.test.ts); `full` is `npm run abuse`.
 import * as grpc from '@grpc/grpc-js';
 import { randomBytes } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createSocket } from 'node:dgram';
 import { request, Agent } from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { projectRoot } from '../../src/paths';
+import { parseInfo, respCommand } from '../harness/resp-client';
 import type { Attack, AttackContext } from './abuse-harness';
+import { partialCalls, rapidReset } from './http2-attacks';
+import { XDS_ATTACKS } from './xds-attacks';
 
 const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 
@@ -219,6 +222,80 @@ const overLimitCache: Attack = {
   },
 };
 
+const impatientCallers: Attack = {
+  name: 'redis breaker: callers with 1-3 ms deadlines',
+  // Issue 18, finding 1: a caller's own deadline counted as a Redis failure, and three in a row
+  // opened the breaker that every caller shares; the probe (2 s deadline) then failed with
+  // UNAVAILABLE. The probe's failures are what this attack measures.
+  needsRedis: true,
+  env: ({ redisUrl }) => ({ REDIS_URL: redisUrl as string }),
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const until = Date.now() + n(ctx, 3000, 15_000);
+    let sent = 0;
+    await pool(16, 16, async () => {
+      while (Date.now() < until && sent < 1_000_000) {
+        const i = sent++;
+        ctx.answer(await rawCall(client, encodeRequest('abuse', [{ entries: [['user', `impatient-${i % 1000}`]] }]), 1 + (i % 3)));
+      }
+    });
+    client.close();
+  },
+};
+
+/** Redis' used_memory, in MB, at `redisUrl` (host:port). */
+async function redisUsedMb(redisUrl: string): Promise<number> {
+  const [host, port] = redisUrl.split(':');
+  const info = parseInfo(await respCommand(host as string, Number(port), ['INFO', 'memory']));
+  return Number(info.get('used_memory') ?? NaN) / 1e6;
+}
+
+/** One sliding_log attack: requests of 64 fresh descriptors, each with hits_addend 1,000. */
+function slidingLogFlood(backend: 'redis' | 'memory'): Attack {
+  let redisUrl: string | undefined;
+  return {
+    name: `sliding_log on ${backend}: 64 descriptors x hits_addend 1000`,
+    // Issue 18, finding 2: one sorted-set entry per hit took Redis to 778 MB (96 requests) and
+    // the memory backend to 648 MB of RSS (800 requests); now one entry per call.
+    needsRedis: backend === 'redis',
+    env: (r): Record<string, string> => {
+      redisUrl = r.redisUrl;
+      return backend === 'redis' ? { REDIS_URL: r.redisUrl as string } : {};
+    },
+    async run(ctx) {
+      const client = grpcClient(ctx);
+      const stamp = Date.now();
+      const before = redisUrl !== undefined && backend === 'redis' ? await redisUsedMb(redisUrl) : 0;
+      await pool(n(ctx, 24, backend === 'redis' ? 96 : 800), 4, async (i) => {
+        const descriptors: Descriptor[] = Array.from({ length: 64 }, (_, j) => ({ entries: [['log', `${stamp}-${i}-${j}`]] }));
+        ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors, 1000)));
+      });
+      client.close();
+      requireOnly(ctx, 'OK');
+      if (redisUrl !== undefined && backend === 'redis')
+        ctx.note('redisUsedMb', `${before.toFixed(1)}->${(await redisUsedMb(redisUrl)).toFixed(1)}`);
+    },
+  };
+}
+
+const memoryManyCounters: Attack = {
+  name: 'memory backend: ever-new ordinary keys, default caps',
+  // Issue 18, finding 15: 2.4 KB per counter took RSS to 407 MB at the old default cap of
+  // 100,000 counters (the shipped pod has 256 Mi). Counters are now ~200 B and bounded by
+  // MEMORY_MAX_BYTES (64 MiB): this attack makes more counters than fit.
+  async run(ctx) {
+    const client = grpcClient(ctx);
+    const stamp = Date.now();
+    await pool(n(ctx, 300, 8000), 8, async (i) => {
+      const descriptors: Descriptor[] = Array.from({ length: 64 }, (_, j) => ({ entries: [['user', `${stamp}-${i}-${j}`]] }));
+      ctx.answer(await rawCall(client, encodeRequest('abuse', descriptors)));
+    });
+    client.close();
+    requireOnly(ctx, 'OK');
+    ctx.note('evicted', metricValue(await ctx.scrape(), 'floodgate_memory_counters_evicted_total'));
+  },
+};
+
 /** Opens `count` sockets with `start`, holds them `holdMs`, and counts how many the server closed. */
 async function holdSockets(
   ctx: AttackContext,
@@ -343,6 +420,62 @@ const yamlAliases: Attack = {
       await reloadWith(ctx, 'aliases.yaml', aliasFile(16_000 + i));
       await restoreRules(ctx, 'aliases.yaml');
     }
+  },
+};
+
+/** A rule file of 510 KB (under the 512 KiB limit): some 5,000 descriptors. */
+export function largeRuleFile(bytes = 510 * 1024): string {
+  let text = 'domain: large\ndescriptors:\n';
+  for (let i = 0; text.length < bytes; i++) {
+    text += `  - key: path\n    value: /api/v1/resource-${i}\n    rate_limit: {unit: minute, requests_per_unit: ${(i % 1000) + 1}}\n`;
+  }
+  return text;
+}
+
+/**
+ * Issue 18, finding 4 (its last line): a 510 KB rule file took 1.1 s to parse, all of it on the
+ * event loop. It is parsed in a worker thread now; the loop keeps answering.
+ */
+const largeRules: Attack = {
+  name: 'reload: a 510 KB rule file',
+  async run(ctx) {
+    const text = largeRuleFile();
+    ctx.note('file', `${(text.length / 1024).toFixed(0)} KB`);
+    for (let i = 0; i < n(ctx, 1, 3); i++) {
+      const before = metricValue(await ctx.scrape(), 'ratelimit_service_config_load_success');
+      writeFileSync(join(ctx.server.rulesDir, 'large.yaml'), text);
+      const after = await metricChange(ctx, 'ratelimit_service_config_load_success', before, 20_000);
+      ctx.answer(after > before ? 'load_success' : 'not_loaded');
+      await restoreRules(ctx, 'large.yaml');
+    }
+    requireOnly(ctx, 'load_success');
+  },
+};
+
+const FAKE_SECRET = 'hunter2-fake-secret-of-the-abuse-suite';
+
+/**
+ * Issue 18, finding 12: a rule file that is a symlink to /proc/self/environ (read by the server,
+ * so its own environment, here with a fake secret in it). The load error must quote at most a
+ * short, escaped excerpt: the secret never reaches the log.
+ */
+const environRules: Attack = {
+  name: 'reload: rule file linked to /proc/self/environ',
+  env: () => ({ FLOODGATE_ABUSE_FAKE_SECRET: FAKE_SECRET }),
+  async run(ctx) {
+    for (let i = 0; i < n(ctx, 1, 3); i++) {
+      const before = metricValue(await ctx.scrape(), 'ratelimit_service_config_load_error');
+      symlinkSync('/proc/self/environ', join(ctx.server.rulesDir, 'environ.yaml'));
+      ctx.answer('load_error', (await metricChange(ctx, 'ratelimit_service_config_load_error', before, 5000)) - before);
+      await restoreRules(ctx, 'environ.yaml');
+    }
+    const line =
+      ctx.server
+        .output()
+        .split('\n')
+        .find((l) => l.includes('environ.yaml')) ?? '';
+    ctx.note('logged line', `${line.length} characters`);
+    if (ctx.server.output().includes(FAKE_SECRET)) throw new Error('the fake secret of the environment reached the log');
   },
 };
 
@@ -734,6 +867,46 @@ function statsdNames(protocol: 'tcp' | 'udp'): Attack {
   };
 }
 
+const unfinishedGrpc: Attack = {
+  name: 'grpc: unfinished calls (raw HTTP/2)',
+  // Issue 18, finding 3: each stream sends 65,000 of a declared 65,530 bytes and never ends.
+  // GRPC_MAX_CONCURRENT_STREAMS caps the streams (the client opens no more than SETTINGS allow);
+  // GRPC_MAX_REQUEST_RECEIVE_TIME (10 s) resets them.
+  async run(ctx) {
+    const result = await partialCalls({
+      port: ctx.server.grpcPort,
+      connections: n(ctx, 2, 6),
+      streamsPerConnection: n(ctx, 100, 1000),
+      declaredBytes: 65_530,
+      sentBytes: 65_000,
+      holdMs: n(ctx, 2000, 12_000),
+    });
+    ctx.answer('opened', result.opened);
+    ctx.answer('closedByServer', result.closedByServer);
+    ctx.note('maxConcurrentStreams', result.maxConcurrentStreams ?? 'unknown');
+    if (ctx.scale === 'full') ctx.note('lastClosedAfterMs', result.lastCloseMs);
+  },
+};
+
+const rapidResetGrpc: Attack = {
+  name: 'grpc: rapid reset, reconnecting (raw HTTP/2)',
+  // Issue 18, finding 10: complete calls reset at once, on one connection after another;
+  // each connection is closed after GRPC_MAX_RESET_BURST resets (plus 20 a second).
+  async run(ctx) {
+    const request = encodeRequest('probe', [{ entries: [['k', 'reset']] }]);
+    const until = Date.now() + n(ctx, 3000, 15_000);
+    let worst = 0;
+    while (Date.now() < until) {
+      const r = await rapidReset({ port: ctx.server.grpcPort, calls: 5000, request, timeoutMs: Math.max(100, until - Date.now()) });
+      ctx.answer('connections');
+      ctx.answer('resets', r.resets);
+      if (r.closedByServer) ctx.answer('closedByServer');
+      if (r.goawayLastStreamId !== undefined) worst = Math.max(worst, (r.goawayLastStreamId + 1) / 2);
+    }
+    ctx.note('mostCallsOnOneConnection', worst);
+  },
+};
+
 /** Every attack of issue 8, in the order they are run. */
 export const ATTACKS: readonly Attack[] = [
   emptyDescriptors,
@@ -741,10 +914,16 @@ export const ATTACKS: readonly Attack[] = [
   overrides,
   memoryFlood,
   overLimitCache,
+  impatientCallers,
+  slidingLogFlood('redis'),
+  slidingLogFlood('memory'),
+  memoryManyCounters,
   slowHttp,
   idleGrpc,
   wildcard,
   yamlAliases,
+  environRules,
+  largeRules,
   randomGrpc,
   mutatedGrpc,
   randomJsonBodies,
@@ -754,4 +933,7 @@ export const ATTACKS: readonly Attack[] = [
   mappedMetrics,
   statsdNames('tcp'),
   statsdNames('udp'),
+  unfinishedGrpc,
+  rapidResetGrpc,
+  ...XDS_ATTACKS,
 ];

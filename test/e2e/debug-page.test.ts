@@ -75,3 +75,53 @@ test('the page lists domains and rules and its counts follow requests live', asy
   );
   expect(tenant.shadow).toBe('1');
 });
+
+// Issue 19: a newcomer met a debug page that showed neither why a reload failed nor the policy.
+test('the page shows the last reload error and each policy with its tiers and decisions', async () => {
+  const policyApp = await startTestApp({
+    'login.yaml': `domain: login
+policy:
+  client: remote_address
+  window_seconds: 60
+  weights: { requests: 1, repeats: 0, routes: 0, denials: 0 }
+  thresholds: { elevated: 2, suspicious: 4, blocked: 6 }
+  limit_percent: { elevated: 50, suspicious: 10 }
+  blocked_seconds: 30
+  quiet_seconds: 30
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 100 }
+`,
+  });
+  const own = await launchChromium();
+  try {
+    for (let i = 0; i < 3; i++) await policyApp.client.shouldRateLimit(oneDescriptor('login', { remote_address: '10.0.0.9' }));
+    policyApp.writeRule('broken.yaml', 'domain: broken\ndescriptors:\n  - key: k\n    rate_limit: { unit: fortnight, requests_per_unit: 1 }\n');
+    const page = await own.open(`${policyApp.debugUrl}/`);
+    const error = await waitUntil(
+      'the reload error on the page',
+      () =>
+        page.evaluate<string>(`document.getElementById('last-load-error').textContent`).then((t) => (t.includes('fortnight') ? t : undefined)),
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
+    expect(error).toMatch(/broken\.yaml: invalid rate limit unit 'fortnight'/);
+    const row = await waitUntil(
+      'the policy row',
+      () =>
+        page
+          .evaluate<string[] | null>(
+            `(() => { const tr = document.querySelector('tr[data-policy="login"]'); return tr && [...tr.children].map((c) => c.textContent); })()`,
+          )
+          .then((r) => r ?? undefined),
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
+    // domain, client, thresholds, then the decisions per tier so far: 3 calls weighing 1 each,
+    // the first normal, the second and third at score 2 and 3, elevated.
+    expect(row).toEqual(['login', 'remote_address', 'elevated 2, suspicious 4, blocked 6', '1', '2', '0', '0']);
+  } finally {
+    // Its own browser, closed first: the page polls on a kept-alive connection, which would
+    // hold the server's close.
+    await own.close();
+    await policyApp.stop();
+  }
+});

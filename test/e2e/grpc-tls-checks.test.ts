@@ -1,6 +1,7 @@
 // Issue 8, findings 6, 9 and 12: the SAN check compares type and value, a bad certificate reload
 // keeps the last good pair (and says so), and /json is not a way around gRPC mTLS.
 import * as net from 'node:net';
+import { request as httpRequest } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -154,15 +155,37 @@ describe('a bad certificate reload keeps the last good pair (finding 9)', () => 
   });
 });
 
-describe('/json while gRPC requires client certificates (finding 6)', () => {
-  test('is served to loopback clients (the only ones it answers then); /healthcheck stays open', async () => {
-    const t = await startMtls(dir, { GRPC_CLIENT_TLS_SAN: SAN });
-    const res = await fetch(`${t.httpUrl}/json`, {
-      method: 'POST',
-      body: JSON.stringify({ domain: 't', descriptors: [{ entries: [{ key: 'k', value: 'j' }] }] }),
+/** POST /json from `localAddress`: 127.0.0.6 is where Istio's sidecar connects from, for any remote client. */
+function postJsonFrom(port: number, localAddress: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path: '/json', method: 'POST', localAddress, timeout: 5000 }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
     });
-    expect(res.status).toBe(200);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(JSON.stringify({ domain: 't', descriptors: [{ entries: [{ key: 'k', value: 'j' }] }] }));
+  });
+}
+
+describe('/json while gRPC requires client certificates (issue 8 finding 6, issue 18 finding 13)', () => {
+  // A same-pod proxy (Istio's sidecar, from 127.0.0.6) passed the old loopback check for any
+  // remote client: loopback is not identity, so /json is off unless the operator turns it on.
+  test('is refused (403) even from loopback, by default; /healthcheck stays open', async () => {
+    const t = await startMtls(dir, { GRPC_CLIENT_TLS_SAN: SAN });
+    for (const from of ['127.0.0.6', '127.0.0.1']) {
+      const res = await postJsonFrom(t.app.httpPort, from);
+      console.log(`/json from ${from} under mTLS: ${res.status} ${res.body.trim()}`);
+      expect(res.status).toBe(403);
+      expect(res.body).toContain('HTTP_JSON_WITHOUT_CLIENT_CERT');
+    }
     expect((await fetch(`${t.httpUrl}/healthcheck`)).status).toBe(200);
+  });
+
+  test('HTTP_JSON_WITHOUT_CLIENT_CERT=true turns it on, for every client', async () => {
+    const t = await startMtls(dir, { GRPC_CLIENT_TLS_SAN: SAN, HTTP_JSON_WITHOUT_CLIENT_CERT: 'true' });
+    expect((await postJsonFrom(t.app.httpPort, '127.0.0.6')).status).toBe(200);
   });
 });
 

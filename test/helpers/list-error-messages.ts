@@ -18,7 +18,7 @@ export const LIST_ERRORS: readonly (readonly [string, string])[] = [
   ['rate_limits_not_a_list', 'error loading config file: yaml: unmarshal errors:\n  line 5: cannot unmarshal !!map into []config.YamlRateLimit'],
   [
     'over_bound_in_list',
-    "rate_limits entry 2 of 'api.api_key': rate limit 'api.api_key': sliding_log allows at most 1000 requests_per_unit (one stored entry per hit), got 1001",
+    "rate_limits entry 2 of 'api.api_key': rate limit 'api.api_key': sliding_log allows at most 1000 requests_per_unit (one stored entry per admitted call), got 1001",
   ],
   ['replaces_own_list_name', "rate_limits entry 2 of 'api.api_key': replaces should not contain name of same descriptor"],
 ];

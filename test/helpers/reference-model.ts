@@ -14,7 +14,9 @@ import type { LimitResult } from '../../src/limiter/limiter';
  *   except fixed_window, which judges each occurrence on its own like the reference); when none
  *   is denied all are charged in order, else only the denied fixed_window checks are charged;
  *   a check that is not charged reports its counter as it stands (used = the count without its
- *   hits), as the reference reports a held-back key (the result of INCRBY 0);
+ *   hits), as the reference reports a held-back key (the result of INCRBY 0); a held-back
+ *   fixed_window check does so after the charges of the checks before it in the call, and is
+ *   denied when that count is over its limit (the reference's one pipeline, in order);
  * - which state is kept, and until when (a state is gone once the clock has reached its
  *   expiry, for good): fixed_window and sliding_window keep the latest window written and the
  *   one before, until the window after the latest ends; a bucket keeps its debt until it would
@@ -267,15 +269,22 @@ export class ReferenceModel {
     if (!stop) return checks.map(charge);
     const looked = this.lookAt(checks, now);
     if (looked.every((r) => r.allowed)) return checks.map(charge);
-    return looked.map((r, i) => (!r.allowed && checks[i]!.algorithm === 'fixed_window' ? charge(checks[i]!) : r));
+    // In order, as the reference's one pipeline of INCRBY (hits or 0): a held-back fixed_window
+    // check reports its counter as the charges before it left it, judged without its own hits.
+    return looked.map((r, i) => {
+      const c = checks[i]!;
+      if (c.algorithm !== 'fixed_window') return r;
+      return r.allowed ? judge(this.states.get(c.key), { ...c, hits: 0 }, now, 0, false).result : charge(c);
+    });
   }
 
   /**
    * A call whose units are single checks (a unit of one) or `rate_limits` lists (two or more),
    * results flat in unit order. Without STOP each unit in turn: a single check is charged, a
    * list is looked at and charged only when every check of it admits. With STOP everything is
-   * looked at first; when all admit all are charged, else only denied single fixed_window
-   * checks are (never a list).
+   * looked at first; when all admit all are charged, else a single fixed_window check is
+   * charged when denied and, held back, reports its counter as the charges before it left it
+   * (as `call`); a list is never charged, its checks report their look.
    */
   callUnits(units: readonly (readonly ModelCheck[])[], now: number, stop: boolean): ModelResult[] {
     this.expire(now);
@@ -295,16 +304,29 @@ export class ReferenceModel {
     const looked = this.lookAt(all, now);
     if (looked.every((r) => r.allowed)) return all.map(charge);
     const single = units.flatMap((unit) => unit.map(() => unit.length === 1));
-    return looked.map((r, i) => (!r.allowed && single[i] && all[i]!.algorithm === 'fixed_window' ? charge(all[i]!) : r));
+    return looked.map((r, i) => {
+      const c = all[i]!;
+      if (!single[i] || c.algorithm !== 'fixed_window') return r;
+      return r.allowed ? judge(this.states.get(c.key), { ...c, hits: 0 }, now, 0, false).result : charge(c);
+    });
   }
 
-  /**
-   * Judges every check with its hits and charges none (a STOP request held back because another
-   * of its counters is already known to be over): each reports its counter as it stands.
-   */
+  /** Judges every check with its hits and charges none: each reports its counter as it stands. */
   look(checks: readonly ModelCheck[], now: number): ModelResult[] {
     this.expire(now);
     return this.lookAt(checks, now);
+  }
+
+  /**
+   * A STOP request held back because another of its counters is already known to be over: as
+   * `look`, but a fixed_window check is judged without its hits, as the reference judges a key
+   * it increments by 0.
+   */
+  holdBack(checks: readonly ModelCheck[], now: number): ModelResult[] {
+    return this.look(
+      checks.map((c) => (c.algorithm === 'fixed_window' ? { ...c, hits: 0 } : c)),
+      now,
+    );
   }
 
   /** The look-first pass: a counter that appears twice sees its earlier admitted hits pending. */

@@ -103,7 +103,11 @@ async function spawnWithEnv(env: Record<string, string>, removeFiles: () => void
     const ports = await new Promise<{ grpcPort: number; httpPort: number; debugPort: number }>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 15_000);
       const onData = (): void => {
-        const m = /serving gRPC on [\d.]+:(\d+), HTTP on [\d.]+:(\d+), debug on [\d.]+:(\d+)/.exec(err);
+        // Hosts as the banner joins them: `127.0.0.1:8081`, `[::]:8081`, `localhost:6070`.
+        const m =
+          /serving gRPC on (?:\[[\da-f:.]+\]|[\w.-]+):(\d+), HTTP on (?:\[[\da-f:.]+\]|[\w.-]+):(\d+), debug on (?:\[[\da-f:.]+\]|[\w.-]+):(\d+)/.exec(
+            err,
+          );
         if (m) {
           clearTimeout(timer);
           proc.stderr.off('data', onData);

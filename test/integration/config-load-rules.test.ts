@@ -22,15 +22,33 @@ describe('loadRuleDirectory', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('loads every regular file, sorted by name, skipping subdirectories', async () => {
+  it('loads every regular file, subdirectories included, sorted by relative path (issue 19, finding 4)', async () => {
     await writeFile(join(dir, 'b.yaml'), rule('b', 'k', 2));
     await writeFile(join(dir, 'a.yml'), rule('a', 'k', 1));
     await writeFile(join(dir, 'no-extension'), rule('c', 'k', 3));
-    await mkdir(join(dir, 'sub'));
-    await writeFile(join(dir, 'sub', 'x.yaml'), rule('sub', 'k', 4));
+    await mkdir(join(dir, 'team-b', 'deep'), { recursive: true });
+    await writeFile(join(dir, 'team-b', 'deep', 'y.yaml'), rule('deep', 'k', 4));
+    await mkdir(join(dir, 'team-a'));
+    await writeFile(join(dir, 'team-a', 'x.yaml'), rule('x', 'k', 5));
     const rules = await loadRuleDirectory(dir, OPTIONS);
-    expect(rules.rules.map((r) => r.fullKey)).toEqual(['a.k', 'b.k', 'c.k']);
-    expect(rules.hasDomain('sub')).toBe(false);
+    expect(rules.rules.map((r) => r.fullKey)).toEqual(['a.k', 'b.k', 'c.k', 'x.k', 'deep.k']);
+  });
+
+  it('names a file in a subdirectory by its path relative to the rules directory', async () => {
+    await mkdir(join(dir, 'team-b', 'deep'), { recursive: true });
+    await writeFile(join(dir, 'team-b', 'deep', 'y.yaml'), 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n');
+    await expect(loadRuleDirectory(dir, OPTIONS)).rejects.toThrow(new ConfigError("team-b/deep/y.yaml: invalid rate limit unit 'fortnight'"));
+  });
+
+  it('a ConfigMap read without RUNTIME_IGNOREDOTFILES loads each file once, by its visible name', async () => {
+    // The reference reads both `a.yaml` and `..<timestamp>/a.yaml` and refuses the load as
+    // duplicate domains (test/fixtures/config/rule-trees/reference-loads.json).
+    const stamp = join(dir, '..2026_01_01_00_00_00.000000001');
+    await mkdir(stamp);
+    await writeFile(join(stamp, 'a.yaml'), 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n');
+    await symlink('..2026_01_01_00_00_00.000000001', join(dir, '..data'));
+    await symlink('..data/a.yaml', join(dir, 'a.yaml'));
+    await expect(loadRuleDirectory(dir, OPTIONS)).rejects.toThrow(new ConfigError("a.yaml: invalid rate limit unit 'fortnight'"));
   });
 
   it('an empty directory gives an empty rule set', async () => {
@@ -49,6 +67,27 @@ describe('loadRuleDirectory', () => {
       const rules = await loadRuleDirectory(dir, { mergeDomainConfig: false, ignoreDotFiles });
       expect(rules.rules.map((r) => [r.fullKey, r.requestsPerUnit])).toEqual([['k8s.k', 7]]);
     }
+  });
+
+  it('a ConfigMap in the middle of an update (two timestamp directories) loads the current copy once', async () => {
+    // kubelet writes the new `..<timestamp>` directory, swaps `..data`, then removes the old one.
+    for (const [stamp, limit] of [
+      ['..2026_01_01_00_00_00.000000001', 1],
+      ['..2026_01_02_00_00_00.000000002', 2],
+    ] as const) {
+      await mkdir(join(dir, stamp, 'team-a'), { recursive: true });
+      await writeFile(join(dir, stamp, 'a.yaml'), rule('a', 'k', limit));
+      await writeFile(join(dir, stamp, 'team-a', 'x.yaml'), rule('x', 'k', limit));
+    }
+    await symlink('..2026_01_02_00_00_00.000000002', join(dir, '..data'));
+    await symlink('..data/a.yaml', join(dir, 'a.yaml'));
+    // An item with a path in a subdirectory: its visible name is a link to a directory.
+    await symlink('..data/team-a', join(dir, 'team-a'));
+    const rules = await loadRuleDirectory(dir, OPTIONS);
+    expect(rules.rules.map((r) => [r.fullKey, r.requestsPerUnit])).toEqual([
+      ['x.k', 2],
+      ['a.k', 2],
+    ]);
   });
 
   it('follows a symlinked rule directory', async () => {

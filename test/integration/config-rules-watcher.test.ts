@@ -2,7 +2,8 @@ import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadRuleDirectory } from '../../src/config/load-rule-directory';
+import { loadRuleDirectory, loadRuleTree } from '../../src/config/load-rule-directory';
+import { ruleTreeOf } from '../../src/config/rule-tree';
 import type { RuleSet } from '../../src/config/rule-types';
 import { RulesWatcher, type RulesWatcherOptions } from '../../src/config/rules-watcher';
 import { ConfigError } from '../../src/errors';
@@ -97,6 +98,38 @@ describe('RulesWatcher', () => {
       await within(DEADLINE_MS, () => recorder.limit() === 3, 'fixed file loaded');
       // A broken file is reported once, not on every poll.
       expect(recorder.errors).toHaveLength(1);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it.each([true, false])(
+    'watchRoot=%s: a change in a subdirectory, even a new one, reloads at once (inotify on every walked directory; issue 19, finding 4)',
+    async (watchRoot) => {
+      const root = join(base, 'root');
+      const dir = join(root, 'ratelimit', 'config');
+      await mkdir(join(dir, 'team-a'), { recursive: true });
+      await writeFile(join(dir, 'team-a', 'x.yaml'), ruleText(1));
+      const location = { root, subdirectory: 'ratelimit', appDirectory: 'config', watchRoot };
+      const tree = ruleTreeOf(location);
+      const recorder = new Recorder();
+      recorder.current = await loadRuleTree(tree, { mergeDomainConfig: false, ignoreDotFiles: false });
+      // The poll is out of the picture: only file events can bring a change within the deadline.
+      await startWatcher(recorder, location, {
+        pollIntervalMs: 60_000,
+        load: () => loadRuleTree(tree, { mergeDomainConfig: false, ignoreDotFiles: false }),
+      });
+      expect(recorder.limit()).toBe(1);
+
+      await writeAtomically(join(dir, 'team-a', 'x.yaml'), ruleText(2));
+      await within(DEADLINE_MS, () => recorder.limit() === 2, 'changed file in a subdirectory loaded');
+
+      await mkdir(join(dir, 'team-b', 'deep'), { recursive: true });
+      await writeAtomically(join(dir, 'team-b', 'deep', 'y.yaml'), ruleText(3, 'e'));
+      await within(DEADLINE_MS, () => recorder.limit('e') === 3, 'file in a new subdirectory loaded');
+
+      await writeFile(join(dir, 'team-b', 'deep', 'y.yaml'), ruleText(4, 'e'));
+      await within(DEADLINE_MS, () => recorder.limit('e') === 4, 'in-place write in the new subdirectory loaded');
+      expect(recorder.errors).toEqual([]);
     },
     TEST_TIMEOUT_MS,
   );

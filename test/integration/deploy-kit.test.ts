@@ -10,27 +10,8 @@ import { parse, parseAllDocuments } from 'yaml';
 import { compileRules } from '../../src/config/compile-rules';
 import { parseRuleFile } from '../../src/config/parse-rule-file';
 import { projectRoot } from '../../src/paths';
-import { kustomize, type Manifest } from '../helpers/kustomize-lite';
-
-type Validatable = new (data: Manifest) => { validate(): void };
-
-async function schemaClasses(): Promise<Map<string, Validatable>> {
-  const modules: Record<string, Record<string, unknown>> = {
-    v1: await import('kubernetes-models/v1'),
-    'apps/v1': await import('kubernetes-models/apps/v1'),
-    'batch/v1': await import('kubernetes-models/batch/v1'),
-    'policy/v1': await import('kubernetes-models/policy/v1'),
-    'autoscaling/v2': await import('kubernetes-models/autoscaling/v2'),
-    'networking.k8s.io/v1': await import('kubernetes-models/networking.k8s.io/v1'),
-    'monitoring.coreos.com/v1': await import('@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1'),
-    'networking.istio.io/v1alpha3': await import('@kubernetes-models/istio/networking.istio.io/v1alpha3'),
-  };
-  const out = new Map<string, Validatable>();
-  for (const [apiVersion, mod] of Object.entries(modules)) {
-    for (const [kind, cls] of Object.entries(mod)) if (typeof cls === 'function') out.set(`${apiVersion}/${kind}`, cls as Validatable);
-  }
-  return out;
-}
+import { findOne, loadRecordingReads, schemaClasses, selects, type Manifest } from '../helpers/floodgate-kit-checks';
+import { kustomize } from '../helpers/kustomize-lite';
 
 const K8S = join(projectRoot, 'deploy', 'kubernetes');
 const RENDERED: Record<string, Manifest[]> = {
@@ -42,19 +23,104 @@ const RENDERED: Record<string, Manifest[]> = {
 const GATEWAYS = join(projectRoot, 'deploy', 'gateways');
 const ISTIO = parseAllDocuments(readFileSync(join(GATEWAYS, 'istio-envoyfilter.yaml'), 'utf8')).map((d) => d.toJS() as Manifest);
 
-function find(objects: readonly Manifest[], kind: string, name: string): Manifest {
-  const found = objects.filter((o) => o['kind'] === kind && o['metadata']?.name === name);
-  if (found.length !== 1) throw new Error(`expected one ${kind} ${name}, found ${found.length}`);
-  return found[0] as Manifest;
-}
-
-function selects(selector: Record<string, string>, labels: Record<string, string> | undefined): boolean {
-  return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
-}
+const find = findOne;
 
 function podTemplates(objects: readonly Manifest[]): Manifest[] {
   return objects.filter((o) => ['Deployment', 'StatefulSet', 'Job'].includes(o['kind'])).map((o) => o['spec'].template);
 }
+
+/**
+ * The one JSONPatch `add` the floodgate EnvoyPatchPolicy makes to a Listener, applied as Envoy
+ * Gateway applies it (internal/utils/jsonpatch/patch.go: `jsonPath` located first, `path`
+ * appended to each location, RFC 6902 add, which inserts into an array before the index).
+ * Only the JSONPath form used here is understood: `..<key>[?(@.name=='<name>')]`.
+ */
+function applyListenerAdd(listener: Manifest, operation: Manifest): Manifest {
+  const doc = structuredClone(listener);
+  const pointers: string[] = [];
+  if (operation['jsonPath'] !== undefined) {
+    const m = /^\.\.(\w+)\[\?\(@\.name\s*==\s*'([^']+)'\)\]$/.exec(operation['jsonPath'] as string);
+    if (!m) throw new Error(`jsonPath ${operation['jsonPath']} is not understood by this test`);
+    const [, key, name] = m as unknown as [string, string, string];
+    const walk = (node: unknown, at: string): void => {
+      if (Array.isArray(node)) node.forEach((v, i) => walk(v, `${at}/${i}`));
+      else if (node !== null && typeof node === 'object') {
+        for (const [k, v] of Object.entries(node)) {
+          if (k === key && Array.isArray(v)) v.forEach((f: Manifest, i) => f?.['name'] === name && pointers.push(`${at}/${k}/${i}`));
+          walk(v, `${at}/${k}`);
+        }
+      }
+    };
+    walk(doc, '');
+    if (pointers.length === 0) throw new Error(`jsonPath ${operation['jsonPath']} finds nothing (Envoy Gateway refuses such a patch)`);
+  } else {
+    pointers.push(operation['path'] as string);
+  }
+  expect(operation['op']).toBe('add');
+  for (const pointer of pointers.map((p) => (operation['jsonPath'] !== undefined && operation['path'] ? `${p}/${operation['path']}` : p))) {
+    const parts = pointer.split('/').slice(1);
+    const last = parts.pop() as string;
+    const parent = parts.reduce<any>((node, part) => node[Array.isArray(node) ? Number(part) : part], doc);
+    if (Array.isArray(parent)) parent.splice(last === '-' ? parent.length : Number(last), 0, structuredClone(operation['value']));
+    else parent[last] = structuredClone(operation['value']);
+  }
+  return doc;
+}
+
+/** The HTTP filters of a Gateway listener as Envoy Gateway generates it with authentication on (JWT, external auth). */
+const EG_LISTENER: Manifest = {
+  name: 'default/eg/http',
+  default_filter_chain: {
+    filters: [
+      {
+        name: 'envoy.filters.network.http_connection_manager',
+        typed_config: {
+          '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
+          http_filters: [
+            { name: 'envoy.filters.http.cors' },
+            { name: 'envoy.filters.http.jwt_authn' },
+            { name: 'envoy.filters.http.ext_authz' },
+            { name: 'envoy.filters.http.router' },
+          ],
+        },
+      },
+    ],
+  },
+};
+
+/**
+ * The environment of the rate-limit Deployment Envoy Gateway generates (recorded from
+ * envoyproxy/gateway internal/infrastructure/kubernetes/ratelimit/testdata/deployments/default.yaml
+ * at d32f2829, v1.9 line; REDIS_URL is the value of rateLimit.backend.redis.url). Swapping the
+ * image leaves all of it in place.
+ */
+const ENVOY_GATEWAY_RATELIMIT_ENV: Record<string, string> = {
+  RUNTIME_ROOT: '/data',
+  RUNTIME_SUBDIRECTORY: 'ratelimit',
+  RUNTIME_IGNOREDOTFILES: 'true',
+  RUNTIME_WATCH_ROOT: 'false',
+  LOG_LEVEL: 'info',
+  USE_STATSD: 'false',
+  CONFIG_TYPE: 'GRPC_XDS_SOTW',
+  CONFIG_GRPC_XDS_SERVER_URL: 'envoy-gateway:18001',
+  CONFIG_GRPC_XDS_NODE_ID: 'envoy-ratelimit',
+  GRPC_SERVER_USE_TLS: 'true',
+  GRPC_SERVER_TLS_CERT: '/certs/tls.crt',
+  GRPC_SERVER_TLS_KEY: '/certs/tls.key',
+  GRPC_SERVER_TLS_CA_CERT: '/certs/ca.crt',
+  CONFIG_GRPC_XDS_SERVER_USE_TLS: 'true',
+  CONFIG_GRPC_XDS_CLIENT_TLS_CERT: '/certs/tls.crt',
+  CONFIG_GRPC_XDS_CLIENT_TLS_KEY: '/certs/tls.key',
+  CONFIG_GRPC_XDS_SERVER_TLS_CACERT: '/certs/ca.crt',
+  FORCE_START_WITHOUT_INITIAL_CONFIG: 'true',
+  REDIS_SOCKET_TYPE: 'tcp',
+  REDIS_URL: 'redis.redis-system.svc.cluster.local:6379',
+  USE_PROMETHEUS: 'true',
+  PROMETHEUS_ADDR: ':19001',
+  PROMETHEUS_MAPPER_YAML: '/etc/statsd-exporter/conf.yaml',
+};
+/** api/v1alpha1/shared_types.go, KubernetesContainerSpec.Image: the CEL rule Envoy Gateway validates an image with. */
+const ENVOY_GATEWAY_IMAGE_RULE = /^[a-zA-Z0-9._-]+(:[0-9]+)?(\/[a-zA-Z0-9._/-]+)?(:[a-zA-Z0-9._-]+)?(@sha256:[a-z0-9]+)?$/;
 
 describe('schemas (kubernetes-models, offline)', () => {
   const all = [
@@ -222,5 +288,46 @@ describe('gateways', () => {
     const filter = patches.find((p) => p['type'].endsWith('Listener'))!['operation'].value;
     expect(filter.typed_config.domain).toBe('edge');
     expect(filter.typed_config.rate_limit_service.grpc_service.envoy_grpc.cluster_name).toBe(cluster.name);
+  });
+
+  it('Envoy Gateway swap: the EnvoyGateway values set the rate-limit image and Redis, and floodgate accepts the environment Envoy Gateway generates', () => {
+    const values = parse(readFileSync(join(GATEWAYS, 'envoy-gateway-values.yaml'), 'utf8')) as Manifest;
+    const eg = values['config'].envoyGateway;
+    expect(eg.rateLimit.backend.type).toBe('Redis');
+    expect(eg.rateLimit.backend.redis.url).toBe(ENVOY_GATEWAY_RATELIMIT_ENV['REDIS_URL']);
+    expect(eg.provider.type).toBe('Kubernetes');
+    const container = eg.provider.kubernetes.rateLimitDeployment.container;
+    expect(container.image).toMatch(ENVOY_GATEWAY_IMAGE_RULE);
+    expect(container.image).toMatch(/^floodgate:/);
+    // Only the fields KubernetesContainerSpec has (there is no command: /bin/ratelimit stays).
+    for (const key of Object.keys(container))
+      expect(['env', 'resources', 'securityContext', 'image', 'imageRepository', 'volumeMounts']).toContain(key);
+    // Envoy Gateway merges container.env into its own by name.
+    const env = { ...ENVOY_GATEWAY_RATELIMIT_ENV };
+    for (const e of container.env as { name: string; value: string }[]) env[e.name] = e.value;
+    const { settings, reads } = loadRecordingReads(env);
+    // Envoy Gateway also sets GRPC_SERVER_TLS_CA_CERT, which the reference does not read either
+    // (its settings.go has GRPC_CLIENT_TLS_CACERT): neither then asks Envoy for a client certificate.
+    expect(Object.keys(env).filter((n) => !reads.has(n))).toEqual(['GRPC_SERVER_TLS_CA_CERT']);
+    expect(settings.configType).toBe('GRPC_XDS_SOTW');
+    expect(settings.xds).toMatchObject({ serverUrl: 'envoy-gateway:18001', nodeId: 'envoy-ratelimit' });
+    expect(settings.grpcTls).toMatchObject({ cert: '/certs/tls.crt', key: '/certs/tls.key' });
+    expect(settings.prometheusPort).toBe(19001);
+    expect(settings.backendFailureMode).toBe('local');
+    expect(settings.orphanScan?.intervalMs).toBe(600_000);
+  });
+
+  it('Envoy Gateway: the rate limit filter goes after authentication, right before the router (envoy/README.md)', () => {
+    const policy = parse(readFileSync(join(GATEWAYS, 'envoy-gateway-patchpolicy.yaml'), 'utf8')) as Manifest;
+    const listenerPatch = (policy['spec'].jsonPatches as Manifest[]).find((p) => p['type'].endsWith('Listener'))!;
+    const patched = applyListenerAdd(EG_LISTENER, listenerPatch['operation']);
+    const names = (patched['default_filter_chain'].filters[0].typed_config.http_filters as Manifest[]).map((f) => f['name']);
+    expect(names).toEqual([
+      'envoy.filters.http.cors',
+      'envoy.filters.http.jwt_authn',
+      'envoy.filters.http.ext_authz',
+      'envoy.filters.http.ratelimit',
+      'envoy.filters.http.router',
+    ]);
   });
 });

@@ -77,18 +77,33 @@ let samples: Sample[];
 beforeAll(async () => {
   redis = await startStandalone();
   app = await startTestApp(
-    { 'g.yaml': 'domain: g\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n' },
+    {
+      'g.yaml': 'domain: g\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n',
+      // An adaptive policy that moves a client up a tier within a few calls.
+      'p.yaml': [
+        'domain: p',
+        'policy: { client: user, window_seconds: 60, thresholds: { elevated: 2, suspicious: 4, blocked: 8 } }',
+        'descriptors:',
+        '  - key: user',
+        '    rate_limit: { unit: hour, requests_per_unit: 100 }',
+        '',
+      ].join('\n'),
+    },
     { REDIS_URL: redis.url, LOCAL_CACHE_SIZE_IN_BYTES: '100000', ORPHAN_SCAN_INTERVAL: '1s', BACKEND_FAILURE_MODE: 'allow' },
   );
   // Within, over (fills the cache), from the cache; then an invalid call (an error type).
   for (let i = 0; i < 3; i++) await app.client.shouldRateLimit(oneDescriptor('g', { user: 'u' }));
   await app.client.shouldRateLimit({ domain: '', descriptors: [] }).catch(() => undefined);
+  // Policy decisions, and a tier change (normal to elevated).
+  for (let i = 0; i < 4; i++) await app.client.shouldRateLimit(oneDescriptor('p', { user: 'busy' }));
   await waitUntil('orphan scan ran', async () => has(await scrape(`${app.debugUrl}/metrics`), 'floodgate_redis_keys_without_ttl') || false, {
     timeoutMs: 15_000,
   });
   // Redis gone: failure-mode answers, errors, open breaker.
   await redis.stop();
   for (let i = 0; i < 4; i++) await app.client.shouldRateLimit(oneDescriptor('g', { user: `v${i}` }));
+  // The policy state cannot be read: the normal tier applies, counted as unavailable.
+  await app.client.shouldRateLimit(oneDescriptor('p', { user: 'busy' }));
   samples = await scrape(`${app.debugUrl}/metrics`);
 });
 afterAll(async () => {
@@ -108,9 +123,21 @@ describe('deploy/grafana/floodgate.json', () => {
       'circuit breaker',
       'cache hits',
       'failure-mode answers',
+      'policy',
     ]) {
       expect(titles).toContain(word);
     }
+  });
+
+  it('reads every adaptive-policy metric floodgate exports', () => {
+    const policyMetrics = [...new Set(samples.map((s) => s.name).filter((n) => n.startsWith('floodgate_policy_')))].sort();
+    expect(policyMetrics).toEqual([
+      'floodgate_policy_decisions_total',
+      'floodgate_policy_tier_changes_total',
+      'floodgate_policy_unavailable_total',
+    ]);
+    const used = new Set(queries.flatMap(metricNames));
+    expect(policyMetrics.filter((n) => !used.has(n))).toEqual([]);
   });
 
   it('every metric in its queries is exported by a live scrape', () => {

@@ -7,6 +7,7 @@ import { HealthState } from '../../src/health';
 import { createLogger } from '../../src/log';
 import { PrometheusMetrics } from '../../src/metrics/metrics';
 import type { RateLimitService } from '../../src/service/rate-limit-service';
+import { loadSettings } from '../../src/settings';
 import type { RateLimitResponse } from '../../src/service/types';
 import { oneDescriptor, rlsClient, type RlsTestClient } from '../helpers/rls-client';
 
@@ -28,7 +29,7 @@ describe('gRPC handler: an error while answering', () => {
     metrics: new PrometheusMetrics(),
     logger: createLogger('ERROR', 'text', () => {}),
     defaultDeadlineMs: 1000,
-    limits: { maxReceiveMessageBytes: 65536, maxConcurrentStreams: 100, maxConnectionIdleMs: 60_000 },
+    limits: loadSettings({}).grpcLimits,
   });
   let client: RlsTestClient;
   beforeAll(async () => {

@@ -1,4 +1,4 @@
-// The README's table of the reference's variables, the list the start-up report uses
+// The settings page's table of the reference's variables (docs/settings.md), the list the start-up report uses
 // (src/settings-reference.ts) and the variables loadSettings reads must not drift apart.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -7,7 +7,7 @@ import { projectRoot } from '../../src/paths';
 import { loadSettings } from '../../src/settings';
 import { REFERENCE_VARIABLES, type ReferenceStatus } from '../../src/settings-reference';
 
-const README = readFileSync(join(projectRoot, 'README.md'), 'utf8');
+const SETTINGS_PAGE = readFileSync(join(projectRoot, 'docs', 'settings.md'), 'utf8');
 
 const STATUS_BY_TEXT: Readonly<Record<string, ReferenceStatus>> = {
   supported: 'supported',
@@ -17,8 +17,8 @@ const STATUS_BY_TEXT: Readonly<Record<string, ReferenceStatus>> = {
 
 /** Rows of the table in `### Every variable of the reference`. */
 function tableRows(): { name: string; status: ReferenceStatus | undefined; why: string }[] {
-  const section = README.split('### Every variable of the reference')[1];
-  if (section === undefined) throw new Error('README has no section "### Every variable of the reference"');
+  const section = SETTINGS_PAGE.split('### Every variable of the reference')[1];
+  if (section === undefined) throw new Error('docs/settings.md has no section "### Every variable of the reference"');
   const lines = section.split('\n');
   const start = lines.findIndex((l) => l.startsWith('| Variable |'));
   const rows: { name: string; status: ReferenceStatus | undefined; why: string }[] = [];
@@ -53,7 +53,7 @@ function everyVariableRead(): Set<string> {
   return reads;
 }
 
-describe('README: every variable of the reference', () => {
+describe('docs/settings.md: every variable of the reference', () => {
   const rows = tableRows();
 
   it('lists the 114 variables of src/settings-reference.ts, in its order, with the same status and reason', () => {
@@ -65,11 +65,11 @@ describe('README: every variable of the reference', () => {
   });
 
   it('documents every variable the settings code reads, in the Settings table or this one', () => {
-    const settingsSection = README.split('## Settings')[1]?.split('\n## ')[0] ?? '';
+    const settingsSection = SETTINGS_PAGE;
     for (const name of everyVariableRead()) {
       expect(
         settingsSection.includes(`\`${name}\``) || (name.startsWith('REDIS_PERSECOND_') && settingsSection.includes('`REDIS_PERSECOND_*`')),
-        `${name} is read but not in the README`,
+        `${name} is read but not in docs/settings.md`,
       ).toBe(true);
     }
   });

@@ -7,7 +7,9 @@ import { parseRuleFile } from '../../src/config/parse-rule-file';
 import type { RuleSet } from '../../src/config/rule-types';
 import { projectRoot } from '../../src/paths';
 import type { DescriptorEntry } from '../../src/domain/descriptor';
-import { loadSettings, type Settings } from '../../src/settings';
+import { loadSettings } from '../../src/settings';
+import { containerEnv, findOne, floodgateKit, floodgateKitChecks, loadRecordingReads } from '../helpers/floodgate-kit-checks';
+import { kustomize } from '../helpers/kustomize-lite';
 
 /**
  * Static checks of deploy/ and envoy/: the files parse, and they agree with the code and the
@@ -76,63 +78,9 @@ const K8S_DIR = repoPath('deploy', 'kubernetes', 'base');
 const k8sFiles = readdirSync(K8S_DIR)
   .filter((n) => /\.ya?ml$/.test(n) && n !== 'kustomization.yaml')
   .sort();
-const k8sObjects: Obj[] = k8sFiles.flatMap((n) => yamlDocuments(join(K8S_DIR, n)));
-
-function k8s(kind: string, name: string): Obj {
-  const found = k8sObjects.filter((o) => o.kind === kind && o.metadata?.name === name);
-  if (found.length !== 1) throw new Error(`expected one ${kind} ${name} in deploy/kubernetes, found ${found.length}`);
-  return found[0] as Obj;
-}
-
-const deployment = k8s('Deployment', 'floodgate');
-const podSpec: Obj = deployment.spec.template.spec;
-const podLabels: Obj = deployment.spec.template.metadata.labels;
-const container: Obj = (() => {
-  const found = (podSpec.containers as Obj[]).filter((c) => c.name === 'floodgate');
-  expect(found).toHaveLength(1);
-  return found[0] as Obj;
-})();
-
-/** Stand-in for a Secret's value: the real one is not in the repository. */
-const SECRET_STAND_IN = 'floodgate-user:stand-in-password';
-
-/** The container's environment as the pod would see it (Secrets replaced by a stand-in). */
-function deploymentEnv(): Record<string, string> {
-  expect(container.envFrom, 'list variables one by one under env: so they can be checked').toBeUndefined();
-  const env: Record<string, string> = {};
-  for (const item of container.env as Obj[]) {
-    const name = item.name as string;
-    expect(env, `${name} is set twice`).not.toHaveProperty(name);
-    if (typeof item.value === 'string') {
-      env[name] = item.value;
-      continue;
-    }
-    expect(item.value, `${name}: values must be strings in a Deployment (quote "true", "10000")`).toBeUndefined();
-    const [source, ref] = oneKey(item.valueFrom as Obj);
-    if (source === 'secretKeyRef') {
-      env[name] = SECRET_STAND_IN;
-    } else if (source === 'configMapKeyRef') {
-      const value = k8s('ConfigMap', ref.name).data?.[ref.key];
-      expect(typeof value, `${name}: ConfigMap ${ref.name} has no key ${ref.key}`).toBe('string');
-      env[name] = value as string;
-    } else {
-      throw new Error(`${name}: valueFrom.${source} is not understood by this test`);
-    }
-  }
-  return env;
-}
-
-/** loadSettings on `env`, recording every variable it reads. */
-function loadRecordingReads(env: Record<string, string>): { settings: Settings; reads: Set<string> } {
-  const reads = new Set<string>();
-  const tracked = new Proxy(env, {
-    get(target, prop, receiver) {
-      if (typeof prop === 'string') reads.add(prop);
-      return Reflect.get(target, prop, receiver) as unknown;
-    },
-  });
-  return { settings: loadSettings(tracked), reads };
-}
+/** The base as `kubectl apply -k deploy/kubernetes` renders it. */
+const k8sObjects: Obj[] = kustomize(repoPath('deploy', 'kubernetes'));
+const k8s = (kind: string, name: string): Obj => findOne(k8sObjects, kind, name);
 
 // ---- Dockerfile ------------------------------------------------------------------------------
 
@@ -279,7 +227,10 @@ function ratelimitFilter(hcm: Obj): Obj {
 // =============================================================================================
 
 describe('deploy/ and envoy/ YAML', () => {
-  const yamlFiles = [...filesUnder(repoPath('deploy')), ...filesUnder(repoPath('envoy'))].filter((p) => /\.ya?ml$/.test(p));
+  // Helm templates are Go templates, not YAML: test/integration/helm-chart.test.ts renders and checks them.
+  const yamlFiles = [...filesUnder(repoPath('deploy')), ...filesUnder(repoPath('envoy'))].filter(
+    (p) => /\.ya?ml$/.test(p) && !/\/deploy\/helm\/[^/]+\/templates\//.test(p),
+  );
 
   it('has the files this test checks', () => {
     const names = yamlFiles.map((p) => relative(projectRoot, p));
@@ -372,28 +323,27 @@ describe('deploy/kubernetes', () => {
     expect([...(kustomization.resources as string[])].sort()).toEqual(k8sFiles);
   });
 
-  it('every object is namespace-less and labelled', () => {
-    for (const o of k8sObjects) {
-      expect(typeof o.apiVersion).toBe('string');
-      expect(typeof o.kind).toBe('string');
-      expect(o.metadata?.namespace, `${o.kind} ${o.metadata?.name}`).toBeUndefined();
-      expect(o.metadata?.labels?.['app.kubernetes.io/name'], `${o.kind} ${o.metadata?.name}`).toBe('floodgate');
-    }
-  });
+  // The checks every rendering of the kit passes (the Helm chart's too).
+  floodgateKitChecks(() => k8sObjects, { imageUser: dockerUser });
 
   describe('Deployment environment', () => {
-    const env = deploymentEnv();
+    const env = containerEnv(floodgateKit(k8sObjects));
 
-    it('sets the Redis, failure-mode, header and metrics variables', () => {
+    it('sets the Redis, failure-mode, header, metrics and orphan-scan variables', () => {
       expect(Object.keys(env)).toEqual(
-        expect.arrayContaining(['REDIS_TYPE', 'REDIS_URL', 'BACKEND_FAILURE_MODE', 'LIMIT_RESPONSE_HEADERS_ENABLED', 'USE_PROMETHEUS']),
+        expect.arrayContaining([
+          'REDIS_TYPE',
+          'REDIS_URL',
+          'BACKEND_FAILURE_MODE',
+          'LIMIT_RESPONSE_HEADERS_ENABLED',
+          'USE_PROMETHEUS',
+          'ORPHAN_SCAN_INTERVAL',
+        ]),
       );
     });
 
-    it('loadSettings accepts it and reads every variable it sets', () => {
-      const { settings, reads } = loadRecordingReads(env);
-      const unread = Object.keys(env).filter((name) => !reads.has(name));
-      expect(unread, 'variables floodgate does not read (typo? wrong name?)').toEqual([]);
+    it('points at a Redis Cluster by its seed list, Prometheus on, rules watched through RUNTIME_ROOT', () => {
+      const { settings } = loadRecordingReads(env);
       expect(settings.backendType).toBe('redis');
       expect(settings.redis?.type).toBe('CLUSTER');
       // A cluster URL is a seed list: every entry is host:port.
@@ -402,110 +352,16 @@ describe('deploy/kubernetes', () => {
       expect(settings.runtimeWatchRoot).toBe(true);
     });
 
-    it('mounts the rules ConfigMap exactly where floodgate reads rules', () => {
+    it('ports are the defaults Envoy configs and the Services name', () => {
       const { settings } = loadRecordingReads(env);
-      const volume = (podSpec.volumes as Obj[]).find((v) => v.configMap?.name === 'floodgate-rules');
-      expect(volume).toBeDefined();
-      const mounts = (container.volumeMounts as Obj[]).filter((m) => m.name === volume?.name);
-      expect(mounts).toHaveLength(1);
-      expect(mounts[0]?.mountPath).toBe(settings.rulesDir);
-      // A subPath mount never sees ConfigMap updates, which would defeat the hot reload.
-      expect(mounts[0]?.subPath).toBeUndefined();
-    });
-
-    it('gives the drain time to finish before the kubelet kills the pod', () => {
-      const { settings } = loadRecordingReads(env);
-      // main.ts exits at the latest SHUTDOWN_GRACE_MS + 5 s after SIGTERM.
-      expect((podSpec.terminationGracePeriodSeconds as number) * 1000).toBeGreaterThan(settings.shutdownGraceMs + 5000);
-    });
-
-    it('declares the ports floodgate listens on, and the scrape annotations match', () => {
-      const { settings } = loadRecordingReads(env);
-      const ports = new Map((container.ports as Obj[]).map((p) => [p.name as string, p.containerPort as number]));
-      expect(Object.fromEntries(ports)).toEqual({ grpc: settings.grpcPort, http: settings.port, metrics: settings.prometheusPort });
       expect([settings.grpcPort, settings.port, settings.prometheusPort]).toEqual([8081, 8080, 9090]);
-      // The debug port binds 127.0.0.1 and is deliberately not declared.
-      expect(settings.debugHost).toBe('127.0.0.1');
-      const annotations = deployment.spec.template.metadata.annotations as Obj;
-      expect(annotations['prometheus.io/scrape']).toBe('true');
-      expect(Number(annotations['prometheus.io/port'])).toBe(settings.prometheusPort);
-      expect(annotations['prometheus.io/path']).toBe(settings.prometheusPath);
+      expect(
+        k8s('Service', 'floodgate')
+          .spec.ports.map((p: Obj) => p.name)
+          .sort(),
+      ).toEqual(['grpc', 'http', 'metrics']);
+      expect(k8s('Service', 'floodgate-headless').spec.clusterIP).toBe('None');
     });
-
-    it('probes: ready = gRPC health "ratelimit"; alive = TCP only, never the Redis-dependent health', () => {
-      const { settings } = loadRecordingReads(env);
-      const readiness = container.readinessProbe as Obj;
-      expect(readiness.grpc).toEqual({ port: settings.grpcPort, service: 'ratelimit' });
-      const liveness = container.livenessProbe as Obj;
-      // With REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true, /healthcheck and gRPC health are NOT_SERVING while Redis is unreachable; a liveness
-      // probe on them would restart every pod during a Redis outage.
-      expect(liveness.httpGet).toBeUndefined();
-      expect(liveness.grpc).toBeUndefined();
-      expect(liveness.tcpSocket?.port).toBe(settings.grpcPort);
-    });
-  });
-
-  it('runs non-root with a read-only root filesystem, as the image user', () => {
-    expect(podSpec.securityContext.runAsNonRoot).toBe(true);
-    expect(String(podSpec.securityContext.runAsUser)).toBe(dockerUser.split(':')[0]);
-    expect(container.securityContext.readOnlyRootFilesystem).toBe(true);
-    expect(container.securityContext.allowPrivilegeEscalation).toBe(false);
-    expect(container.securityContext.capabilities?.drop).toEqual(['ALL']);
-  });
-
-  it('requests CPU (the HPA scales on it) and caps memory', () => {
-    expect(container.resources?.requests?.cpu).toBeDefined();
-    expect(container.resources?.requests?.memory).toBeDefined();
-    expect(container.resources?.limits?.memory).toBeDefined();
-  });
-
-  it('Services select the pods and name container ports that exist', () => {
-    const containerPorts = new Set((container.ports as Obj[]).map((p) => p.name as string));
-    const services = k8sObjects.filter((o) => o.kind === 'Service');
-    expect(services.map((s) => s.metadata.name).sort()).toEqual(['floodgate', 'floodgate-headless']);
-    for (const service of services) {
-      for (const [k, v] of Object.entries(service.spec.selector as Obj)) expect(podLabels[k]).toBe(v);
-      for (const port of service.spec.ports as Obj[]) expect(containerPorts.has(port.targetPort as string), `${port.targetPort}`).toBe(true);
-      const grpc = (service.spec.ports as Obj[]).find((p) => p.name === 'grpc');
-      expect(grpc).toMatchObject({ port: 8081, targetPort: 'grpc', appProtocol: 'grpc' });
-    }
-    const main = k8s('Service', 'floodgate');
-    expect((main.spec.ports as Obj[]).map((p) => p.name).sort()).toEqual(['grpc', 'http', 'metrics']);
-    expect(k8s('Service', 'floodgate-headless').spec.clusterIP).toBe('None');
-  });
-
-  it('PodDisruptionBudget and HPA fit the Deployment', () => {
-    const pdb = k8s('PodDisruptionBudget', 'floodgate');
-    const hpa = k8s('HorizontalPodAutoscaler', 'floodgate');
-    for (const [k, v] of Object.entries(pdb.spec.selector.matchLabels as Obj)) expect(podLabels[k]).toBe(v);
-    for (const [k, v] of Object.entries(deployment.spec.selector.matchLabels as Obj)) expect(podLabels[k]).toBe(v);
-    expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: 'floodgate' });
-    expect(hpa.spec.metrics).toEqual([expect.objectContaining({ type: 'Resource', resource: expect.objectContaining({ name: 'cpu' }) })]);
-    // Room to drain a node: always more pods than the PDB must keep.
-    expect(hpa.spec.minReplicas).toBeGreaterThan(pdb.spec.minAvailable);
-    expect(deployment.spec.replicas).toBeGreaterThan(pdb.spec.minAvailable);
-    expect(hpa.spec.maxReplicas).toBeGreaterThanOrEqual(hpa.spec.minReplicas);
-  });
-
-  it('NetworkPolicy opens the gRPC port to selected gateway pods only', () => {
-    const policy = k8s('NetworkPolicy', 'floodgate');
-    for (const [k, v] of Object.entries(policy.spec.podSelector.matchLabels as Obj)) expect(podLabels[k]).toBe(v);
-    expect(policy.spec.policyTypes).toContain('Ingress');
-    const rules = policy.spec.ingress as Obj[];
-    const grpcRules = rules.filter((r) => !r.ports || (r.ports as Obj[]).some((p) => p.port === 8081 || p.port === 'grpc'));
-    expect(grpcRules.length).toBeGreaterThan(0);
-    for (const rule of rules) {
-      // A rule without `from` (or with an empty peer) admits everyone.
-      expect((rule.from as Obj[] | undefined)?.length ?? 0).toBeGreaterThan(0);
-      for (const peer of rule.from as Obj[]) {
-        expect(peer.ipBlock).toBeUndefined();
-        expect(Object.keys(peer.podSelector?.matchLabels ?? {}).length, JSON.stringify(peer)).toBeGreaterThan(0);
-      }
-    }
-    for (const rule of grpcRules) {
-      expect(rule.ports, 'the gRPC rule must name its port').toBeDefined();
-      for (const peer of rule.from as Obj[]) expect(peer.podSelector.matchLabels['app.kubernetes.io/component']).toBe('gateway');
-    }
   });
 
   describe('rules ConfigMap', () => {

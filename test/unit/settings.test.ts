@@ -85,8 +85,11 @@ describe('loadSettings defaults (empty environment)', () => {
     expect(s.shutdownGraceMs).toBe(10_000);
   });
 
-  it('bounds what requests can make the service keep: counters and metric series', () => {
-    expect(s.memoryMaxCounters).toBe(100_000);
+  it('bounds what requests can make the service keep: counters (by their memory) and metric series', () => {
+    // The memory backend's counters are bounded by bytes, 64 MiB, which fits the shipped 256 Mi
+    // pod (issue 18, finding 15); a count bound only when MEMORY_MAX_COUNTERS is set.
+    expect(s.memoryMaxBytes).toBe(64 * 1024 * 1024);
+    expect(s.memoryMaxCounters).toBeUndefined();
     expect(s.metricsMaxSeries).toBe(1000);
   });
 
@@ -155,9 +158,11 @@ describe('loadSettings reads the variables', () => {
       BACKEND_FAILURE_MODE: 'local',
       MAX_DESCRIPTOR_VALUE_BYTES: '1024',
       MEMORY_MAX_COUNTERS: '5000',
+      MEMORY_MAX_BYTES: '33554432',
       METRICS_MAX_SERIES: '200',
     });
     expect(s.memoryMaxCounters).toBe(5000);
+    expect(s.memoryMaxBytes).toBe(33_554_432);
     expect(s.metricsMaxSeries).toBe(200);
     expect(s.nearLimitRatio).toBe(0.5);
     expect(s.expirationJitterMaxSeconds).toBe(0);
@@ -199,6 +204,8 @@ describe('a bad value stops start-up with one message naming the variable and th
     [{ LOCAL_CACHE_SIZE_IN_BYTES: '-1' }, `invalid value for LOCAL_CACHE_SIZE_IN_BYTES: '-1' (expected an integer from 0 to 1099511627776)`],
     [{ MEMORY_MAX_COUNTERS: '0' }, `invalid value for MEMORY_MAX_COUNTERS: '0' (expected an integer from 1 to 100000000)`],
     [{ MEMORY_MAX_COUNTERS: 'lots' }, `invalid value for MEMORY_MAX_COUNTERS: 'lots' (expected an integer from 1 to 100000000)`],
+    [{ MEMORY_MAX_BYTES: '64Mi' }, `invalid value for MEMORY_MAX_BYTES: '64Mi' (expected an integer from 1048576 to 1099511627776)`],
+    [{ MEMORY_MAX_BYTES: '1000' }, `invalid value for MEMORY_MAX_BYTES: '1000' (expected an integer from 1048576 to 1099511627776)`],
     [{ METRICS_MAX_SERIES: '-5' }, `invalid value for METRICS_MAX_SERIES: '-5' (expected an integer from 1 to 1000000)`],
     [{ PROMETHEUS_ADDR: '9090' }, `invalid value for PROMETHEUS_ADDR: '9090' (expected host:port or :port)`],
     [{ PROMETHEUS_PATH: 'metrics' }, `invalid value for PROMETHEUS_PATH: 'metrics' (must start with '/')`],
@@ -330,6 +337,20 @@ describe('CACHE_KEY_PREFIX', () => {
 
   it.each(['a{', '}b', '{tag}'])('rejects a brace in %j (it would become the cluster hash tag)', (v) => {
     expect(settingsErrorOf({ CACHE_KEY_PREFIX: v }).message).toBe(`invalid value for CACHE_KEY_PREFIX: '${v}' (must not contain '{' or '}')`);
+  });
+});
+
+describe('HOST, GRPC_HOST and DEBUG_HOST (issue 19, finding 3)', () => {
+  it.each(['HOST', 'GRPC_HOST', 'DEBUG_HOST'])('%s takes IPv6 addresses without brackets', (name) => {
+    const s = loadSettings({ [name]: '::1' });
+    expect([s.host, s.grpcHost, s.debugHost]).toContain('::1');
+  });
+
+  // The reference refuses `[::]` too: "listen tcp: address [[::]]:8081: missing port in address".
+  it.each(['HOST', 'GRPC_HOST', 'DEBUG_HOST'])("%s refuses '[::]', naming it", (name) => {
+    expect(settingsErrorOf({ [name]: '[::]' }).message).toBe(
+      `invalid value for ${name}: '[::]' (expected a host name or IP address without brackets, e.g. '::')`,
+    );
   });
 });
 
@@ -488,7 +509,15 @@ describe('the result is frozen', () => {
 describe('bounds against abusive clients (issue 8)', () => {
   it('have defaults that hold a slow or hostile client to little memory and time', () => {
     const s = loadSettings({});
-    expect(s.grpcLimits).toEqual({ maxReceiveMessageBytes: 65536, maxConcurrentStreams: 1000, maxConnectionIdleMs: 60_000 });
+    // Issue 18, finding 3: 100 streams a connection, 256 connections, 10 s to receive a
+    // request, node's own 10 MiB per connection; finding 10: resets well under nghttp2's 1,000.
+    expect(s.grpcLimits).toEqual({
+      maxReceiveMessageBytes: 65536,
+      maxConcurrentStreams: 100,
+      maxConnectionIdleMs: 60_000,
+      maxSessionMemoryMb: 10,
+      connections: { maxConnections: 256, maxRequestReceiveMs: 10_000, resetBurst: 100, resetsPerSecond: 20 },
+    });
     // The issue's bound: idle gRPC connections closed within 90 s.
     expect(s.grpcLimits.maxConnectionIdleMs).toBeLessThanOrEqual(90_000);
     expect(s.httpLimits).toEqual({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, maxBodyBytes: 65536, maxConnections: 1024 });
@@ -499,12 +528,23 @@ describe('bounds against abusive clients (issue 8)', () => {
       GRPC_MAX_RECEIVE_MESSAGE_BYTES: '262144',
       GRPC_MAX_CONCURRENT_STREAMS: '50',
       GRPC_MAX_CONNECTION_IDLE: '90s',
+      GRPC_MAX_SESSION_MEMORY: '32',
+      GRPC_MAX_CONNECTIONS: '64',
+      GRPC_MAX_REQUEST_RECEIVE_TIME: '2s',
+      GRPC_MAX_RESET_BURST: '10',
+      GRPC_MAX_RESETS_PER_SECOND: '5',
       HTTP_REQUEST_TIMEOUT: '2s',
       HTTP_HEADERS_TIMEOUT: '500ms',
       HTTP_MAX_BODY_BYTES: '4096',
       HTTP_MAX_CONNECTIONS: '10',
     });
-    expect(s.grpcLimits).toEqual({ maxReceiveMessageBytes: 262144, maxConcurrentStreams: 50, maxConnectionIdleMs: 90_000 });
+    expect(s.grpcLimits).toEqual({
+      maxReceiveMessageBytes: 262144,
+      maxConcurrentStreams: 50,
+      maxConnectionIdleMs: 90_000,
+      maxSessionMemoryMb: 32,
+      connections: { maxConnections: 64, maxRequestReceiveMs: 2000, resetBurst: 10, resetsPerSecond: 5 },
+    });
     expect(s.httpLimits).toEqual({ requestTimeoutMs: 2000, headersTimeoutMs: 500, maxBodyBytes: 4096, maxConnections: 10 });
     expect(Object.isFrozen(s.grpcLimits)).toBe(true);
     expect(Object.isFrozen(s.httpLimits)).toBe(true);
@@ -518,6 +558,11 @@ describe('bounds against abusive clients (issue 8)', () => {
     [{ GRPC_MAX_CONCURRENT_STREAMS: '0' }, `invalid value for GRPC_MAX_CONCURRENT_STREAMS: '0' (expected an integer from 1 to 1000000)`],
     [{ GRPC_MAX_CONNECTION_IDLE: '0' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: '0' (expected a duration from 1ms to 24h)`],
     [{ GRPC_MAX_CONNECTION_IDLE: 'soon' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: 'soon' (expected a duration such as 500ms, 10s or 1m)`],
+    [{ GRPC_MAX_CONNECTIONS: '0' }, `invalid value for GRPC_MAX_CONNECTIONS: '0' (expected an integer from 1 to 1000000)`],
+    [{ GRPC_MAX_SESSION_MEMORY: '0' }, `invalid value for GRPC_MAX_SESSION_MEMORY: '0' (expected an integer from 1 to 4096)`],
+    [{ GRPC_MAX_REQUEST_RECEIVE_TIME: '0' }, `invalid value for GRPC_MAX_REQUEST_RECEIVE_TIME: '0' (expected a duration from 1ms to 1h)`],
+    [{ GRPC_MAX_RESET_BURST: '0' }, `invalid value for GRPC_MAX_RESET_BURST: '0' (expected an integer from 1 to 1000000)`],
+    [{ GRPC_MAX_RESETS_PER_SECOND: 'x' }, `invalid value for GRPC_MAX_RESETS_PER_SECOND: 'x' (expected an integer from 1 to 1000000)`],
     [{ HTTP_REQUEST_TIMEOUT: '0' }, `invalid value for HTTP_REQUEST_TIMEOUT: '0' (expected a duration from 1ms to 1h)`],
     [{ HTTP_HEADERS_TIMEOUT: '20s' }, `invalid value for HTTP_HEADERS_TIMEOUT: '20s' (must not exceed HTTP_REQUEST_TIMEOUT, 10000 ms)`],
     [{ HTTP_MAX_BODY_BYTES: '1k' }, `invalid value for HTTP_MAX_BODY_BYTES: '1k' (expected an integer from 1024 to 16777216)`],

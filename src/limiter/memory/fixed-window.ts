@@ -1,3 +1,4 @@
+import { STATE_CELLS, type StateCodec } from './counter-table';
 import type { AlgorithmState, MemoryAlgorithm } from './memory-algorithm';
 
 export interface FixedWindowState extends AlgorithmState {
@@ -16,6 +17,7 @@ export interface FixedWindowState extends AlgorithmState {
  */
 export const fixedWindow: MemoryAlgorithm<FixedWindowState> = {
   countsEveryHit: true,
+  codec: windowCodec<FixedWindowState>((start, count, prev, expiresAt) => ({ start, count, prev, expiresAt }), ['start', 'count', 'prev']),
   step({ state, spec, hits, now, charge }) {
     const w = spec.windowSeconds * 1000;
     const start = now - (now % w);
@@ -60,4 +62,29 @@ function previousCount(state: FixedWindowState | undefined, start: number, w: nu
   if (state?.start === start) return state.prev;
   if (state?.start === start - w) return state.count;
   return 0;
+}
+
+/**
+ * A state of three numbers and its expiry, kept in a table slot's cells in the order `fields`
+ * names them (fixed_window and sliding_window).
+ */
+export function windowCodec<S extends AlgorithmState>(
+  make: (a: number, b: number, c: number, expiresAt: number) => S,
+  fields: readonly [keyof S, keyof S, keyof S],
+): StateCodec<S> {
+  const [a, b, c] = fields;
+  return {
+    load(cells, slot, expiresAt) {
+      const at = slot * STATE_CELLS;
+      const v = cells.values;
+      return make(v[at] as number, v[at + 1] as number, v[at + 2] as number, expiresAt);
+    },
+    save(state, cells, slot) {
+      const at = slot * STATE_CELLS;
+      cells.values[at] = state[a] as number;
+      cells.values[at + 1] = state[b] as number;
+      cells.values[at + 2] = state[c] as number;
+    },
+    extraBytes: () => 0,
+  };
 }

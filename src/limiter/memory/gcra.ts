@@ -1,5 +1,5 @@
 import type { AlgorithmState, MemoryAlgorithm } from './memory-algorithm';
-import { tokenBucket } from './token-bucket';
+import { bucketCodec, tokenBucket } from './token-bucket';
 
 export interface GcraState extends AlgorithmState {
   /** lua/gcra.lua's one value "<at>;<debt>;<expiresAt>": the debt (tokens × W) as it stood at `at`. */
@@ -14,6 +14,7 @@ export interface GcraState extends AlgorithmState {
  */
 export const gcra: MemoryAlgorithm<GcraState> = {
   countsEveryHit: false,
+  codec: bucketCodec<GcraState>(),
   // The same state and the same arithmetic as the token bucket; only the script's storage differs.
   step: (input) => tokenBucket.step(input),
 };

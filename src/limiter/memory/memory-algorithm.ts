@@ -1,5 +1,6 @@
 import type { LimitSpec } from '../../domain/limit-spec';
 import type { LimitResult } from '../limiter';
+import type { StateCodec } from './counter-table';
 
 /** What every in-memory counter state carries, whatever the algorithm. */
 export interface AlgorithmState {
@@ -41,6 +42,8 @@ export interface StepInput<S extends AlgorithmState> {
 export interface MemoryAlgorithm<S extends AlgorithmState = AlgorithmState> {
   /** Charges hits also when they are denied (fixed_window, like the reference). */
   readonly countsEveryHit: boolean;
+  /** How its state is kept in the counter table (a few numbers, not an object). */
+  readonly codec: StateCodec<S>;
   step(input: StepInput<S>): Step<S>;
 }
 

@@ -1,7 +1,7 @@
 import { forEachUnit, hasLists, type CheckOptions, type LimitCheck, type LimitResult, type Limiter } from '../limiter';
 import { compactIdentity, identityOf } from '../counter-key';
-import { LruMap } from './lru-map';
-import type { AlgorithmState, MemoryAlgorithm } from './memory-algorithm';
+import { CounterTable } from './counter-table';
+import type { MemoryAlgorithm } from './memory-algorithm';
 import { memoryAlgorithms } from './memory-algorithms';
 
 export interface MemoryLimiterOptions {
@@ -9,14 +9,19 @@ export interface MemoryLimiterOptions {
   readonly now?: () => number;
   /** How often expired counters are swept, in ms. */
   readonly sweepIntervalMs?: number;
-  /** Most counters kept (MEMORY_MAX_COUNTERS); beyond it the least recently used is dropped. */
+  /** Most counters kept (MEMORY_MAX_COUNTERS); beyond it the least recently used is dropped. Default: no bound but the bytes. */
   readonly maxCounters?: number;
+  /** Most bytes the counters may take (MEMORY_MAX_BYTES, see counter-table.ts COUNTER_BYTES); beyond it the least recently used is dropped. */
+  readonly maxBytes?: number;
   /** Called with the number of counters just evicted to make room. */
   readonly onEvict?: (count: number) => void;
 }
 
-/** Counters kept when no bound is given: some tens of MB at most. */
-export const DEFAULT_MAX_COUNTERS = 100_000;
+/**
+ * Bytes the counters may take when no bound is given: 64 MiB, about 330,000 counters of
+ * ordinary keys, well inside the shipped pod's 256 Mi beside the rest of the process.
+ */
+export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
 
 /** A counter's key in the map: a long identity is kept as a digest (compactIdentity). */
 function storageKey(check: LimitCheck): string {
@@ -26,18 +31,23 @@ function storageKey(check: LimitCheck): string {
 /**
  * In-process limiter: the same algorithms as lua/*.lua (one module per algorithm under
  * memory/), exact under concurrency because a check runs synchronously on the event loop, and
- * bounded in memory: every state is dropped once it is equal to a fresh counter, there are at
- * most `maxCounters` of them (the least recently used is evicted and starts again from zero),
- * and long keys are stored as digests.
+ * bounded in memory: every state is dropped once it is equal to a fresh counter, they take at
+ * most `maxBytes` (and there are at most `maxCounters` of them; beyond either bound the least
+ * recently used is evicted and starts again from zero), each counter is a few numbers in typed
+ * arrays (counter-table.ts), and long keys are stored as digests.
  */
 export class MemoryLimiter implements Limiter {
-  private readonly states: LruMap<AlgorithmState>;
+  private readonly states: CounterTable;
   private readonly now: () => number;
   private readonly sweepTimer: NodeJS.Timeout;
 
   constructor(options: MemoryLimiterOptions = {}) {
     this.now = options.now ?? Date.now;
-    this.states = new LruMap(options.maxCounters ?? DEFAULT_MAX_COUNTERS, options.onEvict);
+    this.states = new CounterTable({
+      maxCounters: options.maxCounters ?? Infinity,
+      maxBytes: options.maxBytes ?? DEFAULT_MAX_BYTES,
+      ...(options.onEvict ? { onEvict: options.onEvict } : {}),
+    });
     this.sweepTimer = setInterval(() => this.sweep(), options.sweepIntervalMs ?? 1000);
     this.sweepTimer.unref();
   }
@@ -49,8 +59,10 @@ export class MemoryLimiter implements Limiter {
 
   check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     if (options.holdBack === true) {
-      const keys = checks.map(storageKey);
-      return Promise.resolve(this.look(checks, keys, this.now()));
+      // As the reference answers a key it increments by 0: a counter that counts every hit is
+      // judged by its count as it stands, without the hits.
+      const held = checks.map((c) => (this.algorithm(c).countsEveryHit ? { ...c, hits: 0 } : c));
+      return Promise.resolve(this.look(held, held.map(storageKey), this.now()));
     }
     return Promise.resolve(this.checkNow(checks, options.stopIncrementWhenOverLimit));
   }
@@ -61,9 +73,10 @@ export class MemoryLimiter implements Limiter {
    * look at every check first (a counter that appears twice is judged with the hits of its
    * earlier admitted occurrences pending); when none is denied charge them all, else charge
    * only the denied checks of an algorithm that counts every hit (the reference's rule) and
-   * answer the others with their look. A `rate_limits` list (LimitCheck.listSize) is one unit:
-   * its checks are looked at together and charged all or none, and a denied list is never
-   * charged, whatever its algorithms.
+   * answer its others with the count the charges before them left; checks of other algorithms
+   * get their look. A `rate_limits` list (LimitCheck.listSize) is one unit: its checks are
+   * looked at together and charged all or none, and a refused or held-back list is never
+   * charged, whatever its algorithms: its checks get their look.
    */
   checkNow(checks: readonly LimitCheck[], stopIncrementWhenOverLimit: boolean): LimitResult[] {
     const now = this.now();
@@ -73,8 +86,14 @@ export class MemoryLimiter implements Limiter {
     if (!stopIncrementWhenOverLimit) return lists ? this.countUnits(checks, keys, now) : checks.map((_, i) => charge(i));
     const looked = this.look(checks, keys, now);
     if (looked.every((r) => r.allowed)) return checks.map((_, i) => charge(i));
+    // In order, as the reference's one pipeline of INCRBY: a held-back check of an algorithm that
+    // counts every hit is answered with the count the charges before it left, without its own hits.
     const listed = lists ? listMembers(checks) : undefined;
-    return looked.map((r, i) => (!r.allowed && listed?.[i] !== true && this.algorithm(checks[i] as LimitCheck).countsEveryHit ? charge(i) : r));
+    return looked.map((r, i) => {
+      const check = checks[i] as LimitCheck;
+      if (listed?.[i] === true || !this.algorithm(check).countsEveryHit) return r;
+      return r.allowed ? this.step(keys[i] as string, { ...check, hits: 0 }, now, 0, false) : charge(i);
+    });
   }
 
   /** Count mode with lists: each unit in turn; a list is charged only when all of it is admitted. */
@@ -120,7 +139,7 @@ export class MemoryLimiter implements Limiter {
   /** Drops every state that has become equal to a fresh counter. */
   sweep(): void {
     const now = this.now();
-    this.states.deleteWhere((state) => state.expiresAt <= now);
+    this.states.removeExpired(now);
   }
 
   private algorithm(check: LimitCheck): MemoryAlgorithm {
@@ -128,14 +147,16 @@ export class MemoryLimiter implements Limiter {
   }
 
   private step(key: string, check: LimitCheck, now: number, pending: number, charge: boolean): LimitResult {
-    let state = this.states.get(key);
-    if (state !== undefined && state.expiresAt <= now) {
+    const algorithm = this.algorithm(check);
+    let slot = this.states.find(key);
+    if (slot !== -1 && this.states.expiresAt(slot) <= now) {
       // Gone for good, as redis removes an expired key: a clock that steps back must not revive it.
-      this.states.delete(key);
-      state = undefined;
+      this.states.remove(slot);
+      slot = -1;
     }
-    const { result, next } = this.algorithm(check).step({ state, spec: check.spec, hits: check.hits, now, pending, charge });
-    if (next !== undefined) this.states.set(key, next);
+    const state = slot === -1 ? undefined : this.states.load(slot, algorithm.codec);
+    const { result, next } = algorithm.step({ state, spec: check.spec, hits: check.hits, now, pending, charge });
+    if (next !== undefined) this.states.store(key, slot, next, algorithm.codec);
     return result;
   }
 }

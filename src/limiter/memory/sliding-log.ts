@@ -1,58 +1,109 @@
+import type { StateCodec } from './counter-table';
 import { zeroLimitResult, type AlgorithmState, type MemoryAlgorithm } from './memory-algorithm';
 
 export interface SlidingLogState extends AlgorithmState {
-  /** Epoch ms of every admitted hit still in the window, ascending (the script's sorted set). */
+  /**
+   * One entry per admitted call, ascending by time (the script's sorted set): entry k is
+   * `hits[k]` hits at epoch ms `times[k]`. A call costs one entry whatever its hits, so a log
+   * holds at most `limit` entries (bounded at rule load).
+   */
   readonly times: readonly number[];
+  readonly hits: readonly number[];
 }
+
+/** The live part of a log: entries from `first` on, and their hits. */
+interface LiveLog {
+  readonly times: readonly number[];
+  readonly hits: readonly number[];
+  readonly first: number;
+  readonly count: number;
+}
+
+const EMPTY: LiveLog = { times: [], hits: [], first: 0, count: 0 };
+
+/** The log stays an object, kept by reference; its entries count 16 B each against MEMORY_MAX_BYTES. */
+const logCodec: StateCodec<SlidingLogState> = {
+  load: (cells, slot) => cells.refs[slot] as SlidingLogState,
+  save(state, cells, slot) {
+    cells.refs[slot] = state;
+  },
+  extraBytes: (state) => 96 + 16 * state.times.length,
+};
 
 /**
  * lua/sliding_log.lua in memory: exact. A hit admitted at t counts while now − t < W. Allowed
- * iff live + pending + hits ≤ limit; each admitted hit is one entry, so a log holds at most
- * `limit` (bounded at rule load), and hits above it are refused before anything is touched.
+ * iff live + pending + hits ≤ limit; hits above the limit are refused before anything is
+ * touched.
  */
 export const slidingLog: MemoryAlgorithm<SlidingLogState> = {
   countsEveryHit: false,
+  codec: logCodec,
   step({ state, spec, hits, now, pending, charge }) {
     const limit = spec.limit;
     const w = spec.windowSeconds * 1000;
     if (limit === 0) return { result: zeroLimitResult(w, hits) };
-    let live = liveTimes(state, now - w);
+    let live = liveLog(state, now - w);
     const wanted = pending + hits;
-    const allowed = wanted <= limit && live.length + wanted <= limit;
+    const allowed = wanted <= limit && live.count + wanted <= limit;
     let next: SlidingLogState | undefined;
     if (allowed && charge && hits > 0) {
-      live = withHits(live, hits, now);
-      next = { times: live, expiresAt: (live[live.length - 1] as number) + w };
+      next = withCall(live, hits, now, w);
+      live = { times: next.times, hits: next.hits, first: 0, count: live.count + hits };
     }
-    const count = live.length;
-    const resetMs = count > 0 ? (live[count - 1] as number) + w - now : 0;
-    const blockedForMs = count >= limit ? (live[count - limit] as number) + w - now : 0;
+    const count = live.count;
+    const resetMs = count > 0 ? (live.times[live.times.length - 1] as number) + w - now : 0;
+    const blockedForMs = count >= limit ? nthOldest(live, count - limit + 1) + w - now : 0;
     const retryAfterMs = allowed ? 0 : retryAfter({ live, limit, w, now, pending, wanted, resetMs });
     const result = { allowed, used: count, remaining: Math.max(0, limit - count), resetMs, retryAfterMs, blockedForMs };
     return next === undefined ? { result } : { result, next };
   },
 };
 
-/** The logged times still in the window (after `cutoff`). */
-function liveTimes(state: SlidingLogState | undefined, cutoff: number): readonly number[] {
-  const live = state?.times ?? [];
+/** The entries still in the window (after `cutoff`), without copying them. */
+function liveLog(state: SlidingLogState | undefined, cutoff: number): LiveLog {
+  if (state === undefined) return EMPTY;
+  const { times, hits } = state;
   let first = 0;
-  while (first < live.length && (live[first] as number) <= cutoff) first++;
-  return first > 0 ? live.slice(first) : live;
+  while (first < times.length && (times[first] as number) <= cutoff) first++;
+  let count = 0;
+  for (let k = first; k < hits.length; k++) count += hits[k] as number;
+  return { times, hits, first, count };
 }
 
-/** The live times plus `hits` entries at `now`, in order. */
-function withHits(live: readonly number[], hits: number, now: number): number[] {
-  const times = [...live];
-  for (let k = 0; k < hits; k++) times.push(now);
-  // A clock that stepped back: keep the order the sorted set keeps.
-  if (live.length > 0 && (live[live.length - 1] as number) > now) times.sort((a, b) => a - b);
-  return times;
+/** The live entries plus one of `h` hits at `now`, in the sorted set's order (after equal times). */
+function withCall(live: LiveLog, h: number, now: number, w: number): SlidingLogState {
+  const n = live.times.length - live.first;
+  const times = new Array<number>(n + 1);
+  const hits = new Array<number>(n + 1);
+  // Usually at the end; before later entries when the clock stepped back.
+  let at = n;
+  while (at > 0 && (live.times[live.first + at - 1] as number) > now) at--;
+  for (let k = 0, j = 0; k <= n; k++) {
+    if (k === at) {
+      times[k] = now;
+      hits[k] = h;
+      continue;
+    }
+    times[k] = live.times[live.first + j] as number;
+    hits[k] = live.hits[live.first + j] as number;
+    j++;
+  }
+  return { times, hits, expiresAt: (times[n] as number) + w };
+}
+
+/** The time of the n-th oldest live hit (1-based). */
+function nthOldest(live: LiveLog, n: number): number {
+  let seen = 0;
+  for (let k = live.first; k < live.times.length; k++) {
+    seen += live.hits[k] as number;
+    if (seen >= n) return live.times[k] as number;
+  }
+  throw new RangeError(`no ${n}th hit in a log of ${seen}`);
 }
 
 /** A refused request: the live log (uncharged) and what was asked. */
 interface Refusal {
-  readonly live: readonly number[];
+  readonly live: LiveLog;
   readonly limit: number;
   readonly w: number;
   readonly now: number;
@@ -64,10 +115,11 @@ interface Refusal {
 
 function retryAfter({ live, limit, w, now, pending, wanted, resetMs }: Refusal): number {
   if (wanted > limit) return Math.max(1, resetMs);
-  // The n-th oldest of the live entries and the pending ones (at now) must leave the window.
-  const n = live.length + wanted - limit;
-  const notLater = live.filter((t) => t <= now).length;
-  if (n <= notLater) return (live[n - 1] as number) + w - now;
+  // The n-th oldest of the live hits and the pending ones (at now) must leave the window.
+  const n = live.count + wanted - limit;
+  let notLater = 0;
+  for (let k = live.first; k < live.times.length && (live.times[k] as number) <= now; k++) notLater += live.hits[k] as number;
+  if (n <= notLater) return nthOldest(live, n) + w - now;
   if (n <= notLater + pending) return w;
-  return (live[n - pending - 1] as number) + w - now;
+  return nthOldest(live, n - pending) + w - now;
 }

@@ -1,3 +1,4 @@
+import { windowCodec } from './fixed-window';
 import { zeroLimitResult, type AlgorithmState, type MemoryAlgorithm } from './memory-algorithm';
 
 export interface SlidingWindowState extends AlgorithmState {
@@ -15,6 +16,7 @@ export interface SlidingWindowState extends AlgorithmState {
  */
 export const slidingWindow: MemoryAlgorithm<SlidingWindowState> = {
   countsEveryHit: false,
+  codec: windowCodec<SlidingWindowState>((start, curr, prev, expiresAt) => ({ start, curr, prev, expiresAt }), ['start', 'curr', 'prev']),
   step({ state, spec, hits, now, pending, charge }) {
     const limit = spec.limit;
     const w = spec.windowSeconds * 1000;

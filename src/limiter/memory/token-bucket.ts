@@ -1,4 +1,5 @@
 import type { LimitResult } from '../limiter';
+import { STATE_CELLS, type StateCodec } from './counter-table';
 import { zeroLimitResult, type AlgorithmState, type MemoryAlgorithm, type Step, type StepInput } from './memory-algorithm';
 
 export interface TokenBucketState extends AlgorithmState {
@@ -15,27 +16,21 @@ export interface TokenBucketState extends AlgorithmState {
  */
 export const tokenBucket: MemoryAlgorithm<TokenBucketState> = {
   countsEveryHit: false,
+  codec: bucketCodec(),
   step(input) {
     const { state, spec, now } = input;
     if (spec.limit === 0) return { result: zeroLimitResult(spec.windowSeconds * 1000, input.hits) };
-    return bucketStep({
-      ...input,
-      debt: state?.debt ?? 0,
-      at: state?.at ?? now,
-      store: (debt, at, expiresAt) => ({ debt, at, expiresAt }),
-    });
+    // The input is passed on as it is, with the debt beside it (no copy of the input per call).
+    return bucketStep(input, state?.debt ?? 0, state?.at ?? now);
   },
 };
 
-/** What the bucket decision needs: a step's input and the bucket's debt as it stood at `at`. */
-export interface BucketStepInput<S extends AlgorithmState> extends StepInput<S> {
-  readonly debt: number;
-  readonly at: number;
-  /**
-   * Builds the charged state when the hits are admitted and charged; else, under a limit lowered
-   * since the last write, the same debt with a later end (see bucketStep).
-   */
-  readonly store: (debt: number, at: number, expiresAt: number) => S;
+/**
+ * The state kept: the charged debt when the hits are admitted and charged; else, under a limit
+ * lowered since the last write, the same debt with a later end (see bucketStep).
+ */
+function stored(debt: number, at: number, expiresAt: number): TokenBucketState {
+  return { debt, at, expiresAt };
 }
 
 /**
@@ -44,25 +39,25 @@ export interface BucketStepInput<S extends AlgorithmState> extends StepInput<S> 
  * counter's clock never goes back: the state is evaluated at max(now, at), and times are
  * reported from now. Exact while burst × W and limit × W stay below 2^53 (enforced at rule load).
  */
-export function bucketStep<S extends AlgorithmState>(input: BucketStepInput<S>): Step<S> {
-  const { spec, hits, now, pending, charge, at } = input;
+export function bucketStep(input: StepInput<TokenBucketState>, debtAt: number, at: number): Step<TokenBucketState> {
+  const { spec, hits, now, pending, charge } = input;
   const { limit, burst } = spec;
   const w = spec.windowSeconds * 1000;
   const tau = Math.max(now, at);
   const ahead = tau - now;
-  let debt = input.debt - Math.min(input.debt, limit * Math.min(tau - at, Math.ceil(input.debt / limit)));
+  let debt = debtAt - Math.min(debtAt, limit * Math.min(tau - at, Math.ceil(debtAt / limit)));
   const capacity = burst * w;
   const wanted = pending + hits;
   const fits = wanted <= burst && debt + wanted * w <= capacity;
-  let next: S | undefined;
+  let next: TokenBucketState | undefined;
   const expiresAt = input.state?.expiresAt;
   if (fits && charge && hits > 0) {
     debt += hits * w;
-    next = input.store(debt, tau, tau + Math.ceil(debt / limit));
+    next = stored(debt, tau, tau + Math.ceil(debt / limit));
   } else if (expiresAt !== undefined && debt > 0 && tau + Math.ceil(debt / limit) > expiresAt) {
     // A limit lowered since the last write drains the debt later than the state would live:
     // the state lives until then (what was used is kept; no time reported outlives it).
-    next = input.store(input.debt, at, tau + Math.ceil(debt / limit));
+    next = stored(debtAt, at, tau + Math.ceil(debt / limit));
   }
   const remaining = Math.max(0, Math.floor((capacity - debt) / w));
   const resetMs = debt > 0 ? ahead + Math.ceil(debt / limit) : 0;
@@ -74,4 +69,20 @@ export function bucketStep<S extends AlgorithmState>(input: BucketStepInput<S>):
   if (!fits) retryAfterMs = wanted > burst ? Math.max(1, resetMs) : ahead + Math.ceil((debt + wanted * w - capacity) / limit);
   const result: LimitResult = { allowed: fits, used: burst - remaining, remaining, resetMs, retryAfterMs, blockedForMs };
   return next === undefined ? { result } : { result, next };
+}
+
+/** The bucket's debt and its time in a table slot's cells (token_bucket and gcra). */
+export function bucketCodec<S extends TokenBucketState>(): StateCodec<S> {
+  return {
+    load(cells, slot, expiresAt) {
+      const at = slot * STATE_CELLS;
+      return { debt: cells.values[at] as number, at: cells.values[at + 1] as number, expiresAt } as S;
+    },
+    save(state, cells, slot) {
+      const at = slot * STATE_CELLS;
+      cells.values[at] = state.debt;
+      cells.values[at + 1] = state.at;
+    },
+    extraBytes: () => 0,
+  };
 }

@@ -81,10 +81,13 @@ interface Batch {
  * twice), so a merged call answers every request exactly as its own call would. A merged call
  * carries at most `maxKeys` keys (unless one request alone has more).
  *
- * A request whose deadline passes before the reply is refused with DeadlineExceededError and
- * the call counts as failed for the breaker (once, however many requests it serves; a late end
- * is not counted again). A request with no time left is refused without a call, and hands
- * back the breaker's probe it may hold.
+ * A request whose deadline passes before the reply is refused with DeadlineExceededError, and
+ * that is all: the breaker hears the Redis call's own outcome when it ends, once however many
+ * requests it serves. Only Redis' failures count (a connection error, an error reply, or no
+ * reply within REDIS_TIMEOUT, which ioredis turns into an error): a caller that gives up is not
+ * Redis failing, and counting it let callers with 1 ms deadlines open the breaker that every
+ * caller shares. A request with no time left is refused without a call, and hands back the
+ * breaker's probe it may hold.
  */
 export class CallCoalescer {
   private batches = new Map<number, Batch>();
@@ -188,7 +191,6 @@ export class CallCoalescer {
       if (waiter.done) continue;
       if (waiter.deadline <= now) {
         waiter.done = true;
-        batch.call.failed();
         waiter.reject(new DeadlineExceededError(`redis did not answer within the deadline (${batch.scriptName} on ${batch.node})`));
       } else if (waiter.deadline < earliest) earliest = waiter.deadline;
     }

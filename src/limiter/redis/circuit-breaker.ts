@@ -46,8 +46,9 @@ export class CircuitBreaker {
 
 /**
  * The breaker's view of one Redis call: its outcome is told to the breaker once, however many
- * requests a merged call serves and whenever it ends. A call whose caller's deadline passed
- * has failed; when it completes later, that is not counted again.
+ * requests a merged call serves. The outcome is Redis' own (a reply, an error reply, a lost
+ * connection, or REDIS_TIMEOUT), never a caller's deadline: callers that give up early must not
+ * open a breaker that every caller shares.
  */
 export class BreakerCall {
   private settled = false;
@@ -60,7 +61,7 @@ export class BreakerCall {
     this.breaker.success();
   }
 
-  /** The call failed, or a caller's deadline passed before it answered. */
+  /** The call failed in Redis: an error reply, a lost connection or REDIS_TIMEOUT. */
   failed(): void {
     if (this.settled) return;
     this.settled = true;

@@ -84,7 +84,7 @@ export class RedisLimiter implements Limiter {
       throw err;
     }
     try {
-      if (options.holdBack === true) return await this.runGroups(checks, groups, 'look', options.deadline);
+      if (options.holdBack === true) return await this.runGroups(heldBack(checks, groups), groups, 'look', options.deadline);
       return options.stopIncrementWhenOverLimit && groups.length > 1
         ? await this.stopAcrossGroups(checks, groups, options.deadline)
         : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? 'stop' : 'count', options.deadline);
@@ -221,21 +221,13 @@ export class RedisLimiter implements Limiter {
   private async stopAcrossGroups(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number): Promise<LimitResult[]> {
     const looked = await this.runGroups(checks, groups, 'look', deadline);
     if (looked.every((r) => r.allowed)) return this.runGroups(checks, groups, 'stop', deadline);
-    const overGoing: SlotGroup[] = [];
-    for (const group of groups) {
-      if (!group.algorithm.countsEveryHit) continue;
-      const keys: string[] = [];
-      const indexes: number[] = [];
-      group.indexes.forEach((i, j) => {
-        if (!(looked[i] as LimitResult).allowed) {
-          keys.push(group.keys[j] as string);
-          indexes.push(i);
-        }
-      });
-      if (indexes.length > 0) overGoing.push({ ...group, keys, indexes });
-    }
+    // A group with a denied counter (its keys are its own: the script's look sees the same) runs
+    // in stop mode: its denied counters are charged and its others answered, in order, with the
+    // count the charges before them left. A group without one is held back whole: its look is
+    // its answer, as nothing of it is charged.
+    const overGoing = groups.filter((g) => g.algorithm.countsEveryHit && g.indexes.some((i) => !(looked[i] as LimitResult).allowed));
     if (overGoing.length === 0) return looked;
-    const charged = await this.runGroups(checks, overGoing, 'count', deadline);
+    const charged = await this.runGroups(checks, overGoing, 'stop', deadline);
     for (const group of overGoing) for (const i of group.indexes) looked[i] = charged[i] as LimitResult;
     return looked;
   }
@@ -298,4 +290,18 @@ function redisFailure(err: unknown): string {
     return 'redis is not connected';
   if (/timed? ?out/i.test(message)) return 'redis did not answer in time';
   return `redis answered with an error: ${message}`;
+}
+
+/**
+ * A call held back whole (another counter of the request is known to be over): a counter that
+ * counts every hit is judged as the reference answers a key it increments by 0, by its count
+ * as it stands, without the hits (over only when already over its limit).
+ */
+function heldBack(checks: readonly LimitCheck[], groups: readonly SlotGroup[]): readonly LimitCheck[] {
+  const held = [...checks];
+  for (const group of groups) {
+    if (!group.algorithm.countsEveryHit) continue;
+    for (const i of group.indexes) held[i] = { ...(checks[i] as LimitCheck), hits: 0 };
+  }
+  return held;
 }

@@ -104,6 +104,25 @@ descriptors:
     expect([limit('foo'), limit('fox'), limit('bar')]).toEqual([1, 2, 3]);
   });
 
+  it('a value written with a literal `*` picks the rule whose value is that exact text (issue 17, finding 4)', () => {
+    // The reference is the judge: it looks `key_value` up in a map that also holds the wildcard
+    // nodes before it tries any pattern. Its answer for \`path=ab*\` here, recorded with
+    // /work/scratch/bin/ratelimit over /json: OK, current_limit 100/MINUTE, limit_remaining 99.
+    const set = compile(`
+domain: d
+descriptors:
+  - key: path
+    value: "a*"
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: path
+    value: "ab*"
+    rate_limit: {unit: minute, requests_per_unit: 100}
+`);
+    const limit = (value: string) => set.match('d', entries('path', value))?.rule?.requestsPerUnit;
+    expect([limit('ab*'), limit('abc'), limit('a*'), limit('a')]).toEqual([100, 1, 1, 1]);
+    expect(set.trace('d', entries('path', 'ab*')).map((s) => s.fileValue)).toEqual(['ab*']);
+  });
+
   it('unknown domain and zero entries match nothing', () => {
     expect(rules.match('other', entries('path', '/exact'))).toBeUndefined();
     expect(rules.match('d', [])).toBeUndefined();

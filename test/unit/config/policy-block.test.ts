@@ -28,7 +28,7 @@ const CASES: readonly (readonly [string, string])[] = [
   ['policy_unknown_key', "config error, unknown policy key 'windw_seconds'"],
   ['policy_unknown_weight', "config error, unknown policy key 'weights.scans'"],
   ['policy_inside_descriptor', "config error, unknown key 'policy'"],
-  ['policy_not_a_map', 'error loading config file: yaml: unmarshal errors:\n  line 5: cannot unmarshal !!str `remote_address` into policy'],
+  ['policy_not_a_map', 'error loading config file: yaml: unmarshal errors:\n  line 5: cannot unmarshal !!str `remote_...` into policy'],
   ['policy_limit_percent_float', 'error loading config file: yaml: unmarshal errors:\n  line 7: cannot unmarshal !!float `0.5` into uint32'],
   ['policy_without_client', 'policy needs a client: the descriptor key that identifies the client'],
   ['policy_thresholds_not_rising', 'invalid policy thresholds: need 1 <= elevated < suspicious < blocked, got 10, 10, 30'],

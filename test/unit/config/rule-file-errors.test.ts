@@ -69,7 +69,7 @@ const CASES: readonly (readonly [string, string])[] = [
   // bounds within which every algorithm counts exactly (README, Rules)
   [
     'sliding_log_over_bound',
-    "rate limit 'test-domain.key1_value1': sliding_log allows at most 1000 requests_per_unit (one stored entry per hit), got 1001",
+    "rate limit 'test-domain.key1_value1': sliding_log allows at most 1000 requests_per_unit (one stored entry per admitted call), got 1001",
   ],
   [
     'token_bucket_over_bound',

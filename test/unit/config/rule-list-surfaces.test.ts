@@ -61,6 +61,7 @@ describe('every limit of a list is shown', () => {
       serving: () => true,
       breakers: () => [],
       lastLoad: () => undefined,
+      lastLoadError: () => undefined,
     })) as { domains: { rules: { fullKey: string; name: string; limit: string; totals: { hits: number } }[] }[] };
     expect(state.domains[0]?.rules.map((r) => [r.fullKey, r.name, r.limit, r.totals.hits])).toEqual([
       ['api.api_key', 'burst', '10 / 1 s', 0],

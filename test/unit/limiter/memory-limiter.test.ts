@@ -3,6 +3,7 @@ import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Algorithm } from '../../../src/domain/algorithm';
 import type { LimitCheck } from '../../../src/limiter/limiter';
+import { COUNTER_BYTES } from '../../../src/limiter/memory/counter-table';
 import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
 
 /** 2024-01-01T12:00:00.000Z — a whole minute, hour and day of the epoch. */
@@ -366,14 +367,63 @@ describe('MemoryLimiter holdBack (another counter of the request is known to be 
   // A held-back counter reports its count as it stands, as the reference does: it sends
   // INCRBY 0 for it and reports the result (limit - count remaining). count + hits would
   // describe a state that does not exist, and its blockedForMs would let the cache lock it.
-  it('judges every check with its hits, charges none and reports each count as it stands', async () => {
+  // It is judged by that count, without its hits: the reference (run against redis-server with
+  // LOCAL_CACHE_SIZE_IN_BYTES and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT) answered such a key
+  // at 1 of 2 with hits 2 OK, remaining 1 (test/integration/stop-mode-repeated-counter.test.ts).
+  it('charges none, reports each count as it stands and judges it by that count (fixed_window, as the reference)', async () => {
     const { limiter } = setup();
     await one(limiter, check('b', 10, 5));
     const [held] = await limiter.check([check('b', 10, 3)], { ...STOP, holdBack: true });
     expect(held).toMatchObject({ allowed: true, used: 5, remaining: 5, retryAfterMs: 0, blockedForMs: 0 });
-    const [over] = await limiter.check([check('b', 10, 6)], { ...STOP, holdBack: true });
-    expect(over).toMatchObject({ allowed: false, used: 5, remaining: 5, blockedForMs: 0 });
-    expect(over!.retryAfterMs).toBeGreaterThan(0);
+    const [more] = await limiter.check([check('b', 10, 6)], { ...STOP, holdBack: true });
+    expect(more).toMatchObject({ allowed: true, used: 5, remaining: 5, retryAfterMs: 0, blockedForMs: 0 });
     expect((await one(limiter, check('b', 10, 0))).used).toBe(5);
+  });
+});
+
+describe('MemoryLimiter byte budget (MEMORY_MAX_BYTES, issue 18 finding 15)', () => {
+  const MiB = 1024 * 1024;
+
+  it('keeps the counters within maxBytes: COUNTER_BYTES plus the key per counter, the least recently used evicted', async () => {
+    let evicted = 0;
+    const limiter = new MemoryLimiter({ now: () => NOON, sweepIntervalMs: 3_600_000, maxBytes: MiB, onEvict: (n) => (evicted += n) });
+    limiters.push(limiter);
+    // Keys of 33 characters: `{d:k=v-000000}:fixed_window:60`.
+    const perCounter = COUNTER_BYTES + '{d:k=v-000000}:fixed_window:60'.length;
+    for (let i = 0; i < 20_000; i++) await one(limiter, check(`v-${String(i).padStart(6, '0')}`, 10));
+    const fits = Math.floor(MiB / perCounter);
+    console.log(`byte budget 1 MiB: ${limiter.size} counters kept (${perCounter} B each), ${evicted} evicted`);
+    expect(limiter.size).toBe(fits);
+    expect(evicted).toBe(20_000 - fits);
+    // The newest are kept, the oldest evicted (they start again from zero).
+    expect(await one(limiter, check('v-019999', 10))).toMatchObject({ used: 2 });
+    expect(await one(limiter, check('v-000000', 10))).toMatchObject({ used: 1 });
+  });
+
+  it('counts a sliding log by its entries: a few long logs take the room of many small counters', () => {
+    let clock = NOON;
+    const logLimiter = new MemoryLimiter({ now: () => clock, sweepIntervalMs: 3_600_000, maxBytes: MiB });
+    limiters.push(logLimiter);
+    // 1000 calls of one hit each: 1000 entries per log, about 16 KB each against the budget.
+    for (let v = 0; v < 100; v++) {
+      for (let i = 0; i < 1000; i++) {
+        clock++;
+        logLimiter.checkNow([check(`log-${v}`, 1000, 1, { algorithm: 'sliding_log', windowSeconds: 3600 })], false);
+      }
+    }
+    console.log(`byte budget 1 MiB: ${logLimiter.size} sliding logs of 1000 entries kept`);
+    expect(logLimiter.size).toBeLessThanOrEqual(Math.floor(MiB / (COUNTER_BYTES + 16 * 1000)));
+    expect(logLimiter.size).toBeGreaterThan(0);
+    // The newest log is whole.
+    expect(logLimiter.checkNow([check('log-99', 1000, 0, { algorithm: 'sliding_log', windowSeconds: 3600 })], false)[0]).toMatchObject({
+      used: 1000,
+    });
+  });
+
+  it('maxCounters still bounds the count under a large byte budget', async () => {
+    const limiter = new MemoryLimiter({ now: () => NOON, sweepIntervalMs: 3_600_000, maxCounters: 10, maxBytes: 64 * MiB });
+    limiters.push(limiter);
+    for (let i = 0; i < 100; i++) await one(limiter, check(`c${i}`, 10));
+    expect(limiter.size).toBe(10);
   });
 });

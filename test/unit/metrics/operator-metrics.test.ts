@@ -20,6 +20,29 @@ describe('redisErrorKind', () => {
 });
 
 describe('OperatorMetrics', () => {
+  it('rules per domain keep at most maxDomainSeries series; the rest are summed under (other), so 9,000 xDS domains cost no long stall (issue 18, finding 4)', async () => {
+    const registry = new Registry();
+    const m = new OperatorMetrics(registry, { maxDomainSeries: 1000 });
+    const rulesByDomain = new Map<string, { unlimited: boolean }[]>();
+    for (let i = 0; i < 9000; i++) rulesByDomain.set(`domain-${i}`, [{ unlimited: false }, { unlimited: i % 2 === 0 }]);
+    const start = performance.now();
+    m.rulesLoaded({ rulesByDomain });
+    const tookMs = performance.now() - start;
+    const samples = parseScrape(await registry.metrics()).filter((s) => s.name === 'floodgate_rules_loaded');
+    console.log(`rulesLoaded for 9,000 domains: ${tookMs.toFixed(1)} ms, ${samples.length} series`);
+    expect(samples).toHaveLength(1001);
+    expect(total(samples, 'floodgate_rules_loaded', { domain: 'domain-0' })).toBe(1);
+    expect(total(samples, 'floodgate_rules_loaded', { domain: 'domain-999' })).toBe(2);
+    expect(samples.some((s) => s.labels['domain'] === 'domain-1000')).toBe(false);
+    // 8,000 domains of 1 or 2 rules with a limit each.
+    expect(total(samples, 'floodgate_rules_loaded', { domain: '(other)' })).toBe(12_000);
+    expect(total(samples, 'floodgate_rules_loaded')).toBe(13_500);
+    // A smaller rule set: the domains that left are dropped, (other) with them.
+    m.rulesLoaded({ rulesByDomain: new Map([['a', [{ unlimited: false }]]]) });
+    const after = parseScrape(await registry.metrics()).filter((s) => s.name === 'floodgate_rules_loaded');
+    expect(after.map((s) => [s.labels['domain'], s.value])).toEqual([['a', 1]]);
+  });
+
   it('node labels stay bounded however many nodes a topology shows', async () => {
     const registry = new Registry();
     const m = new OperatorMetrics(registry);

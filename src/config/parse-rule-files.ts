@@ -1,0 +1,71 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { ConfigError } from '../errors';
+import { deepFreeze } from './check-rules';
+import { parseRuleFile, type DomainConfig } from './parse-rule-file';
+
+export interface RuleFileText {
+  readonly name: string;
+  readonly text: string;
+}
+
+/** What the worker sends back: the parsed files, or the first error. */
+export type WorkerAnswer = { readonly configs: DomainConfig[] } | { readonly error: string; readonly configError: boolean };
+
+/**
+ * Below this many bytes in all, files are parsed on the event loop: a few milliseconds, less
+ * than starting a thread.
+ */
+export const INLINE_PARSE_BYTES = 32 * 1024;
+
+/** A parse that takes longer is refused (the worker is stopped): far above any real file. */
+const WORKER_TIMEOUT_MS = 60_000;
+
+/** The worker's heap: a 512 KiB rule file needs well under a tenth of it. */
+const WORKER_MAX_OLD_GENERATION_MB = 256;
+
+/**
+ * The compiled worker script. Running from the TypeScript sources (the unit tests), there is
+ * none, and files are parsed on the event loop.
+ */
+const WORKER_SCRIPT = join(__dirname, 'rule-file-worker.js');
+const workerAvailable = existsSync(WORKER_SCRIPT);
+
+/**
+ * Parses rule files in order, with parseRuleFile's results and errors. Many bytes are parsed in
+ * a worker thread, so that a large rule file (a 510 KB one took 1.1 s to parse) does not stall
+ * the calls the service is answering meanwhile.
+ */
+export async function parseRuleFiles(files: readonly RuleFileText[]): Promise<DomainConfig[]> {
+  const bytes = files.reduce((sum, file) => sum + file.text.length, 0);
+  if (bytes < INLINE_PARSE_BYTES || !workerAvailable) return files.map((file) => parseRuleFile(file.name, file.text));
+  const answer = await inWorker(files);
+  if ('configs' in answer) return answer.configs.map((config) => deepFreeze(config));
+  throw answer.configError ? new ConfigError(answer.error) : new Error(answer.error);
+}
+
+function inWorker(files: readonly RuleFileText[]): Promise<WorkerAnswer> {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(WORKER_SCRIPT, { resourceLimits: { maxOldGenerationSizeMb: WORKER_MAX_OLD_GENERATION_MB } });
+    let settled = false;
+    const finish = (outcome: () => void): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      void worker.terminate();
+      outcome();
+    };
+    const timer = setTimeout(
+      () => finish(() => reject(new ConfigError(`rule files not parsed within ${WORKER_TIMEOUT_MS} ms`))),
+      WORKER_TIMEOUT_MS,
+    );
+    timer.unref();
+    worker.once('message', (answer: WorkerAnswer) => finish(() => resolve(answer)));
+    worker.once('error', (err) => finish(() => reject(new ConfigError(`rule files could not be parsed: ${err.message}`, { cause: err }))));
+    worker.once('exit', (code) =>
+      finish(() => reject(new ConfigError(`rule files could not be parsed: the parser stopped (exit code ${code})`))),
+    );
+    worker.postMessage(files);
+  });
+}

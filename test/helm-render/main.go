@@ -1,0 +1,111 @@
+// Renders a Helm chart with Helm's own code (helm.sh/helm/v3: the chart loader, the values
+// coalescing and values.schema.json validation, the template engine in strict mode, and the
+// chart linter), for floodgate's tests: no helm binary and no cluster needed.
+//
+//	helm-render -chart deploy/helm/floodgate -name fg -namespace rl < values.json
+//
+// The values to set (as `helm install -f` would take them, in JSON) are read from stdin. The
+// answer on stdout is JSON: {"manifests": {"<chart>/templates/<file>": "<yaml>"}, "notes":
+// "<NOTES.txt>", "lint": [{"severity": "WARNING", "path": "...", "message": "..."}]}.
+// A chart that does not render (a `fail`, a schema violation, a missing value) exits 1 with
+// Helm's error on stderr.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+)
+
+type lintMessage struct {
+	Severity string `json:"severity"`
+	Path     string `json:"path"`
+	Message  string `json:"message"`
+}
+
+type answer struct {
+	Manifests map[string]string `json:"manifests"`
+	Notes     string            `json:"notes"`
+	Lint      []lintMessage     `json:"lint"`
+}
+
+var severities = map[int]string{
+	support.UnknownSev: "UNKNOWN",
+	support.InfoSev:    "INFO",
+	support.WarningSev: "WARNING",
+	support.ErrorSev:   "ERROR",
+}
+
+func run() error {
+	chartDir := flag.String("chart", "", "the chart directory")
+	name := flag.String("name", "floodgate", "the release name")
+	namespace := flag.String("namespace", "default", "the release namespace")
+	flag.Parse()
+
+	input, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		return err
+	}
+	values := map[string]interface{}{}
+	if len(strings.TrimSpace(string(input))) > 0 {
+		if err := json.Unmarshal(input, &values); err != nil {
+			return fmt.Errorf("values on stdin: %w", err)
+		}
+	}
+
+	chrt, err := loader.Load(*chartDir)
+	if err != nil {
+		return err
+	}
+	// As `helm install`/`helm template` do: coalesce with values.yaml, validate against
+	// values.schema.json, then render every template.
+	options := chartutil.ReleaseOptions{Name: *name, Namespace: *namespace, Revision: 1, IsInstall: true}
+	renderValues, err := chartutil.ToRenderValues(chrt, values, options, chartutil.DefaultCapabilities)
+	if err != nil {
+		return err
+	}
+	// Strict: a template that reads a value values.yaml does not define fails instead of
+	// rendering an empty string.
+	rendered, err := engine.Engine{Strict: true}.Render(chrt, renderValues)
+	if err != nil {
+		return err
+	}
+	out := answer{Manifests: map[string]string{}, Lint: []lintMessage{}}
+	for file, text := range rendered {
+		switch {
+		case strings.HasSuffix(file, "NOTES.txt"):
+			out.Notes = text
+		case strings.HasPrefix(path.Base(file), "_"):
+			// helpers only
+		default:
+			out.Manifests[file] = text
+		}
+	}
+
+	// `helm lint` with the same values.
+	linter := lint.AllWithKubeVersion(*chartDir, values, *namespace, nil)
+	for _, m := range linter.Messages {
+		out.Lint = append(out.Lint, lintMessage{Severity: severities[m.Severity], Path: m.Path, Message: m.Err.Error()})
+	}
+
+	encoder := json.NewEncoder(os.Stdout)
+	encoder.SetIndent("", " ")
+	return encoder.Encode(out)
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,74 @@
+// The Redis work of lua/fixed_window.lua per key (issue 20: Redis CPU per decision). Redis'
+// own command statistics count what the script calls; the counts are exact, unlike CPU time
+// on a shared machine. What the script answers and stores is pinned by lua-fixed-window.test.ts
+// and the algorithm traces; this suite pins only how many commands it takes.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readLuaScript } from '../../src/limiter/redis/lua-script';
+import { standaloneTarget, type ScriptTarget } from '../helpers/script-targets';
+
+const WINDOW_S = 60;
+const WINDOW_MS = WINDOW_S * 1000;
+
+/** Calls of each command since the last CONFIG RESETSTAT, from INFO commandstats. */
+async function commandCalls(t: ScriptTarget): Promise<Record<string, number>> {
+  const info = String(await t.client.info('commandstats'));
+  const calls: Record<string, number> = {};
+  for (const m of info.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) calls[m[1]!] = Number(m[2]);
+  return calls;
+}
+
+describe('fixed_window.lua: Redis commands per key', () => {
+  let t: ScriptTarget;
+  let sha: string;
+
+  beforeAll(async () => {
+    t = await standaloneTarget({ fixed_window: readLuaScript('fixed_window') });
+    sha = t.sha.fixed_window!;
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  /** One count-mode call of `keys`, one hit each, at the pinned time `now`. */
+  const count = (keys: readonly string[], now: number) =>
+    t.client.evalsha(sha, keys.length, ...keys, 0, ...keys.flatMap(() => [1, 1_000_000, WINDOW_S, 0]), now);
+
+  /** The commands that `run` makes the script call (EVALSHA itself left out). */
+  async function commandsOf(run: () => Promise<unknown>): Promise<Record<string, number>> {
+    await t.client.config('RESETSTAT');
+    await run();
+    const calls = await commandCalls(t);
+    delete calls.evalsha;
+    delete calls['config|resetstat'];
+    return calls;
+  }
+
+  it('a hit in the window of the stored value is one GET and one SET, its expiry kept as it is', async () => {
+    const edge = (Math.floor(Date.now() / WINDOW_MS) + 10) * WINDOW_MS;
+    const keys = Array.from({ length: 5 }, (_, i) => `cost:{${randomUUID()}}:${i}`);
+    for (const key of keys) await count([key], edge + 1);
+    const expiries = await Promise.all(keys.map((k) => t.client.call('PEXPIRETIME', k)));
+    const calls = await commandsOf(async () => {
+      for (let n = 0; n < 4; n++) await count(keys, edge + 100 + n);
+    });
+    // 4 calls × 5 keys.
+    expect(calls).toEqual({ get: 20, set: 20 });
+    expect(await Promise.all(keys.map((k) => t.client.call('PEXPIRETIME', k)))).toEqual(expiries);
+    expect(expiries.every((e) => e === edge + 2 * WINDOW_MS)).toBe(true);
+  });
+
+  it('the first hit of a window is one GET and one SET that carries the expiry', async () => {
+    const edge = (Math.floor(Date.now() / WINDOW_MS) + 20) * WINDOW_MS;
+    const fresh = `cost:{${randomUUID()}}:fresh`;
+    const rolled = `cost:{${randomUUID()}}:rolled`;
+    await count([rolled], edge - 1);
+    const calls = await commandsOf(async () => {
+      await count([fresh], edge + 5);
+      await count([rolled], edge + 5);
+    });
+    expect(calls).toEqual({ get: 2, set: 2 });
+    expect(await t.client.call('PEXPIRETIME', fresh)).toBe(edge + 2 * WINDOW_MS);
+    expect(await t.client.call('PEXPIRETIME', rolled)).toBe(edge + 2 * WINDOW_MS);
+  });
+});
