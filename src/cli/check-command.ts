@@ -31,7 +31,7 @@ export async function loadRulesLikeServer(dir: string | undefined): Promise<Rule
   return loadRuleTree(tree, options);
 }
 
-/** `edge: 3 rules (2 fixed_window, 1 token_bucket), 1 unlimited, 1 shadow` */
+/** `edge: 3 rules (2 fixed_window, 1 token_bucket), 1 unlimited, 1 shadow`; each limit of a `rate_limits` list is a rule. */
 export function domainSummary(domain: string, rules: RuleSet): string {
   const list = rules.rulesByDomain.get(domain) ?? [];
   const limited = list.filter((r) => !r.unlimited);
@@ -46,6 +46,10 @@ export function domainSummary(domain: string, rules: RuleSet): string {
   if (unlimited > 0) line += `, ${unlimited} unlimited`;
   if (shadow > 0) line += `, ${shadow} shadow`;
   if (replacing > 0) line += `, ${replacing} replacing`;
+  const inLists = list.filter((r) => r.limitName !== undefined);
+  // A list's limits share the descriptor's path: one path, one list.
+  const lists = new Set(inLists.map((r) => r.fullKey)).size;
+  if (lists > 0) line += `, ${inLists.length} in ${lists} rate_limits list${lists === 1 ? '' : 's'}`;
   return line;
 }
 

@@ -35,6 +35,8 @@ export interface DescriptorExplanation {
   readonly outcome: 'counted' | 'unlimited' | 'no-limit' | 'no-match' | 'replaced';
   readonly rule?: RateLimitRule;
   readonly redisKey?: string;
+  /** A `rate_limits` list (ours): each limit and its counter's Redis key; `rule` and `redisKey` are the first's. */
+  readonly limits?: readonly { readonly rule: RateLimitRule; readonly redisKey: string }[];
   /** Names of this request's other rules whose `replaces` drop this one. */
   readonly replacedBy?: readonly string[];
   readonly shadowMode?: boolean;
@@ -96,12 +98,16 @@ export async function explainRequest(
     const rule = match.rule;
     if (rule === undefined) return { ...base, outcome: 'no-limit' };
     if (status.currentLimit !== undefined) {
-      const check = limiter.checks[checkIndex++] as LimitCheck;
+      const counted = (match.rules ?? [rule]).map((r) => {
+        const check = limiter.checks[checkIndex++] as LimitCheck;
+        return { rule: r, redisKey: counterKey(prefix, check.counter, check.spec) };
+      });
       return {
         ...base,
         outcome: 'counted',
         rule,
-        redisKey: counterKey(prefix, check.counter, check.spec),
+        redisKey: (counted[0] as { redisKey: string }).redisKey,
+        ...(match.rules !== undefined && { limits: counted }),
         shadowMode: rule.shadowMode || settings.shadowMode,
       };
     }
@@ -138,12 +144,24 @@ function describeStep(s: EntryStep): string {
 }
 
 function describeRule(r: RateLimitRule): string {
-  const name = r.name ? ` '${r.name}'` : '';
+  const shown = r.limitName ?? r.name;
+  const name = shown ? ` '${shown}'` : '';
   if (r.unlimited) return `rule ${r.fullKey}${name}: unlimited`;
   return (
     `rule ${r.fullKey}${name}: ${r.requestsPerUnit} per ${r.windowSeconds} s (${r.unit ?? 'SECOND'}), algorithm ${r.algorithm}` +
     (r.algorithm === 'token_bucket' || r.algorithm === 'gcra' ? `, burst ${r.burst}` : '')
   );
+}
+
+/** The limit (or each limit of a list) and its counter's Redis key. */
+function describeCounted(e: DescriptorExplanation): string {
+  const limits = e.limits ?? [{ rule: e.rule as RateLimitRule, redisKey: e.redisKey as string }];
+  let out = '';
+  if (e.limits !== undefined) {
+    out += `  rate_limits: ${limits.length} limits, all or nothing (a hit is admitted when every limit admits it, and charged to all or none)\n`;
+  }
+  for (const l of limits) out += `  ${describeRule(l.rule)}\n  redis key: ${l.redisKey}\n`;
+  return out;
 }
 
 /** The text form: one block per descriptor. */
@@ -169,7 +187,7 @@ export function formatExplanation(list: readonly DescriptorExplanation[]): strin
         out += `  ${describeRule(r as RateLimitRule)}\n  replaced by ${(e.replacedBy ?? []).map((n) => `'${n}'`).join(', ')}: not evaluated\n`;
         break;
       case 'counted':
-        out += `  ${describeRule(r as RateLimitRule)}\n  redis key: ${e.redisKey}\n`;
+        out += describeCounted(e);
         out += `  shadow mode: ${e.shadowMode ? 'yes (over the limit is reported, not enforced)' : 'no'}\n`;
         if ((r as RateLimitRule).replaces.length > 0) out += `  replaces: ${(r as RateLimitRule).replaces.map((n) => `'${n}'`).join(', ')}\n`;
         break;

@@ -2,7 +2,7 @@ import { excerpt } from './quote-excerpt';
 import { parseAlgorithm, type Algorithm } from '../domain/algorithm';
 import { keyValue } from '../domain/descriptor';
 import type { PolicyConfig } from '../domain/policy-config';
-import { parseUnit, type Unit } from '../domain/units';
+import { parseUnit, UNIT_SECONDS, type Unit } from '../domain/units';
 import { exactBoundsProblem } from './check-exact-bounds';
 
 /** One `rate_limit` block, validated. */
@@ -22,7 +22,10 @@ export interface RateLimitConfig {
 export interface DescriptorConfig {
   readonly key: string;
   readonly value: string;
+  /** The descriptor's limit; with `rateLimits`, the first of them. */
   readonly rateLimit?: RateLimitConfig;
+  /** Ours (issue 21): two or more limits decided together; a one-entry list is a plain `rateLimit`. */
+  readonly rateLimits?: readonly RateLimitConfig[];
   readonly descriptors: readonly DescriptorConfig[];
   readonly shadowMode: boolean;
   readonly quotaMode: boolean;
@@ -46,6 +49,8 @@ export interface RawDescriptor {
   readonly key: string;
   readonly value: string;
   readonly rateLimit?: RawRateLimit;
+  /** `rate_limits` as given (empty when the file's list is empty or null); absent without the key. */
+  readonly rateLimits?: readonly RawRateLimit[];
   readonly descriptors: readonly RawDescriptor[];
   readonly shadowMode: boolean;
   readonly quotaMode: boolean;
@@ -94,9 +99,8 @@ function buildLevel(raws: readonly RawDescriptor[], parentPath: string, fail: Fa
 }
 
 function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string, fail: Fail): DescriptorConfig {
-  const rateLimit = raw.rateLimit && buildRateLimit(raw.rateLimit, fail);
-  const outOfBounds = rateLimit && exactBoundsProblem(path, rateLimit);
-  if (outOfBounds !== undefined) fail(outOfBounds);
+  const limits = raw.rateLimits && buildLimitList(raw, path, fail);
+  const rateLimit = limits?.[0] ?? (raw.rateLimit && checkedLimit(raw.rateLimit, path, fail));
   if (raw.shareThreshold && !raw.value.includes('*')) {
     fail(`share_threshold can only be used with wildcard values (containing '*'), but found key '${excerpt(compositeKey)}'`);
   }
@@ -104,6 +108,7 @@ function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string,
     key: raw.key,
     value: raw.value,
     ...(rateLimit && { rateLimit }),
+    ...(limits !== undefined && limits.length > 1 && { rateLimits: limits }),
     descriptors: buildLevel(raw.descriptors, `${path}.`, fail),
     shadowMode: raw.shadowMode,
     quotaMode: raw.quotaMode,
@@ -112,6 +117,51 @@ function buildDescriptor(raw: RawDescriptor, compositeKey: string, path: string,
     shareThreshold: raw.shareThreshold,
     ...(raw.metadata && { metadata: raw.metadata }),
   };
+}
+
+/** One limit, checked, within the exact bounds. */
+function checkedLimit(raw: RawRateLimit, path: string, fail: Fail): RateLimitConfig {
+  const limit = buildRateLimit(raw, fail);
+  const outOfBounds = exactBoundsProblem(path, limit);
+  if (outOfBounds !== undefined) fail(outOfBounds);
+  return limit;
+}
+
+/**
+ * `rate_limits` (ours, issue 21): one or more limits, each a `rate_limit`, never beside one.
+ * Each limit needs a counter of its own (algorithm and window are the counter's identity, see
+ * counter-key.ts) and a name of its own (metrics and headers tell the limits apart by it).
+ */
+function buildLimitList(raw: RawDescriptor, path: string, fail: Fail): RateLimitConfig[] {
+  const raws = raw.rateLimits ?? [];
+  if (raw.rateLimit !== undefined) fail(`descriptor '${path}' has both rate_limit and rate_limits: give one of them`);
+  if (raws.length === 0) fail(`descriptor '${path}' has an empty rate_limits list: give at least one limit`);
+  // The list's names are the descriptor's: none of its entries may replace another.
+  const names = new Set(raws.map((entry) => entry.name).filter((name) => name !== ''));
+  const limits = raws.map((entry, i) => {
+    const failEntry: Fail = (message) => fail(`rate_limits entry ${i + 1} of '${path}': ${message}`);
+    if (entry.unlimited) failEntry('an unlimited limit cannot be in a rate_limits list');
+    const limit = checkedLimit(entry, path, failEntry);
+    if (entry.replaces.some((name) => names.has(name))) failEntry('replaces should not contain name of same descriptor');
+    return limit;
+  });
+  limits.forEach((limit, j) => {
+    for (let i = 0; i < j; i++) {
+      const other = limits[i] as RateLimitConfig;
+      const entries = `rate_limits entries ${i + 1} and ${j + 1} of '${path}'`;
+      if (limit.name !== undefined && limit.name === other.name) fail(`${entries} have the same name '${limit.name}'`);
+      const seconds = windowOf(limit);
+      if (limit.algorithm === other.algorithm && seconds === windowOf(other)) {
+        fail(`${entries} count one counter (${limit.algorithm} over ${seconds} s): give one another unit, unit_multiplier or algorithm`);
+      }
+    }
+  });
+  return limits;
+}
+
+/** A limit's window in seconds (no list holds an unlimited limit). */
+function windowOf(limit: RateLimitConfig): number {
+  return limit.unit === undefined ? 0 : UNIT_SECONDS[limit.unit] * limit.unitMultiplier;
 }
 
 function buildRateLimit(raw: RawRateLimit, fail: Fail): RateLimitConfig {

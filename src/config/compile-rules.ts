@@ -18,6 +18,8 @@ interface RuleNode {
   readonly value: string;
   readonly pattern?: WildcardPattern;
   readonly rule?: RateLimitRule;
+  /** A `rate_limits` list; `rule` is its first limit. */
+  readonly rules?: readonly RateLimitRule[];
   readonly children?: Level;
   /** `domain.key_value...` as written in the file; also the metric key when nothing is dynamic. */
   readonly fullKey: string;
@@ -124,8 +126,7 @@ function addNode(level: Level, d: DescriptorConfig, parentKey: string, path: Pat
     shared: path.shared || shared,
     valueToMetric: path.valueToMetric || (d.valueToMetric && kind !== 'exact'),
   };
-  const rule = d.rateLimit && compileRule(d, d.rateLimit, fullKey);
-  if (rule !== undefined) rules.push(rule);
+  const { rule, list } = compileLimits(d, fullKey, rules);
   const children = compileChildren(d.descriptors, `${fullKey}.`, flags, rules);
   const node: RuleNode = Object.freeze({
     kind,
@@ -133,6 +134,7 @@ function addNode(level: Level, d: DescriptorConfig, parentKey: string, path: Pat
     value: d.value,
     ...(kind === 'wildcard' && { pattern: wildcardPattern(d.value) }),
     ...(rule && { rule }),
+    ...(list && { rules: list }),
     ...(children && { children }),
     fullKey,
     ...(d.metadata && { metadata: d.metadata }),
@@ -172,7 +174,27 @@ function insert(level: Level, node: RuleNode): void {
   } else group.any = node;
 }
 
-function compileRule(d: DescriptorConfig, limit: RateLimitConfig, fullKey: string): RateLimitRule {
+/** The descriptor's limit, or its `rate_limits` list (`rule` its first), each added to `rules`. */
+function compileLimits(d: DescriptorConfig, fullKey: string, rules: RateLimitRule[]): { rule?: RateLimitRule; list?: readonly RateLimitRule[] } {
+  if (d.rateLimits !== undefined) {
+    const list = Object.freeze(d.rateLimits.map((limit) => compileRule(d, limit, fullKey, generatedName(limit))));
+    rules.push(...list);
+    return { rule: list[0], list };
+  }
+  const rule = d.rateLimit && compileRule(d, d.rateLimit, fullKey);
+  if (rule !== undefined) rules.push(rule);
+  return rule === undefined ? {} : { rule };
+}
+
+/** A list limit's name in metrics and headers: its own, or `<unit>[_x<multiplier>][_<algorithm>]`. */
+function generatedName(limit: RateLimitConfig): string {
+  if (limit.name !== undefined) return limit.name;
+  const multiplier = limit.unitMultiplier > 1 ? `_x${limit.unitMultiplier}` : '';
+  const algorithm = limit.algorithm === 'fixed_window' ? '' : `_${limit.algorithm}`;
+  return (limit.unit ?? 'unlimited').toLowerCase() + multiplier + algorithm;
+}
+
+function compileRule(d: DescriptorConfig, limit: RateLimitConfig, fullKey: string, limitName?: string): RateLimitRule {
   return Object.freeze({
     fullKey,
     ...(limit.name !== undefined && { name: limit.name }),
@@ -185,6 +207,7 @@ function compileRule(d: DescriptorConfig, limit: RateLimitConfig, fullKey: strin
     shadowMode: d.shadowMode,
     quotaMode: d.quotaMode,
     replaces: Object.freeze([...limit.replaces]),
+    ...(limitName !== undefined && { limitName }),
   });
 }
 
@@ -262,12 +285,13 @@ function step(level: Level, entry: DescriptorEntry): RuleNode | undefined {
 
 function toMatch(domain: string, node: RuleNode, top: Level, entries: readonly DescriptorEntry[]): RuleMatch {
   if (!node.dynamicCounter && !node.dynamicMetric) {
-    return Object.freeze({ rule: node.rule, counterEntries: entries, metricKey: node.fullKey, metadata: node.metadata });
+    return Object.freeze({ rule: node.rule, rules: node.rules, counterEntries: entries, metricKey: node.fullKey, metadata: node.metadata });
   }
   // Rare path: walk again to learn which node matched each entry.
   const path = pathNodes(top, entries);
   return Object.freeze({
     rule: node.rule,
+    rules: node.rules,
     counterEntries: node.dynamicCounter ? sharedEntries(path, entries) : entries,
     metricKey: node.dynamicMetric ? dynamicMetricKey(domain, node, path, entries) : node.fullKey,
     metadata: node.metadata,

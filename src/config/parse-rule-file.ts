@@ -67,6 +67,7 @@ interface RawRoot {
 
 // Type names as the reference's error messages print them.
 const DESCRIPTORS_TYPE = '[]config.YamlDescriptor';
+const RATE_LIMITS_TYPE = '[]config.YamlRateLimit';
 
 function decodeRoot(root: YMap, d: DecodeYamlFields): RawRoot {
   const f = d.fields(root);
@@ -91,6 +92,8 @@ function decodeDescriptor(map: YMap, d: DecodeYamlFields): RawDescriptor {
     key: d.string(f.get('key')),
     value: d.string(f.get('value')),
     rateLimit: rateLimit && decodeRateLimit(rateLimit, d),
+    // Present (even null or empty, which checkRules refuses) whenever the file has the key.
+    ...(f.has('rate_limits') && { rateLimits: d.list(f.get('rate_limits'), RATE_LIMITS_TYPE).map((item) => decodeRateLimit(item as YMap, d)) }),
     descriptors: decodeDescriptors(f.get('descriptors'), d),
     shadowMode: d.bool(f.get('shadow_mode')),
     quotaMode: d.bool(f.get('quota_mode')),

@@ -22,12 +22,20 @@ export interface RateLimitRule {
   readonly quotaMode: boolean;
   /** Names of rules this one removes from the request. */
   readonly replaces: readonly string[];
+  /**
+   * Set on each limit of a `rate_limits` list only: the limit's name, or one made from its unit,
+   * unit_multiplier and algorithm (`minute_x5_token_bucket`); it tells the list's limits apart
+   * in metric keys and headers.
+   */
+  readonly limitName?: string;
 }
 
 /** What matching one request descriptor against a domain's tree found. */
 export interface RuleMatch {
   /** The limit of the matched node; undefined when the node whitelists (no limit). */
   readonly rule?: RateLimitRule;
+  /** A `rate_limits` list (two or more limits, decided together); `rule` is then its first. */
+  readonly rules?: readonly RateLimitRule[];
   /**
    * The entries the counter is keyed by: the request's entries, except that a value matched
    * by a `share_threshold` wildcard is replaced by the wildcard pattern so all values share one counter.
@@ -55,7 +63,7 @@ export interface RuleSet {
   hasDomain(domain: string): boolean;
   /** Matches one request descriptor; undefined when nothing matches (or the domain is unknown). */
   match(domain: string, entries: readonly DescriptorEntry[]): RuleMatch | undefined;
-  /** All rules with a limit, in file order, for `/rlconfig`. */
+  /** All rules with a limit, in file order (each limit of a list on its own), for `/rlconfig`. */
   readonly rules: readonly RateLimitRule[];
   /** The domain's adaptive policy; undefined when its files declare none. */
   policy(domain: string): PolicyConfig | undefined;

@@ -26,8 +26,11 @@ const REFERENCE_KEYS: ReadonlySet<string> = new Set([
   'metadata',
 ]);
 
-/** Our extensions; being new, they are accepted only where they mean something: in `rate_limit`. */
+/** Our extensions; being new, they are accepted only where they mean something: in a limit. */
 const RATE_LIMIT_EXTENSION_KEYS: ReadonlySet<string> = new Set(['algorithm', 'unit_multiplier', 'burst']);
+
+/** Ours: a descriptor's list of limits; each entry is a `rate_limit` (issue 21). */
+const RATE_LIMITS_KEY = 'rate_limits';
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
@@ -52,20 +55,20 @@ function checkMap(map: YMap, inRateLimit: boolean, isRoot = false): string | und
       if (problem !== undefined) return problem;
       continue;
     }
-    if (!REFERENCE_KEYS.has(name) && !(inRateLimit && RATE_LIMIT_EXTENSION_KEYS.has(name))) {
+    if (!REFERENCE_KEYS.has(name) && name !== RATE_LIMITS_KEY && !(inRateLimit && RATE_LIMIT_EXTENSION_KEYS.has(name))) {
       return `config error, unknown key '${excerpt(name)}'`;
     }
     // metadata is free-form by design: its keys are the user's, not ours.
     if (name === 'metadata') continue;
-    const problem = checkValue(value, name === 'rate_limit');
+    const problem = checkValue(value, name === 'rate_limit', name === RATE_LIMITS_KEY);
     if (problem !== undefined) return problem;
   }
   return undefined;
 }
 
-function checkValue(value: YNode, isRateLimit: boolean): string | undefined {
+function checkValue(value: YNode, isRateLimit: boolean, isLimitList: boolean): string | undefined {
   if (value.kind === 'map') return checkMap(value, isRateLimit);
-  if (value.kind === 'seq') return checkList(value.items);
+  if (value.kind === 'seq') return checkList(value.items, isLimitList);
   // The reference's generic decode accepts strings, ints, bools and null as leaves; a float
   // (or an integer beyond int64) is none of those and fails with this terse message.
   if (value.type === 'float') return 'error checking config';
@@ -76,12 +79,13 @@ function checkValue(value: YNode, isRateLimit: boolean): string | undefined {
   return undefined;
 }
 
-function checkList(items: readonly YNode[]): string | undefined {
+/** `limits`: the items are limits (of `rate_limits`), where the extension keys are accepted. */
+function checkList(items: readonly YNode[], limits: boolean): string | undefined {
   for (const item of items) {
     if (item.kind !== 'map') {
       return `config error, yaml file contains list of type other than map: ${excerpt(goText(item))}`;
     }
-    const problem = checkMap(item, false);
+    const problem = checkMap(item, limits);
     if (problem !== undefined) return problem;
   }
   return undefined;

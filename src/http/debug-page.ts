@@ -84,11 +84,12 @@ export async function debugState(sources: DebugPageSources): Promise<unknown> {
       rules: list.map((r) => {
         // Rules whose metric key depends on request values (detailed_metric, value_to_metric)
         // are counted under other labels; they show the totals of their file path only.
-        const l = ruleLabels(domain, r.fullKey);
+        // A limit of a `rate_limits` list counts under `<path>.<limit name>` (rate-limit-service.ts).
+        const l = ruleLabels(domain, r.limitName === undefined ? r.fullKey : `${r.fullKey}.${r.limitName}`);
         const key = `${l.domain}\n${l.key1}\n${l.key2}`;
         return {
           fullKey: r.fullKey,
-          name: r.name ?? '',
+          name: r.limitName ?? r.name ?? '',
           limit: r.unlimited ? 'unlimited' : `${r.requestsPerUnit} / ${r.windowSeconds} s`,
           algorithm: r.algorithm,
           shadowMode: r.shadowMode,

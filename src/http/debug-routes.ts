@@ -8,7 +8,9 @@ export function formatRuleConfig(rules: RuleSet | undefined): string {
   let out = '';
   for (const r of rules.rules) {
     if (r.unlimited) continue;
-    out += `${r.fullKey}: unit=${r.unit ?? 'UNKNOWN'} requests_per_unit=${r.requestsPerUnit}, shadow_mode: ${r.shadowMode}, quota_mode: ${r.quotaMode}\n`;
+    // A limit of a `rate_limits` list (ours) carries its name: the list's limits share the path.
+    const path = r.limitName === undefined ? r.fullKey : `${r.fullKey} (${r.limitName})`;
+    out += `${path}: unit=${r.unit ?? 'UNKNOWN'} requests_per_unit=${r.requestsPerUnit}, shadow_mode: ${r.shadowMode}, quota_mode: ${r.quotaMode}\n`;
   }
   for (const p of rules.policies) out += describePolicy(p) + '\n';
   return out;

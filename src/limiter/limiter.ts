@@ -13,6 +13,14 @@ export interface LimitCheck {
   readonly spec: LimitSpec;
   readonly hits: number;
   /**
+   * Set on the first check of a `rate_limits` list only (issue 21): this check and the next
+   * `listSize - 1` are one unit, all or nothing. The list is admitted when every one of them
+   * admits its hits, and then all are charged; when any denies, none is charged (not even a
+   * fixed window, which outside a list counts every hit). Every layer keeps a list's checks
+   * together and in order.
+   */
+  readonly listSize?: number;
+  /**
    * The counter's identity (counterIdentity), memoised by identityOf on first use, so that the
    * layers that key a check (over-limit cache, Redis or memory) build the string once.
    */
@@ -64,4 +72,22 @@ export interface Limiter {
   /** False while the backend is unreachable as a whole. */
   isHealthy(): boolean;
   close(): Promise<void>;
+}
+
+/**
+ * Calls `each(first, size)` for every unit of `checks`, in order: a single check (size 1) or a
+ * `rate_limits` list (see LimitCheck.listSize).
+ */
+export function forEachUnit(checks: readonly LimitCheck[], each: (first: number, size: number) => void): void {
+  for (let i = 0; i < checks.length;) {
+    const size = Math.max(1, Math.min((checks[i] as LimitCheck).listSize ?? 1, checks.length - i));
+    each(i, size);
+    i += size;
+  }
+}
+
+/** Whether any check of `checks` starts a list (the common request has none: no unit walk then). */
+export function hasLists(checks: readonly LimitCheck[]): boolean {
+  for (const check of checks) if (check.listSize !== undefined && check.listSize > 1) return true;
+  return false;
 }

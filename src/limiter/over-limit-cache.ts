@@ -79,14 +79,21 @@ export class OverLimitCache implements Limiter {
     const keys = new Array<string | undefined>(checks.length);
     const misses: LimitCheck[] = [];
     const missIndex: number[] = [];
+    let anyCached = false;
     for (let i = 0; i < checks.length; i++) {
       const check = checks[i] as LimitCheck;
+      if (check.listSize !== undefined && check.listSize > 1) {
+        anyCached = this.listFromCache(checks, i, now, { results, keys, misses, missIndex }) || anyCached;
+        i += check.listSize - 1;
+        continue;
+      }
       if (check.hits > 0) {
         const key = entryKey(check);
         keys[i] = key;
         const cached = this.cachedAnswer(key, now);
         if (cached !== undefined) {
           results[i] = cached;
+          anyCached = true;
           continue;
         }
       }
@@ -96,7 +103,7 @@ export class OverLimitCache implements Limiter {
     if (misses.length === 0) return results as LimitResult[];
     // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT with a counter already over: the request is
     // denied, so the others are judged with their hits but charged nothing.
-    const holdBack = options.stopIncrementWhenOverLimit && misses.length < checks.length && options.holdBack !== true;
+    const holdBack = options.stopIncrementWhenOverLimit && anyCached && options.holdBack !== true;
     const fresh = await this.inner.check(misses, holdBack ? { ...options, holdBack: true } : options);
     for (let j = 0; j < fresh.length; j++) {
       const i = missIndex[j] as number;
@@ -104,6 +111,39 @@ export class OverLimitCache implements Limiter {
       this.keepIfDenying(misses[j] as LimitCheck, fresh[j] as LimitResult, now, keys[i]);
     }
     return results as LimitResult[];
+  }
+
+  /**
+   * A `rate_limits` list starting at `first`: when a member's counter is known to deny every
+   * request, so is the list (issue 21): its cached members are answered here and the others
+   * only peeked at (hits 0: nothing is charged, nothing is judged over), for as long as that
+   * entry lives and no longer. Otherwise the whole list goes to the backend as one unit.
+   * Returns whether the cache answered the list.
+   */
+  private listFromCache(checks: readonly LimitCheck[], first: number, now: number, out: Misses): boolean {
+    const size = Math.min((checks[first] as LimitCheck).listSize as number, checks.length - first);
+    let cached = false;
+    for (let i = first; i < first + size; i++) {
+      const check = checks[i] as LimitCheck;
+      if (check.hits === 0) continue;
+      const key = (out.keys[i] = entryKey(check));
+      const answer = this.cachedAnswer(key, now);
+      if (answer !== undefined) {
+        out.results[i] = answer;
+        cached = true;
+      }
+    }
+    for (let i = first; i < first + size; i++) {
+      if (cached && out.results[i] !== undefined) continue;
+      const check = checks[i] as LimitCheck;
+      out.misses.push(
+        cached
+          ? { counter: check.counter, spec: check.spec, hits: 0, ...(check.identity !== undefined && { identity: check.identity }) }
+          : check,
+      );
+      out.missIndex.push(i);
+    }
+    return cached;
   }
 
   /** Keeps `result` when it denies every request for a known time (see deniesEveryRequest). */
@@ -188,6 +228,14 @@ export class OverLimitCache implements Limiter {
     else this.newest = entry.older;
     entry.older = entry.newer = undefined;
   }
+}
+
+/** Where `check` collects what the cache answered and what goes on to the backend. */
+interface Misses {
+  readonly results: (LimitResult | undefined)[];
+  readonly keys: (string | undefined)[];
+  readonly misses: LimitCheck[];
+  readonly missIndex: number[];
 }
 
 /**

@@ -11,6 +11,7 @@ export function scaleChecks(checks: readonly LimitCheck[], percent: number): Lim
     counter: c.counter,
     spec: { ...c.spec, limit: scaleLimit(c.spec.limit, percent), burst: scaleLimit(c.spec.burst, percent) },
     hits: c.hits,
+    ...(c.listSize !== undefined ? { listSize: c.listSize } : {}),
     // Limits are no part of a counter's identity.
     ...(c.identity !== undefined ? { identity: c.identity } : {}),
   }));

@@ -2,12 +2,18 @@ import type { RateLimitRule, RuleMatch, RuleSet } from '../config/rule-types';
 import type { LimitCheck } from '../limiter/limiter';
 import { keyValue } from '../domain/descriptor';
 import { UNIT_SECONDS } from '../domain/units';
+import type { LimitSpec } from '../domain/limit-spec';
 import type { RateLimitRequest, RequestDescriptor } from './types';
 
 /** What one request descriptor resolved to before counting. Immutable. */
 export interface DescriptorPlan {
   /** The rule that applies; undefined for no rule, a replaced rule or an unknown domain. */
   readonly rule?: RateLimitRule;
+  /**
+   * A `rate_limits` list (issue 21): its limits, `rule` being the first; their checks are
+   * `checkIndex` onwards, in this order, and are decided as one unit.
+   */
+  readonly limits?: readonly RateLimitRule[];
   /** Metric label path of this evaluation (the rule's, or the match's detailed one). */
   readonly metricKey: string;
   /** The matched rule's `metadata`; never set for a limit override. */
@@ -62,9 +68,39 @@ function overrideMetricKey(rules: RuleSet, domain: string, descriptor: RequestDe
 
 interface Resolved {
   readonly rule?: RateLimitRule;
+  readonly limits?: readonly RateLimitRule[];
   readonly match?: RuleMatch;
   /** Set for a limit override only: see {@link overrideMetricKey}. */
   readonly overrideMetricKey?: string;
+}
+
+/** `replaced` with the names `rule` replaces added (made on the first name). */
+function addReplaced(replaced: Set<string> | undefined, rule: RateLimitRule): Set<string> | undefined {
+  if (rule.replaces.length === 0) return replaced;
+  const set = replaced ?? new Set<string>();
+  for (const name of rule.replaces) set.add(name);
+  return set;
+}
+
+function isReplaced(rule: RateLimitRule, replaced: ReadonlySet<string>): boolean {
+  return rule.name !== undefined && rule.name !== '' && replaced.has(rule.name);
+}
+
+function specOf(rule: RateLimitRule): LimitSpec {
+  return { algorithm: rule.algorithm, limit: rule.requestsPerUnit, windowSeconds: rule.windowSeconds, burst: rule.burst };
+}
+
+/**
+ * One descriptor's rule (or list). An override is Envoy's limit, not a rule of ours: no match,
+ * so no metadata, shared counter or detailed metric of the node it happens to match (as the
+ * reference); it replaces a whole list with its one limit.
+ */
+function resolve(rules: RuleSet, domain: string, d: RequestDescriptor): Resolved {
+  const override = overrideRule(domain, d);
+  if (override !== undefined) return { rule: override, overrideMetricKey: overrideMetricKey(rules, domain, d) };
+  const match = rules.match(domain, d.entries);
+  const rule = match?.rule;
+  return match?.rules === undefined ? { rule, match } : { rule, limits: match.rules, match };
 }
 
 /**
@@ -79,20 +115,11 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
   for (let i = 0; i < request.descriptors.length; i++) {
     const d = request.descriptors[i] as RequestDescriptor;
     // A descriptor with no entries matches no rule, but Envoy's limit override still applies.
-    if (!domainKnown || (d.entries.length === 0 && d.limit === undefined)) {
-      resolved[i] = {};
-      continue;
-    }
-    // An override is Envoy's limit, not a rule of ours: no match, so no metadata, shared counter
-    // or detailed metric of the node it happens to match (as the reference).
-    const override = overrideRule(domain, d);
-    const match = override === undefined ? rules.match(domain, d.entries) : undefined;
-    const rule = override ?? match?.rule;
-    if (rule !== undefined && rule.replaces.length > 0) {
-      replaced ??= new Set();
-      for (const name of rule.replaces) replaced.add(name);
-    }
-    resolved[i] = override === undefined ? { rule, match } : { rule, overrideMetricKey: overrideMetricKey(rules, domain, d) };
+    const r: Resolved = !domainKnown || (d.entries.length === 0 && d.limit === undefined) ? {} : resolve(rules, domain, d);
+    resolved[i] = r;
+    // No array is made for the common descriptor: one rule that replaces nothing.
+    if (r.limits !== undefined) for (const limit of r.limits) replaced = addReplaced(replaced, limit);
+    else if (r.rule !== undefined && r.rule.replaces.length > 0) replaced = addReplaced(replaced, r.rule);
   }
 
   const checks: LimitCheck[] = [];
@@ -105,16 +132,18 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
     const metadata = r.match?.metadata;
     // Unlimited before `replaces`, as the reference: a replaced unlimited rule stays unlimited.
     if (rule.unlimited) return { rule, metricKey, metadata, hits, checkIndex: NOTHING_TO_COUNT };
-    const name = rule.name;
-    if (replaced !== undefined && name !== undefined && name !== '' && replaced.has(name)) {
+    // A list is one descriptor: a name of any of its limits replaces all of them.
+    if (replaced !== undefined && (r.limits ?? [rule]).some((l) => isReplaced(l, replaced))) {
       return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
     }
-    checks.push({
-      counter: { domain, entries: r.match?.counterEntries ?? d.entries },
-      spec: { algorithm: rule.algorithm, limit: rule.requestsPerUnit, windowSeconds: rule.windowSeconds, burst: rule.burst },
-      hits,
-    });
-    return { rule, metricKey, metadata, hits, checkIndex: checks.length - 1 };
+    const counter = { domain, entries: r.match?.counterEntries ?? d.entries };
+    const checkIndex = checks.length;
+    if (r.limits === undefined) {
+      checks.push({ counter, spec: specOf(rule), hits });
+      return { rule, metricKey, metadata, hits, checkIndex };
+    }
+    r.limits.forEach((limit, j) => checks.push({ counter, spec: specOf(limit), hits, ...(j === 0 && { listSize: r.limits?.length }) }));
+    return { rule, limits: r.limits, metricKey, metadata, hits, checkIndex };
   });
   return { domainKnown, plans, checks };
 }

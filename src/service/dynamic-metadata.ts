@@ -1,4 +1,4 @@
-import type { LimitOverride, RateLimitRequest, RequestDescriptor } from './types';
+import type { DescriptorStatus, LimitOverride, RateLimitRequest, RequestDescriptor } from './types';
 
 type JsonMap = Record<string, unknown>;
 
@@ -47,23 +47,42 @@ export function limitOverrideText(limit: LimitOverride): string {
   return limit.requestsPerUnit === 0 ? unit : `requests_per_unit:${limit.requestsPerUnit} ${unit}`;
 }
 
-function descriptorStruct(d: RequestDescriptor): JsonMap {
+function descriptorStruct(d: RequestDescriptor, limits: readonly DescriptorStatus[] | undefined): JsonMap {
   const out: JsonMap = { entries: d.entries.map((e) => e.key + '=' + e.value) };
   if (d.limit !== undefined) out.limit = limitOverrideText(d.limit);
   if (d.hitsAddend !== undefined) out.hitsAddend = d.hitsAddend;
+  if (limits !== undefined) out.limits = limits.map(limitStruct);
   return out;
+}
+
+/** One limit of a `rate_limits` list (ours, issue 21): its limit and its own answer. */
+function limitStruct(s: DescriptorStatus): JsonMap {
+  const limit = s.currentLimit;
+  return {
+    ...(limit?.name !== undefined && { name: limit.name }),
+    requestsPerUnit: limit?.requestsPerUnit ?? 0,
+    unit: limit?.unit ?? 'UNKNOWN',
+    code: s.code,
+    limitRemaining: s.limitRemaining,
+    durationUntilResetSeconds: s.durationUntilResetSeconds,
+  };
 }
 
 /**
  * RESPONSE_DYNAMIC_METADATA as the reference's ratelimitToMetadata builds it: `domain`;
  * `descriptors` (entries as `k=v`, the descriptor's `limit` override and `hitsAddend` when it
  * carries them); `hitsAddend` when the request's is not 0; and `metadata`, the merge of the
- * metadata of the rules whose descriptors passed, in descriptor order, absent when empty.
+ * metadata of the rules whose descriptors passed, in descriptor order, absent when empty. Ours:
+ * a descriptor with a `rate_limits` list also carries `limits`, each limit's answer.
  */
-export function buildDynamicMetadata(request: RateLimitRequest, passedRulesMetadata: readonly Readonly<JsonMap>[]): JsonMap {
+export function buildDynamicMetadata(
+  request: RateLimitRequest,
+  passedRulesMetadata: readonly Readonly<JsonMap>[],
+  lists?: readonly (readonly DescriptorStatus[] | undefined)[],
+): JsonMap {
   const out: JsonMap = {
     domain: request.domain,
-    descriptors: request.descriptors.map(descriptorStruct),
+    descriptors: request.descriptors.map((d, i) => descriptorStruct(d, lists?.[i])),
   };
   const hitsAddend = request.hitsAddendAsSent ?? request.hitsAddend;
   if (hitsAddend !== 0) out.hitsAddend = hitsAddend;

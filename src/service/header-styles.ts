@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { DescriptorEntry } from '../domain/descriptor';
 import { UNIT_SECONDS } from '../domain/units';
-import type { DescriptorStatus, HeaderPair } from './types';
+import type { CurrentLimit, DescriptorStatus, HeaderPair } from './types';
 
 /** RESPONSE_HEADERS_STYLE: which rate-limit headers LIMIT_RESPONSE_HEADERS_ENABLED sends. */
 export type ResponseHeadersStyle = 'reference' | 'ietf' | 'x-ratelimit';
@@ -18,6 +18,8 @@ export interface ChosenLimit {
   readonly status: DescriptorStatus;
   readonly domain?: string;
   readonly entries?: readonly DescriptorEntry[];
+  /** A `rate_limits` list: every limit's status, for the ietf `RateLimit-Policy` (one item each). */
+  readonly policies?: readonly DescriptorStatus[];
 }
 
 /**
@@ -55,15 +57,21 @@ export function styledLimitHeaders(
     } else {
       const policy = sfString(policyName(limit.name, limit.requestsPerUnit, limit.unit));
       const pk = chosen?.domain !== undefined && chosen.entries !== undefined ? `;pk=:${partitionKey(chosen.domain, chosen.entries)}:` : '';
+      const items = (chosen?.policies ?? [status]).flatMap((s) => (s.currentLimit === undefined ? [] : [policyItem(s.currentLimit, pk)]));
       headers.push(
-        // w is the unit's length: the status Envoy gets names the unit, not unit_multiplier.
-        { key: 'RateLimit-Policy', value: `${policy};q=${perUnit};qu="requests";w=${UNIT_SECONDS[limit.unit]}${pk}` },
+        { key: 'RateLimit-Policy', value: items.join(', ') },
         { key: 'RateLimit', value: `${policy};r=${remaining};t=${reset}${pk}` },
       );
     }
   }
   if (overall === 'OVER_LIMIT') headers.push({ key: 'Retry-After', value: String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
   return headers;
+}
+
+/** One `RateLimit-Policy` item. w is the unit's length: the status Envoy gets names the unit, not unit_multiplier. */
+function policyItem(limit: CurrentLimit, pk: string): string {
+  const policy = sfString(policyName(limit.name, limit.requestsPerUnit, limit.unit));
+  return `${policy};q=${limit.requestsPerUnit};qu="requests";w=${UNIT_SECONDS[limit.unit]}${pk}`;
 }
 
 // sf-string allows printable ASCII only.

@@ -21,6 +21,8 @@ export interface HeaderInput {
   readonly retryAfterMs: number;
   /** The request, so the ietf style can derive the chosen descriptor's partition key. */
   readonly request?: RateLimitRequest;
+  /** Per status of a `rate_limits` list: each of its limits' statuses (the ietf policy lists them all). */
+  readonly lists?: readonly (readonly DescriptorStatus[] | undefined)[];
 }
 
 const MAX_UINT32 = 4294967295;
@@ -56,7 +58,13 @@ function chooseStatus(statuses: readonly DescriptorStatus[], quota: readonly boo
 export function limitHeaders(names: HeaderNames, input: HeaderInput): HeaderPair[] {
   const chosen = chooseStatus(input.statuses, input.quota);
   const request = input.request;
-  const entries = chosen && request?.descriptors[input.statuses.indexOf(chosen)]?.entries;
-  const described = chosen && { status: chosen, ...(request !== undefined && entries !== undefined ? { domain: request.domain, entries } : {}) };
+  const index = chosen === undefined ? -1 : input.statuses.indexOf(chosen);
+  const entries = chosen && request?.descriptors[index]?.entries;
+  const policies = input.lists?.[index];
+  const described = chosen && {
+    status: chosen,
+    ...(request !== undefined && entries !== undefined ? { domain: request.domain, entries } : {}),
+    ...(policies !== undefined && { policies }),
+  };
   return styledLimitHeaders(names.style ?? 'reference', names, described, input.overall, input.retryAfterMs);
 }

@@ -11,6 +11,7 @@ import { limitHeaders, type HeaderNames } from './limit-headers';
 import { validateRequest, type RequestLimits } from './validate-request';
 import type { Code, DescriptorStatus, HeaderPair, RateLimitRequest, RateLimitResponse } from './types';
 import { OverallTally } from './overall-tally';
+import { chosenLimitIndex, listRetryAfterMs } from './limit-list';
 import type { PolicyDecision, PolicyEngine } from '../policy/policy-engine';
 import { penaltyBoxResults, scaleChecks, scaleLimit } from '../policy/scale-limits';
 import type { LimitCheck } from '../limiter/limiter';
@@ -98,16 +99,16 @@ export class RateLimitService {
     decision?: PolicyDecision,
   ): { response: RateLimitResponse; deniedByOwn: boolean } {
     const { config, metrics } = this.deps;
-    const { statuses, tally, quotaFlags, passedMetadata } = this.judgeAll(request, counted, decision);
+    const { statuses, tally, quotaFlags, passedMetadata, listStatuses } = this.judgeAll(request, counted, decision);
     const boxMs = decision?.blockedMsLeft ?? 0;
     const limited = tally.limited(boxMs);
     const overallCode: Code = config.shadowMode ? 'OK' : limited;
     if (config.shadowMode && limited === 'OVER_LIMIT') metrics.globalShadowMode();
     const headers = this.responseHeaders(
-      { statuses, quota: quotaFlags, overall: overallCode, retryAfterMs: tally.retryAfterMs(boxMs), request },
+      { statuses, quota: quotaFlags, overall: overallCode, retryAfterMs: tally.retryAfterMs(boxMs), request, lists: listStatuses },
       decision,
     );
-    const dynamicMetadata = responseMetadata(request, passedMetadata, decision);
+    const dynamicMetadata = responseMetadata(request, { passedMetadata, listStatuses }, decision);
     const response: RateLimitResponse = {
       overallCode,
       statuses,
@@ -120,12 +121,14 @@ export class RateLimitService {
 
   /** Every descriptor's status, the tally of the counted ones, their quota flags and the metadata of those that passed. */
   private judgeAll(request: RateLimitRequest, { plans, checks, results }: Counted, decision?: PolicyDecision): Judgement {
-    const { config, policy } = this.deps;
+    const { config } = this.deps;
     const statuses: DescriptorStatus[] = new Array<DescriptorStatus>(plans.length);
     const tally = new OverallTally();
     const quotaFlags: boolean[] | undefined = config.headers ? new Array<boolean>(plans.length).fill(false) : undefined;
     // Metadata of the rules whose descriptor passed, in descriptor order; only when it is asked for.
     const passedMetadata: Readonly<Record<string, unknown>>[] | undefined = config.responseDynamicMetadata ? [] : undefined;
+    // Per descriptor with a `rate_limits` list, the status of each of its limits; made only when one is met.
+    let listStatuses: (readonly DescriptorStatus[] | undefined)[] | undefined;
     for (let i = 0; i < plans.length; i++) {
       const plan = plans[i] as DescriptorPlan;
       const rule = plan.rule;
@@ -141,18 +144,30 @@ export class RateLimitService {
         continue;
       }
       const result = results[plan.checkIndex] as LimitResult;
-      const { status, over, quota } = this.judge({ domain: request.domain, plan, rule, result, decision });
+      const { status, over, quota, retryAfterMs, limitStatuses } = this.judgeCounted(
+        { domain: request.domain, plan, rule, result, decision },
+        results,
+      );
       statuses[i] = status;
+      if (limitStatuses !== undefined) (listStatuses ??= new Array<readonly DescriptorStatus[] | undefined>(plans.length))[i] = limitStatuses;
       if (quotaFlags !== undefined) quotaFlags[i] = quota;
-      const own =
-        over &&
-        decision !== undefined &&
-        policy !== undefined &&
-        policy.ownsCounter(decision, (checks[plan.checkIndex] as LimitCheck).counter.entries);
-      tally.add(quota, over, result.retryAfterMs, own);
+      const own = over && this.ownedByClient(decision, checks[plan.checkIndex] as LimitCheck);
+      tally.add(quota, over, retryAfterMs, own);
       if (!over && plan.metadata !== undefined) passedMetadata?.push(plan.metadata);
     }
-    return { statuses, tally, quotaFlags, passedMetadata };
+    return { statuses, tally, quotaFlags, passedMetadata, listStatuses };
+  }
+
+  /** A counted descriptor, with one limit or a list. */
+  private judgeCounted(counted: CountedDescriptor, results: readonly LimitResult[]): Judged {
+    const limits = counted.plan.limits;
+    return limits === undefined ? this.judge(counted) : this.judgeList(counted, limits, results);
+  }
+
+  /** Whether the check's counter is the policy client's own (see PolicyEngine.ownsCounter). */
+  private ownedByClient(decision: PolicyDecision | undefined, check: LimitCheck): boolean {
+    const policy = this.deps.policy;
+    return decision !== undefined && policy !== undefined && policy.ownsCounter(decision, check.counter.entries);
   }
 
   /** One counted descriptor: records its rule metrics and returns its status. */
@@ -170,24 +185,57 @@ export class RateLimitService {
     });
     metrics.recordRule(domain, plan.metricKey, counts);
     const over = !result.allowed && !rule.shadowMode;
-    const status: DescriptorStatus = {
-      code: over ? 'OVER_LIMIT' : 'OK',
-      // The rule's shared CurrentLimit unless a policy tier scaled the limit for this answer.
-      currentLimit:
-        limit === rule.requestsPerUnit
-          ? currentLimitOf(rule)
-          : { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: limit, unit: rule.unit ?? 'SECOND' },
-      limitRemaining: result.remaining,
-      durationUntilResetSeconds: Math.ceil(result.resetMs / 1000),
+    return { status: statusOf(rule, limit, result, over), over, quota: rule.quotaMode || config.quotaMode, retryAfterMs: result.retryAfterMs };
+  }
+
+  /**
+   * A descriptor with a `rate_limits` list (issue 21): each limit is its own rule for the rule
+   * metrics (`<metric key>.<limit name>`); the descriptor is over when any limit denies, and
+   * its one status carries the numbers of the limit chosenLimitIndex picks.
+   */
+  private judgeList(
+    { domain, plan, rule, decision }: CountedDescriptor,
+    limits: readonly RateLimitRule[],
+    results: readonly LimitResult[],
+  ): Judged {
+    const { config, metrics } = this.deps;
+    const mine = results.slice(plan.checkIndex, plan.checkIndex + limits.length);
+    const admitted = mine.every((r) => r.allowed);
+    const over = !admitted && !rule.shadowMode;
+    const limitStatuses = limits.map((l, j) => {
+      const result = mine[j] as LimitResult;
+      const limit = decision === undefined ? l.requestsPerUnit : scaleLimit(l.requestsPerUnit, decision.limitPercent);
+      // A limit that admitted hits its list refused was not charged: they only count as hits.
+      const counts =
+        result.allowed && !admitted
+          ? { totalHits: plan.hits, withinLimit: 0, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 }
+          : hitCounts({
+              limit,
+              used: result.used,
+              hits: plan.hits,
+              allowed: result.allowed,
+              nearLimitRatio: config.nearLimitRatio,
+              fromLocalCache: result.fromLocalCache === true,
+              shadow: l.shadowMode,
+            });
+      metrics.recordRule(domain, `${plan.metricKey}.${l.limitName ?? ''}`, counts);
+      return statusOf(l, limit, result, !result.allowed && !l.shadowMode);
+    });
+    const chosen = limitStatuses[chosenLimitIndex(mine)] as DescriptorStatus;
+    return {
+      status: chosen.code === (over ? 'OVER_LIMIT' : 'OK') ? chosen : { ...chosen, code: over ? 'OVER_LIMIT' : 'OK' },
+      over,
+      quota: rule.quotaMode || config.quotaMode,
+      retryAfterMs: listRetryAfterMs(mine),
+      limitStatuses,
     };
-    return { status, over, quota: rule.quotaMode || config.quotaMode };
   }
 
   /** The RateLimit-* headers and the policy's tier, when response headers are on. */
-  private responseHeaders({ statuses, quota, overall, retryAfterMs, request }: HeaderFacts, decision?: PolicyDecision): HeaderPair[] {
+  private responseHeaders({ statuses, quota, overall, retryAfterMs, request, lists }: HeaderFacts, decision?: PolicyDecision): HeaderPair[] {
     const names = this.deps.config.headers;
     if (names === undefined || quota === undefined) return [];
-    const headers = limitHeaders(names, { statuses, quota, overall, retryAfterMs, request });
+    const headers = limitHeaders(names, { statuses, quota, overall, retryAfterMs, request, ...(lists !== undefined && { lists }) });
     if (decision !== undefined) headers.push({ key: TIER_HEADER, value: decision.tier });
     return headers;
   }
@@ -214,6 +262,24 @@ interface Judged {
   /** Over its limit (a shadow-mode rule never is). */
   readonly over: boolean;
   readonly quota: boolean;
+  /** Until the descriptor would be admitted again (0 when it is). */
+  readonly retryAfterMs: number;
+  /** A `rate_limits` list: the status of each of its limits, in list order. */
+  readonly limitStatuses?: readonly DescriptorStatus[];
+}
+
+/** The status of one limit's answer; `limit` is the rule's, or as a policy tier scaled it. */
+function statusOf(rule: RateLimitRule, limit: number, result: LimitResult, over: boolean): DescriptorStatus {
+  return {
+    code: over ? 'OVER_LIMIT' : 'OK',
+    // The rule's shared CurrentLimit unless a policy tier scaled the limit for this answer.
+    currentLimit:
+      limit === rule.requestsPerUnit
+        ? currentLimitOf(rule)
+        : { ...(rule.name ? { name: rule.name } : {}), requestsPerUnit: limit, unit: rule.unit ?? 'SECOND' },
+    limitRemaining: result.remaining,
+    durationUntilResetSeconds: Math.ceil(result.resetMs / 1000),
+  };
 }
 
 interface Judgement {
@@ -222,6 +288,8 @@ interface Judgement {
   /** Per descriptor, whether its rule is in quota mode; only when response headers are on. */
   readonly quotaFlags: boolean[] | undefined;
   readonly passedMetadata: Readonly<Record<string, unknown>>[] | undefined;
+  /** Per descriptor with a `rate_limits` list, its limits' statuses; undefined when no list was met. */
+  readonly listStatuses: (readonly DescriptorStatus[] | undefined)[] | undefined;
 }
 
 interface HeaderFacts {
@@ -231,16 +299,17 @@ interface HeaderFacts {
   readonly retryAfterMs: number;
   /** The ietf style's partition key is read from it. */
   readonly request: RateLimitRequest;
+  readonly lists: (readonly DescriptorStatus[] | undefined)[] | undefined;
 }
 
 /** The dynamic metadata, with the policy's tier; only when it is asked for. */
 function responseMetadata(
   request: RateLimitRequest,
-  passedMetadata: readonly Readonly<Record<string, unknown>>[] | undefined,
+  { passedMetadata, listStatuses }: Pick<Judgement, 'passedMetadata' | 'listStatuses'>,
   decision: PolicyDecision | undefined,
 ): Record<string, unknown> | undefined {
   if (passedMetadata === undefined) return undefined;
-  const metadata = buildDynamicMetadata(request, passedMetadata);
+  const metadata = buildDynamicMetadata(request, passedMetadata, listStatuses);
   if (decision !== undefined) metadata[TIER_METADATA_KEY] = decision.tier;
   return metadata;
 }

@@ -1,12 +1,14 @@
 // `floodgate check`, `explain` and `--help`: the real bin on fixture rule files, exact output
 // and exit codes.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { loadRuleDirectory } from '../../src/config/load-rule-directory';
 import { projectRoot } from '../../src/paths';
 import { FLOODGATE_BIN, runCli } from '../helpers/run-cli';
+import { LIST_ERRORS } from '../helpers/list-error-messages';
 
 const SHOP = join(projectRoot, 'test/fixtures/cli/shop');
 const BROKEN = join(projectRoot, 'test/fixtures/cli/broken');
@@ -51,6 +53,25 @@ describe('floodgate check', () => {
 
   test('the first bad file: file: message, exit 1', async () => {
     expect(await runCli(['check', BROKEN])).toEqual({ code: 1, stdout: '', stderr: "b_bad.yaml: invalid rate limit unit 'fortnight'\n" });
+  });
+
+  // Issue 21: each malformed `rate_limits` list on its own, its exact message.
+  test.each(LIST_ERRORS)('refuses the malformed list %s with its exact message', async (name, message) => {
+    const dir = mkdtempSync(join(tmpdir(), 'floodgate-list-'));
+    try {
+      copyFileSync(join(projectRoot, 'test/fixtures/config/list-errors', `${name}.yaml`), join(dir, `${name}.yaml`));
+      expect(await runCli(['check', dir])).toEqual({ code: 1, stdout: '', stderr: `${name}.yaml: ${message}\n` });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a good rate_limits file: every limit counted, exit 0', async () => {
+    expect(await runCli(['check', join(projectRoot, 'test/fixtures/config/lists')])).toEqual({
+      code: 0,
+      stdout: 'api: 4 rules (3 fixed_window, 1 token_bucket), 1 shadow, 3 in 1 rate_limits list\n',
+      stderr: '',
+    });
   });
 
   test('the same error the server reports for the reference error fixtures', async () => {

@@ -24,7 +24,10 @@ import type { LimitResult } from '../../src/limiter/limiter';
  *   its end moves, nothing else); a log keeps its entries until the newest has
  *   left the window; a counter's clock never goes back (buckets evaluate at the latest time
  *   they were written);
- * - the reported numbers (used, remaining, reset) are those of the README's algorithm table.
+ * - the reported numbers (used, remaining, reset) are those of the README's algorithm table;
+ * - a `rate_limits` list (issue 21, `callUnits`) is all or nothing: its checks are judged
+ *   together and charged only when every one admits, else none is, a fixed window included;
+ *   with STOP, a list is one more check that charges only admitted hits.
  */
 
 export interface ModelCheck {
@@ -271,6 +274,39 @@ export class ReferenceModel {
     return looked.map((r, i) => {
       const c = checks[i]!;
       if (c.algorithm !== 'fixed_window') return r;
+      return r.allowed ? judge(this.states.get(c.key), { ...c, hits: 0 }, now, 0, false).result : charge(c);
+    });
+  }
+
+  /**
+   * A call whose units are single checks (a unit of one) or `rate_limits` lists (two or more),
+   * results flat in unit order. Without STOP each unit in turn: a single check is charged, a
+   * list is looked at and charged only when every check of it admits. With STOP everything is
+   * looked at first; when all admit all are charged, else a single fixed_window check is
+   * charged when denied and, held back, reports its counter as the charges before it left it
+   * (as `call`); a list is never charged, its checks report their look.
+   */
+  callUnits(units: readonly (readonly ModelCheck[])[], now: number, stop: boolean): ModelResult[] {
+    this.expire(now);
+    const charge = (c: ModelCheck): ModelResult => {
+      const { result, next } = judge(this.states.get(c.key), c, now, 0, true);
+      if (next) this.states.set(c.key, next);
+      return result;
+    };
+    if (!stop) {
+      return units.flatMap((unit) => {
+        if (unit.length === 1) return [charge(unit[0]!)];
+        const looked = this.lookAt(unit, now);
+        return looked.every((r) => r.allowed) ? unit.map(charge) : looked;
+      });
+    }
+    const all = units.flat();
+    const looked = this.lookAt(all, now);
+    if (looked.every((r) => r.allowed)) return all.map(charge);
+    const single = units.flatMap((unit) => unit.map(() => unit.length === 1));
+    return looked.map((r, i) => {
+      const c = all[i]!;
+      if (!single[i] || c.algorithm !== 'fixed_window') return r;
       return r.allowed ? judge(this.states.get(c.key), { ...c, hits: 0 }, now, 0, false).result : charge(c);
     });
   }

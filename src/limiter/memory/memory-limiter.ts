@@ -1,4 +1,4 @@
-import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
+import { forEachUnit, hasLists, type CheckOptions, type LimitCheck, type LimitResult, type Limiter } from '../limiter';
 import { compactIdentity, identityOf } from '../counter-key';
 import { CounterTable } from './counter-table';
 import type { MemoryAlgorithm } from './memory-algorithm';
@@ -74,22 +74,45 @@ export class MemoryLimiter implements Limiter {
    * earlier admitted occurrences pending); when none is denied charge them all, else charge
    * only the denied checks of an algorithm that counts every hit (the reference's rule) and
    * answer its others with the count the charges before them left; checks of other algorithms
-   * get their look.
+   * get their look. A `rate_limits` list (LimitCheck.listSize) is one unit: its checks are
+   * looked at together and charged all or none, and a refused or held-back list is never
+   * charged, whatever its algorithms: its checks get their look.
    */
   checkNow(checks: readonly LimitCheck[], stopIncrementWhenOverLimit: boolean): LimitResult[] {
     const now = this.now();
     const keys = checks.map(storageKey);
     const charge = (i: number): LimitResult => this.step(keys[i] as string, checks[i] as LimitCheck, now, 0, true);
-    if (!stopIncrementWhenOverLimit) return checks.map((_, i) => charge(i));
+    const lists = hasLists(checks);
+    if (!stopIncrementWhenOverLimit) return lists ? this.countUnits(checks, keys, now) : checks.map((_, i) => charge(i));
     const looked = this.look(checks, keys, now);
     if (looked.every((r) => r.allowed)) return checks.map((_, i) => charge(i));
     // In order, as the reference's one pipeline of INCRBY: a held-back check of an algorithm that
     // counts every hit is answered with the count the charges before it left, without its own hits.
+    const listed = lists ? listMembers(checks) : undefined;
     return looked.map((r, i) => {
       const check = checks[i] as LimitCheck;
-      if (!this.algorithm(check).countsEveryHit) return r;
+      if (listed?.[i] === true || !this.algorithm(check).countsEveryHit) return r;
       return r.allowed ? this.step(keys[i] as string, { ...check, hits: 0 }, now, 0, false) : charge(i);
     });
+  }
+
+  /** Count mode with lists: each unit in turn; a list is charged only when all of it is admitted. */
+  private countUnits(checks: readonly LimitCheck[], keys: readonly string[], now: number): LimitResult[] {
+    const out = new Array<LimitResult>(checks.length);
+    forEachUnit(checks, (first, size) => {
+      const end = first + size;
+      let admitted = true;
+      for (let i = first; i < end; i++) {
+        // Without the charge: the members' counters are distinct (rule files refuse a list whose
+        // two limits share one), so no pending hits are in play.
+        const result = this.step(keys[i] as string, checks[i] as LimitCheck, now, 0, size === 1);
+        out[i] = result;
+        admitted &&= result.allowed;
+      }
+      if (size === 1 || !admitted) return;
+      for (let i = first; i < end; i++) out[i] = this.step(keys[i] as string, checks[i] as LimitCheck, now, 0, true);
+    });
+    return out;
   }
 
   /** Judges every check without charging; a counter that appears twice sees its earlier admitted hits pending. */
@@ -136,4 +159,13 @@ export class MemoryLimiter implements Limiter {
     if (next !== undefined) this.states.store(key, slot, next, algorithm.codec);
     return result;
   }
+}
+
+/** Per check, whether it belongs to a `rate_limits` list. */
+function listMembers(checks: readonly LimitCheck[]): boolean[] {
+  const listed = new Array<boolean>(checks.length).fill(false);
+  forEachUnit(checks, (first, size) => {
+    if (size > 1) listed.fill(true, first, first + size);
+  });
+  return listed;
 }

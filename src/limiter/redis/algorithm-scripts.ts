@@ -1,4 +1,4 @@
-import type { Algorithm } from '../../domain/algorithm';
+import { ALGORITHMS, type Algorithm } from '../../domain/algorithm';
 import type { LimitCheck, LimitResult } from '../limiter';
 import { loadLuaScript, type LuaScript } from './lua-script';
 
@@ -42,7 +42,7 @@ export interface AlgorithmScript {
   decode(reply: readonly number[], j: number): LimitResult;
 }
 
-function algorithmScript(name: Algorithm, countsEveryHit: boolean, wrap: WrapScript): AlgorithmScript {
+function algorithmScript(name: Algorithm | 'limit_list', countsEveryHit: boolean, wrap: WrapScript): AlgorithmScript {
   return {
     script: wrap(loadLuaScript(name), name),
     replyWidth: REPLY_WIDTH,
@@ -79,5 +79,25 @@ export function algorithmScripts(wrap: WrapScript = (script) => script): Readonl
     token_bucket: algorithmScript('token_bucket', false, wrap),
     gcra: algorithmScript('gcra', false, wrap),
     sliding_log: algorithmScript('sliding_log', false, wrap),
+  };
+}
+
+/** lua/limit_list.lua's number for each algorithm (its ARGV[5i-3]). */
+const LIST_ALGORITHM = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i + 1])) as Readonly<Record<Algorithm, number>>;
+
+/**
+ * lua/limit_list.lua: one `rate_limits` list (issue 21) in one atomic call, all or nothing
+ * (mode 0) or only looked at (mode 2). Never merged with other calls, and it never charges a
+ * denied hit, so STOP mode holds it back like an admitted-hits algorithm.
+ */
+export function limitListScript(wrap: WrapScript = (script) => script): AlgorithmScript {
+  const decodeAs = algorithmScript('limit_list', false, wrap);
+  return {
+    ...decodeAs,
+    coalescible: false,
+    mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
+    pushArgs(args, c) {
+      args.push(LIST_ALGORITHM[c.spec.algorithm], c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
+    },
   };
 }

@@ -5,7 +5,7 @@ import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
 import { CircuitBreaker } from './circuit-breaker';
 import { checkKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
-import { algorithmScripts, type AlgorithmScript, type CallPass, type WrapScript } from './algorithm-scripts';
+import { algorithmScripts, limitListScript, type AlgorithmScript, type CallPass, type WrapScript } from './algorithm-scripts';
 import { CallCoalescer, type CoalescerOptions } from './call-coalescer';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
 import type { BreakerState, RedisCallObserver } from '../../metrics/redis-call-observer';
@@ -31,7 +31,8 @@ export interface RedisLimiterOptions {
 interface SlotGroup {
   readonly client: RedisClient;
   readonly algorithm: AlgorithmScript;
-  readonly algorithmName: Algorithm;
+  /** The script's name: an algorithm, or `limit_list` for a `rate_limits` list. */
+  readonly algorithmName: Algorithm | 'limit_list';
   /** Client side, slot and algorithm (a number: cheaper to look up than a string): calls with the same one may be merged. */
   readonly batchKey: number;
   readonly breaker: CircuitBreaker;
@@ -55,6 +56,7 @@ const SIDES = ['m|', 's|'] as const;
  */
 export class RedisLimiter implements Limiter {
   private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>>;
+  private readonly listScript: AlgorithmScript;
   /** Per side (main, per-second): node name → its breaker. */
   private readonly breakers: readonly [Map<string, CircuitBreaker>, Map<string, CircuitBreaker>] = [new Map(), new Map()];
   private readonly coalescer: CallCoalescer;
@@ -62,6 +64,7 @@ export class RedisLimiter implements Limiter {
 
   constructor(private readonly options: RedisLimiterOptions) {
     this.scripts = algorithmScripts(options.wrapScript);
+    this.listScript = limitListScript(options.wrapScript);
     this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
     this.coalescer = new CallCoalescer({ ...options.coalescing, ...(options.observer ? { observer: options.observer } : {}) });
     // A (re)connected client is worth trying at once, not after the breaker's open time.
@@ -141,6 +144,11 @@ export class RedisLimiter implements Limiter {
     const groups: SlotGroup[] = [];
     for (let i = 0; i < checks.length; i++) {
       const check = checks[i] as LimitCheck;
+      if (check.listSize !== undefined && check.listSize > 1) {
+        groups.push(this.listGroup(checks, i));
+        i += check.listSize - 1;
+        continue;
+      }
       const key = checkKey(keyPrefix, check);
       const side = perSecondClient !== undefined && check.spec.windowSeconds === 1 ? 1 : 0;
       const target = side === 1 ? (perSecondClient as RedisClient) : client;
@@ -172,6 +180,35 @@ export class RedisLimiter implements Limiter {
       group.indexes.push(i);
     }
     return groups;
+  }
+
+  /**
+   * A `rate_limits` list starting at `first`: one group, one lua/limit_list.lua call, of its own.
+   * Its keys share the descriptor's hash tag, so one slot. It goes to the main client even
+   * with REDIS_PERSECOND: one atomic call cannot span two servers.
+   */
+  private listGroup(checks: readonly LimitCheck[], first: number): SlotGroup {
+    const { client, keyPrefix } = this.options;
+    const size = Math.min((checks[first] as LimitCheck).listSize as number, checks.length - first);
+    const keys: string[] = [];
+    const indexes: number[] = [];
+    for (let i = first; i < first + size; i++) {
+      keys.push(checkKey(keyPrefix, checks[i] as LimitCheck));
+      indexes.push(i);
+    }
+    const slot = client instanceof Cluster ? calculateSlot(keys[0] as string) : -1;
+    const node = client instanceof Cluster ? (client.slots[slot]?.[0] ?? `slot ${slot}`) : 'server';
+    return {
+      client,
+      algorithm: this.listScript,
+      algorithmName: 'limit_list',
+      // Never merged (the script is not coalescible): a key no other group has.
+      batchKey: -1 - first,
+      breaker: this.breakerFor(0, node),
+      node: SIDES[0] + node,
+      keys,
+      indexes,
+    };
   }
 
   /**

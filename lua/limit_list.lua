@@ -1,0 +1,353 @@
+-- limit_list: one `rate_limits` list (issue 21), decided as one unit in one atomic call. Every
+-- limit of the list is judged first, without charging; the hits are then charged to every
+-- counter when all admit them, and to none when any denies, whatever the algorithms (a fixed
+-- window included, which outside a list counts every hit). One TIME read serves all limits.
+-- The steps are those of lua/<algorithm>.lua, one per algorithm, over the same key layouts, so
+-- a counter means the same to a list and to a rule of its own (test/integration/differential
+-- runs both against the reference model).
+--
+-- KEYS[1]     the list's first counter; KEYS[i], counter i (i = 1..n), as lua/<algorithm_i>.lua
+--             stores it. All share the descriptor's hash tag, so one slot.
+-- ARGV[1]     mode: 0 = decide and charge all or none, 2 = look (judge only, charge nothing).
+-- ARGV[5i-3]  algorithm_i: 1 fixed_window, 2 sliding_window, 3 token_bucket, 4 gcra, 5 sliding_log.
+-- ARGV[5i-2 .. 5i+1]  hits_i, limit_i, window_i (whole seconds), burst_i, as lib/read_call.lua.
+-- ARGV[5n+2]  optional, tests only: "now" in epoch ms; without it redis TIME, read once.
+-- Returns     as lib/run_call.lua: 6n integers, key i's used, remaining, reset_ms,
+--             retry_after_ms, denied, blocked_ms. After a charge, each key's state after it; after
+--             a refusal (or a look), each key's judgement of its own hits, nothing written.
+
+-- @include lib/int.lua
+-- @include lib/bucket_step.lua
+
+local n, nargs = #KEYS, #ARGV
+if nargs ~= 5 * n + 1 and nargs ~= 5 * n + 2 then
+  return redis.error_reply(string.format('ERR limit_list: %d keys need %d or %d ARGV, got %d', n, 5 * n + 1, 5 * n + 2, nargs))
+end
+
+-- A whole number >= min that a double holds exactly; nil otherwise.
+local function whole(i, min)
+  local v = tonumber(ARGV[i])
+  if v ~= nil and v >= min and v < 9007199254740992 and v == math.floor(v) then return v end
+  return nil
+end
+
+local mode = whole(1, 0)
+if mode ~= 0 and mode ~= 2 then return redis.error_reply('ERR limit_list: mode (ARGV[1]) must be 0 or 2') end
+local now
+if nargs == 5 * n + 2 then
+  now = whole(nargs, 0)
+  if now == nil then return redis.error_reply('ERR limit_list: pinned now (last ARGV) must be epoch milliseconds') end
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- The shape lib/bucket_step.lua reads; `used[a]`: some key of the call counts with algorithm a.
+local argv, floor = ARGV, math.floor
+local algorithms, hits, limits, windows, bursts, used = {}, {}, {}, {}, {}, {}
+local call = { n = n, now = now, algorithms = algorithms, hits = hits, limits = limits, windows = windows, bursts = bursts }
+for i = 1, n do
+  local first = 5 * i - 3
+  local a, h, l, w, b = tonumber(argv[first]), tonumber(argv[first + 1]), tonumber(argv[first + 2]), tonumber(argv[first + 3]), tonumber(argv[first + 4])
+  -- whole(), inline: the common case costs no function call.
+  if not (a and h and l and w and b and a >= 1 and a <= 5 and h >= 0 and l >= 0 and w >= 1 and b >= 0
+      and h < 9007199254740992 and l < 9007199254740992 and w < 9007199254740992 and b < 9007199254740992
+      and a == floor(a) and h == floor(h) and l == floor(l) and w == floor(w) and b == floor(b)) then
+    return redis.error_reply(string.format(
+      'ERR limit_list: key %d needs algorithm 1..5, integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[%d..%d])',
+      i, first, first + 4))
+  end
+  algorithms[i], hits[i], limits[i], windows[i], bursts[i], used[a] = a, h, l, w * 1000, b, true
+end
+
+-- Each algorithm's step, defined only when a key of the call uses it (a definition is a
+-- closure made on every call).
+local STEPS = {}
+
+if used[1] then
+  -- lua/fixed_window.lua's step, except that the charge uses the value the look parsed: a list's
+  -- keys are distinct and only the charge writes, after its read, so the value is still the key's.
+  local rcall, match, max = redis.call, string.match, math.max
+  local fw_read = {}
+
+  local function fixed_window(i, charge)
+    local key, h, limit, w = KEYS[i], hits[i], limits[i], windows[i]
+    local start = now - (now % w)
+    local stored, c, p, vs, vp = nil, 0, 0, nil, nil
+    local read = fw_read[i]
+    if read then
+      stored, c, p, vs, vp = read[1], read[2], read[3], read[4], read[5]
+    else
+      local value = rcall('GET', key)
+      if value then
+        local vc
+        vs, vc, vp = match(value, '^(%d+):(%d+):(%d+)$')
+        if vs ~= nil then
+          stored, c, p = tonumber(vs), tonumber(vc), tonumber(vp)
+        elseif match(value, '^%d+$') then
+          stored, c = start, tonumber(value)
+        end
+      end
+      fw_read[i] = { stored, c, p, vs, vp }
+    end
+    -- Past its expiry the state is gone, whether or not redis has removed the key yet.
+    if stored ~= nil and stored + 2 * w <= now then stored, c, p, vs = nil, 0, 0, nil end
+    local count = 0
+    if stored == start then
+      count = c
+    elseif stored == start + w then
+      count = p
+    end
+    local denied = count + h > limit
+    if charge and h > 0 then
+      count = count + h
+      -- One SET per write. A value in the "s:c:p" form got its expiry, s + 2W, with the SET that
+      -- started window s, so a write that keeps s keeps the TTL (KEEPTTL: no expiry to format
+      -- and store again), and the common case, a later hit in window s, reuses the stored start
+      -- and previous count as they are. A new window, or a plain integer, sets it (PXAT).
+      if stored == start and vs ~= nil then
+        rcall('SET', key, vs .. ':' .. int(count) .. ':' .. vp, 'KEEPTTL')
+      elseif stored == start + w then
+        rcall('SET', key, vs .. ':' .. int(c) .. ':' .. int(count), 'KEEPTTL')
+      elseif stored == nil or stored <= start then
+        local before = 0
+        if stored == start then before = p elseif stored == start - w then before = c end
+        rcall('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before), 'PXAT', int(start + 2 * w))
+      end
+    end
+    local reset_ms = start + w - now
+    local retry_ms, blocked_ms = 0, 0
+    if denied then retry_ms = reset_ms end
+    if count >= limit then blocked_ms = reset_ms end
+    return count, max(0, limit - count), reset_ms, retry_ms, denied and 1 or 0, blocked_ms
+  end
+  STEPS[1] = fixed_window
+end
+
+if used[2] then
+  -- lua/sliding_window.lua's: first ms from now at which `hits` more fit on top of curr, prev.
+  local function wait_for(limit, w, elapsed, curr, prev, hits)
+    if curr + hits <= limit and prev * (w - elapsed) + (curr + hits) * w <= limit * w then return 0 end
+    local room = limit - curr - hits
+    if room >= 0 and prev > 0 then
+      local e = w - math.floor((room * w) / prev)
+      if e < w then return e - elapsed end
+    end
+    local e = 0
+    if curr > 0 then e = math.max(0, w - math.floor(((limit - hits) * w) / curr)) end
+    return w + e - elapsed
+  end
+
+  -- lua/sliding_window.lua's step.
+  local function sliding_window(i, charge)
+    local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
+    local start = now - (now % w)
+    local elapsed = now - start
+    local s = redis.call('HMGET', key, 's', 'c', 'p')
+    local stored, c, p = tonumber(s[1]), tonumber(s[2]) or 0, tonumber(s[3]) or 0
+    if stored ~= nil and stored + 2 * w <= now then stored, c, p = nil, 0, 0 end
+    local curr, prev = 0, 0
+    if stored == start then
+      curr, prev = c, p
+    elseif stored == start + w then
+      curr = p
+    elseif stored == start - w then
+      prev = c
+    end
+    local allowed = h <= limit and wait_for(limit, w, elapsed, curr, prev, h) == 0
+    if allowed and charge and h > 0 then
+      curr = curr + h
+      if stored == start + w then
+        p = curr
+        redis.call('HSET', key, 'p', int(p))
+      elseif stored == nil or stored <= start then
+        stored, c, p = start, curr, prev
+        redis.call('HSET', key, 's', int(start), 'c', int(curr), 'p', int(prev))
+        redis.call('PEXPIREAT', key, int(start + 2 * w))
+      end
+    end
+    local used = math.ceil((prev * (w - elapsed) + curr * w) / w)
+    local reset_ms = 0
+    if stored ~= nil then
+      if c > 0 then reset_ms = math.max(reset_ms, stored + 2 * w - now) end
+      if p > 0 then reset_ms = math.max(reset_ms, stored + w - now) end
+    end
+    local blocked_ms = wait_for(limit, w, elapsed, curr, prev, 1)
+    if allowed then return used, math.max(0, limit - used), reset_ms, 0, 0, blocked_ms end
+    local retry_ms
+    if h > limit then retry_ms = math.max(1, reset_ms) else retry_ms = wait_for(limit, w, elapsed, curr, prev, h) end
+    return used, math.max(0, limit - used), reset_ms, retry_ms, 1, blocked_ms
+  end
+  STEPS[2] = sliding_window
+end
+
+if used[3] then
+  -- lua/token_bucket.lua's step.
+  local function token_bucket(i, charge)
+    local key = KEYS[i]
+    local s = redis.call('HMGET', key, 'd', 't', 'x')
+    local debt, at, x = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
+    if debt == nil or at == nil or x == nil or x <= now then debt, at, x = 0, now, nil end
+    return bucket_step(call, i, debt, at, x, 0, charge, function(d, t, expire_at)
+      redis.call('HSET', key, 'd', int(d), 't', int(t), 'x', int(expire_at))
+      redis.call('PEXPIREAT', key, int(expire_at))
+    end)
+  end
+  STEPS[3] = token_bucket
+end
+
+if used[4] then
+  -- lua/gcra.lua's step.
+  local function gcra(i, charge)
+    local key = KEYS[i]
+    local debt, at, expire_at = 0, now, nil
+    local stored = redis.call('GET', key)
+    if stored then
+      local t, d, x = string.match(stored, '^(%d+);(%d+);(%d+)$')
+      if t ~= nil and tonumber(x) > now then debt, at, expire_at = tonumber(d), tonumber(t), tonumber(x) end
+    end
+    return bucket_step(call, i, debt, at, expire_at, 0, charge, function(d, t, x)
+      redis.call('SET', key, int(t) .. ';' .. int(d) .. ';' .. int(x))
+      redis.call('PEXPIREAT', key, int(x))
+    end)
+  end
+  STEPS[4] = gcra
+end
+
+if used[5] then
+  -- lua/sliding_log.lua's helpers and step.
+  local function member(before, h)
+    return string.format('%015d', before) .. ':' .. int(h)
+  end
+
+  -- The hits logged before an entry, and its own.
+  local function parse(m)
+    return tonumber(string.sub(m, 1, 15)), tonumber(string.sub(m, 17))
+  end
+
+  -- The live part of the log (scores above `live`): the hits logged before it, the total hits
+  -- in it, and its newest score; nil when it is empty. (The newest entry is live when any is.)
+  local function live_run(key, live)
+    local first = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'LIMIT', 0, 1)[1]
+    if first == nil then return nil end
+    local base = parse(first)
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local before, h = parse(last[1])
+    return { base = base, count = before + h - base, newest = tonumber(last[2]), newest_end = before + h }
+  end
+
+  -- Score of the n-th oldest live hit (1-based): the entry whose hits hold it, found by a binary
+  -- search over the ranks of the live entries (the hits before an entry grow with its rank).
+  local function nth_oldest(key, run, live, n)
+    local target = run.base + n - 1
+    local lo = redis.call('ZCOUNT', key, '-inf', string.sub(live, 2))
+    local hi = redis.call('ZCARD', key) - 1
+    while lo < hi do
+      local mid = math.floor((lo + hi + 1) / 2)
+      local before = parse(redis.call('ZRANGE', key, mid, mid)[1])
+      if before <= target then lo = mid else hi = mid - 1 end
+    end
+    return tonumber(redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')[2])
+  end
+
+  -- Live hits at or before now (they leave the window first).
+  local function hits_not_later(key, run, live)
+    local m = redis.call('ZREVRANGEBYSCORE', key, int(now), live, 'LIMIT', 0, 1)[1]
+    if m == nil then return 0 end
+    local before, h = parse(m)
+    return before + h - run.base
+  end
+
+  -- Logs `h` hits at now, the expired entries being gone already; the live run after it.
+  local function log_hits(key, h, run)
+    if run == nil then
+      redis.call('ZADD', key, int(now), member(0, h))
+      return { base = 0, count = h, newest = now, newest_end = h }
+    end
+    if run.newest <= now then
+      redis.call('ZADD', key, int(now), member(run.newest_end, h))
+      return { base = run.base, count = run.count + h, newest = now, newest_end = run.newest_end + h }
+    end
+    -- The clock stepped back: the new entry goes among the others, which are renumbered.
+    local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    redis.call('DEL', key)
+    local before, placed = 0, false
+    for j = 1, #all, 2 do
+      if not placed and tonumber(all[j + 1]) > now then
+        redis.call('ZADD', key, int(now), member(before, h))
+        before, placed = before + h, true
+      end
+      local _, eh = parse(all[j])
+      redis.call('ZADD', key, all[j + 1], member(before, eh))
+      before = before + eh
+    end
+    return { base = 0, count = before, newest = run.newest, newest_end = before }
+  end
+
+  local function sliding_log(i, charge)
+    local pending = 0 -- a list's counters are distinct: no earlier occurrence in the call
+    local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
+    local cutoff = now - w
+    local live = '(' .. int(cutoff)
+    local run = live_run(key, live)
+    local count = run and run.count or 0
+    local wanted = pending + h
+    local allowed = wanted <= limit and count + wanted <= limit
+    if allowed and charge and h > 0 then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cutoff))
+      run = log_hits(key, h, run)
+      count = run.count
+      redis.call('PEXPIREAT', key, int(run.newest + w))
+    end
+    local reset_ms = 0
+    if count > 0 then reset_ms = run.newest + w - now end
+    local blocked_ms = 0
+    if count >= limit then blocked_ms = nth_oldest(key, run, live, count - limit + 1) + w - now end
+    if allowed then
+      return count, math.max(0, limit - count), reset_ms, 0, 0, blocked_ms
+    end
+    local retry_ms
+    if wanted > limit then
+      retry_ms = math.max(1, reset_ms)
+    else
+      -- The n-th oldest of the live hits and the pending ones (at now) must leave the window.
+      local n = count + wanted - limit
+      local not_later = hits_not_later(key, run, live)
+      if n <= not_later then
+        retry_ms = nth_oldest(key, run, live, n) + w - now
+      elseif n <= not_later + pending then
+        retry_ms = w
+      else
+        retry_ms = nth_oldest(key, run, live, n - pending) + w - now
+      end
+    end
+    return count, math.max(0, limit - count), reset_ms, retry_ms, 1, blocked_ms
+  end
+  STEPS[5] = sliding_log
+end
+
+
+local out = {}
+-- Key i judged (and charged when `charge`); true when it denies. As lib/run_call.lua: an
+-- admitted-hits algorithm with limit 0 denies every hit without reading or writing its key.
+local function judge(i, charge)
+  local u, r, reset, retry, denied, blocked
+  if limits[i] == 0 and algorithms[i] ~= 1 then
+    local w = call.windows[i]
+    denied = call.hits[i] > 0 and 1 or 0
+    u, r, reset, retry, blocked = 0, 0, w, denied * w, w
+  else
+    u, r, reset, retry, denied, blocked = STEPS[algorithms[i]](i, charge)
+  end
+  local at = 6 * i - 5
+  out[at], out[at + 1], out[at + 2], out[at + 3], out[at + 4], out[at + 5] = u, r, reset, retry, denied, blocked
+  return denied == 1
+end
+
+local any_denied = false
+for i = 1, n do
+  if judge(i, false) then any_denied = true end
+end
+if mode == 0 and not any_denied then
+  for i = 1, n do judge(i, true) end
+end
+return out
