@@ -1,14 +1,15 @@
 import { ConfigError } from '../errors';
-import { loadRuleDirectory, loadRuleTree } from '../config/load-rule-directory';
+import { statSync } from 'node:fs';
+import { loadRuleDirectory, loadRuleFile, loadRuleTree } from '../config/load-rule-directory';
 import { ruleTreeOf } from '../config/rule-tree';
 import type { RuleSet } from '../config/rule-types';
 import { loadSettings } from '../settings';
 import { EXIT_FINDINGS, EXIT_OK, UsageError, parseArgs, type CliIo } from './cli-io';
 
-export const CHECK_USAGE = `usage: floodgate check [<dir>]
+export const CHECK_USAGE = `usage: floodgate check [<dir> | <file>]
 
 Validates every rule file in <dir>, subdirectories included, exactly as the server loads them
-(same parser, same checks, same file order). Without <dir>, checks the files the server would
+(same parser, same checks, same file order), or the one rule file <file>. Without <dir>, checks the files the server would
 load from RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY and RUNTIME_WATCH_ROOT.
 MERGE_DOMAIN_CONFIG and RUNTIME_IGNOREDOTFILES are read from the environment, as the server
 reads them.
@@ -21,7 +22,7 @@ exits 1.
 export async function loadRulesLikeServer(dir: string | undefined): Promise<RuleSet> {
   const settings = loadSettings();
   const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
-  if (dir !== undefined) return loadRuleDirectory(dir, options);
+  if (dir !== undefined) return isFile(dir) ? loadRuleFile(dir, options) : loadRuleDirectory(dir, options);
   const tree = ruleTreeOf({
     root: settings.runtimeRoot,
     subdirectory: settings.runtimeSubdirectory,
@@ -29,6 +30,10 @@ export async function loadRulesLikeServer(dir: string | undefined): Promise<Rule
     watchRoot: settings.runtimeWatchRoot,
   });
   return loadRuleTree(tree, options);
+}
+
+function isFile(path: string): boolean {
+  return statSync(path, { throwIfNoEntry: false })?.isFile() === true;
 }
 
 /** `edge: 3 rules (2 fixed_window, 1 token_bucket), 1 unlimited, 1 shadow`; each limit of a `rate_limits` list is a rule. */
@@ -55,7 +60,7 @@ export function domainSummary(domain: string, rules: RuleSet): string {
 
 export async function checkCommand(args: readonly string[], io: CliIo): Promise<number> {
   const parsed = parseArgs(args, [], []);
-  if (parsed.positional.length > 1) throw new UsageError('check takes at most one directory');
+  if (parsed.positional.length > 1) throw new UsageError('check takes at most one directory or file');
   let rules: RuleSet;
   try {
     rules = await loadRulesLikeServer(parsed.positional[0]);

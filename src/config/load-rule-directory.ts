@@ -1,4 +1,5 @@
 import { open, realpath } from 'node:fs/promises';
+import { basename } from 'node:path';
 import { ConfigError } from '../errors';
 import { compileRules } from './compile-rules';
 import { MAX_RULE_FILE_BYTES } from './parse-rule-file';
@@ -30,6 +31,14 @@ export async function loadRuleTree(tree: RuleTree, options: RuleDirectoryOptions
 /** Every file under `dir`, subdirectories included (what `floodgate check <dir>` loads). */
 export function loadRuleDirectory(dir: string, options: RuleDirectoryOptions): Promise<RuleSet> {
   return loadRuleTree(directoryTree(dir), options);
+}
+
+/** One rule file on its own, read, parsed and compiled as the server does (`floodgate check <file>`). */
+export async function loadRuleFile(path: string, options: Pick<RuleDirectoryOptions, 'mergeDomainConfig'>): Promise<RuleSet> {
+  const file = { path, name: basename(path) };
+  const text = await readRuleFile(file);
+  if (text === undefined) throw new ConfigError(`${path}: cannot read rule file: no such file`);
+  return compileRules(await parseRuleFiles([{ name: file.name, text }]), { mergeDomainConfig: options.mergeDomainConfig });
 }
 
 /**

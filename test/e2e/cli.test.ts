@@ -95,6 +95,20 @@ describe('floodgate check', () => {
     expect(merged.stdout.split('\n').filter(Boolean)).toHaveLength(1);
   });
 
+  // Issue 19: `floodgate check config/edge.yaml` said "not a directory".
+  test('a single rule file is checked as the server would load it', async () => {
+    expect(await runCli(['check', join(projectRoot, 'config', 'edge.yaml')])).toEqual({
+      code: 0,
+      stdout: expect.stringMatching(/^edge: \d+ rules? \(/) as unknown as string,
+      stderr: '',
+    });
+    expect(await runCli(['check', join(BROKEN, 'b_bad.yaml')])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: "b_bad.yaml: invalid rate limit unit 'fortnight'\n",
+    });
+  });
+
   test('a missing directory exits 1 naming it', async () => {
     expect(await runCli(['check', '/nonexistent/rules'])).toEqual({
       code: 1,
