@@ -6,6 +6,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { projectRoot } from '../../src/paths';
 
+/** The V8 flags the image runs the server with (NODE_OPTIONS in deploy/Dockerfile, and `npm start`). */
+export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
+
 /** The built server (`dist/src/main.js`) as a real child process. */
 export interface ServerProcess {
   readonly proc: ChildProcess;
@@ -82,7 +85,7 @@ export function spawnCommandWithEnv(launch: LaunchAs, env: Record<string, string
 }
 
 async function spawnWithEnv(env: Record<string, string>, removeFiles: () => void, launch?: LaunchAs): Promise<ServerProcess> {
-  const [file, args] = launch ? [launch.command, []] : [process.execPath, [join(projectRoot, 'dist/src/main.js')]];
+  const [file, args] = launch ? [launch.command, []] : [process.execPath, [...SERVER_NODE_FLAGS, join(projectRoot, 'dist/src/main.js')]];
   const proc = spawn(file, args, {
     // The interpreter that runs the tests comes first, for a shebang's `env node`.
     env: { PATH: `${dirname(process.execPath)}:${process.env.PATH}`, ...env },

@@ -8,6 +8,7 @@ import type { RuleSet } from '../../src/config/rule-types';
 import { projectRoot } from '../../src/paths';
 import type { DescriptorEntry } from '../../src/domain/descriptor';
 import { loadSettings } from '../../src/settings';
+import { SERVER_NODE_FLAGS } from '../helpers/server-process';
 import { containerEnv, findOne, floodgateKit, floodgateKitChecks, loadRecordingReads } from '../helpers/floodgate-kit-checks';
 import { kustomize } from '../helpers/kustomize-lite';
 
@@ -255,6 +256,12 @@ describe('deploy/Dockerfile', () => {
     const runs = builder?.instructions.filter((i) => /^RUN\s/i.test(i)).join('\n') ?? '';
     expect(runs).toMatch(/\bnpm ci\b/);
     expect(runs).toMatch(/\bnpm run build\b/);
+  });
+
+  it('runs node with the flags the tests run the server with, and so does npm start', () => {
+    const env = runtimeStage.instructions.filter((i) => /^ENV\s/i.test(i)).join(' ');
+    expect(env).toContain(`NODE_OPTIONS=${SERVER_NODE_FLAGS.join(' ')} `);
+    expect((JSON.parse(read('package.json')) as { scripts: { start: string } }).scripts.start).toContain(`node ${SERVER_NODE_FLAGS.join(' ')} `);
   });
 
   it('package.json asks for the Node.js line the tests run on and the image ships', () => {
