@@ -99,7 +99,7 @@ describe('floodgate check', () => {
   test('a single rule file is checked as the server would load it', async () => {
     expect(await runCli(['check', join(projectRoot, 'config', 'edge.yaml')])).toEqual({
       code: 0,
-      stdout: expect.stringMatching(/^edge: \d+ rules? \(/) as unknown as string,
+      stdout: expect.stringMatching(/^edge: \d+ rules? \(/),
       stderr: '',
     });
     expect(await runCli(['check', join(BROKEN, 'b_bad.yaml')])).toEqual({
