@@ -217,7 +217,7 @@ describe('floodgate serve', () => {
       scripts: Record<string, string>;
     };
     expect(pkg.bin).toEqual({ floodgate: 'bin/floodgate.js' });
-    expect(pkg.scripts['start']).toMatch(/\bnode bin\/floodgate\.js serve$/);
+    expect(pkg.scripts['start']).toMatch(/\bnode (--[\w=-]+ )*bin\/floodgate\.js serve$/);
   });
 
   test('runs the service (as npm start does) until SIGTERM, then exits 0', async () => {

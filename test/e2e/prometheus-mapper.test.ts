@@ -117,7 +117,11 @@ describe('PROMETHEUS_MAPPER_YAML', () => {
         'every request flushed',
         async () => {
           last = await (await fetch(metricsUrl)).text();
-          return parseExposition(last).get('ratelimit_service_domain_not_found{domain="(unknown)"}') === unknown ? last : undefined;
+          // Both batches flushed: the unknown domains all counted, and the detailed values past
+          // the cap counted as dropped (a flush may fall between the two batches).
+          const seen = parseExposition(last);
+          const flushed = seen.get('ratelimit_service_domain_not_found{domain="(unknown)"}') === unknown;
+          return flushed && (seen.get('floodgate_metrics_series_dropped_total') ?? 0) > 0 ? last : undefined;
         },
         {
           timeoutMs: 15_000,
