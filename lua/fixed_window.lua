@@ -23,6 +23,7 @@
 --             blocked_ms = reset_ms once the count reaches the limit, else 0.
 
 -- @include lib/int.lua
+-- @include lib/fixed_window_step.lua
 -- @include lib/read_call.lua
 -- @include lib/run_call.lua
 
@@ -30,53 +31,12 @@ local call, err = read_call('fixed_window')
 if err then return err end
 local now = call.now
 -- Locals: a global or a field is a table lookup on every use, and step runs once a key.
-local rcall, match, tonumber, max = redis.call, string.match, tonumber, math.max
+local rcall = redis.call
 local hits, limits, windows = call.hits, call.limits, call.windows
 
 local function step(i, _, charge)
-  local key, h, limit, w = KEYS[i], hits[i], limits[i], windows[i]
-  local start = now - (now % w)
-  local stored, c, p, vs, vp = nil, 0, 0, nil, nil
-  local value = rcall('GET', key)
-  if value then
-    local vc
-    vs, vc, vp = match(value, '^(%d+):(%d+):(%d+)$')
-    if vs ~= nil then
-      stored, c, p = tonumber(vs), tonumber(vc), tonumber(vp)
-    elseif match(value, '^%d+$') then
-      stored, c = start, tonumber(value)
-    end
-  end
-  -- Past its expiry the state is gone, whether or not redis has removed the key yet.
-  if stored ~= nil and stored + 2 * w <= now then stored, c, p, vs = nil, 0, 0, nil end
-  local count = 0
-  if stored == start then
-    count = c
-  elseif stored == start + w then
-    count = p
-  end
-  local denied = count + h > limit
-  if charge and h > 0 then
-    count = count + h
-    -- One SET per write. A value in the "s:c:p" form got its expiry, s + 2W, with the SET that
-    -- started window s, so a write that keeps s keeps the TTL (KEEPTTL: no expiry to format
-    -- and store again), and the common case, a later hit in window s, reuses the stored start
-    -- and previous count as they are. A new window, or a plain integer, sets it (PXAT).
-    if stored == start and vs ~= nil then
-      rcall('SET', key, vs .. ':' .. int(count) .. ':' .. vp, 'KEEPTTL')
-    elseif stored == start + w then
-      rcall('SET', key, vs .. ':' .. int(c) .. ':' .. int(count), 'KEEPTTL')
-    elseif stored == nil or stored <= start then
-      local before = 0
-      if stored == start then before = p elseif stored == start - w then before = c end
-      rcall('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before), 'PXAT', int(start + 2 * w))
-    end
-  end
-  local reset_ms = start + w - now
-  local retry_ms, blocked_ms = 0, 0
-  if denied then retry_ms = reset_ms end
-  if count >= limit then blocked_ms = reset_ms end
-  return count, max(0, limit - count), reset_ms, retry_ms, denied and 1 or 0, blocked_ms
+  local key = KEYS[i]
+  return fixed_window_step(key, rcall('GET', key), now, windows[i], hits[i], limits[i], charge)
 end
 
 return run_call(call, step, true)

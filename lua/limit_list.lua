@@ -17,6 +17,7 @@
 --             a refusal (or a look), each key's judgement of its own hits, nothing written.
 
 -- @include lib/int.lua
+-- @include lib/fixed_window_step.lua
 -- @include lib/bucket_step.lua
 
 local n, nargs = #KEYS, #ARGV
@@ -64,61 +65,19 @@ end
 local STEPS = {}
 
 if used[1] then
-  -- lua/fixed_window.lua's step, except that the charge uses the value the look parsed: a list's
+  -- lib/fixed_window_step.lua, except that the charge uses the value the look read: a list's
   -- keys are distinct and only the charge writes, after its read, so the value is still the key's.
-  local rcall, match, max = redis.call, string.match, math.max
-  local fw_read = {}
+  local rcall = redis.call
+  local fw_value = {} -- false: no key
 
   local function fixed_window(i, charge)
-    local key, h, limit, w = KEYS[i], hits[i], limits[i], windows[i]
-    local start = now - (now % w)
-    local stored, c, p, vs, vp = nil, 0, 0, nil, nil
-    local read = fw_read[i]
-    if read then
-      stored, c, p, vs, vp = read[1], read[2], read[3], read[4], read[5]
-    else
-      local value = rcall('GET', key)
-      if value then
-        local vc
-        vs, vc, vp = match(value, '^(%d+):(%d+):(%d+)$')
-        if vs ~= nil then
-          stored, c, p = tonumber(vs), tonumber(vc), tonumber(vp)
-        elseif match(value, '^%d+$') then
-          stored, c = start, tonumber(value)
-        end
-      end
-      fw_read[i] = { stored, c, p, vs, vp }
+    local key = KEYS[i]
+    local value = fw_value[i]
+    if value == nil then
+      value = rcall('GET', key)
+      fw_value[i] = value
     end
-    -- Past its expiry the state is gone, whether or not redis has removed the key yet.
-    if stored ~= nil and stored + 2 * w <= now then stored, c, p, vs = nil, 0, 0, nil end
-    local count = 0
-    if stored == start then
-      count = c
-    elseif stored == start + w then
-      count = p
-    end
-    local denied = count + h > limit
-    if charge and h > 0 then
-      count = count + h
-      -- One SET per write. A value in the "s:c:p" form got its expiry, s + 2W, with the SET that
-      -- started window s, so a write that keeps s keeps the TTL (KEEPTTL: no expiry to format
-      -- and store again), and the common case, a later hit in window s, reuses the stored start
-      -- and previous count as they are. A new window, or a plain integer, sets it (PXAT).
-      if stored == start and vs ~= nil then
-        rcall('SET', key, vs .. ':' .. int(count) .. ':' .. vp, 'KEEPTTL')
-      elseif stored == start + w then
-        rcall('SET', key, vs .. ':' .. int(c) .. ':' .. int(count), 'KEEPTTL')
-      elseif stored == nil or stored <= start then
-        local before = 0
-        if stored == start then before = p elseif stored == start - w then before = c end
-        rcall('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before), 'PXAT', int(start + 2 * w))
-      end
-    end
-    local reset_ms = start + w - now
-    local retry_ms, blocked_ms = 0, 0
-    if denied then retry_ms = reset_ms end
-    if count >= limit then blocked_ms = reset_ms end
-    return count, max(0, limit - count), reset_ms, retry_ms, denied and 1 or 0, blocked_ms
+    return fixed_window_step(key, value or nil, now, windows[i], hits[i], limits[i], charge)
   end
   STEPS[1] = fixed_window
 end
