@@ -23,7 +23,12 @@ import { startTestApp, type TestApp } from '../helpers/test-app';
 //
 // Time: the recorded rules use hour, day and week units (overrides also month and year), and
 // floodgate's counting clock is pinned to the instant each request was sent to the reference,
-// so both count in the same windows. duration_until_reset (and the RateLimit-Reset header)
+// moved forward by REPLAY_SHIFT_MS, so both count in the same windows. The shift is a whole
+// number of every window length (their least common multiple, about 42 years): the windows and
+// every time until a reset stay as recorded, while the expiry the scripts give each key (an
+// absolute instant on the pinned clock) stays in Redis' future. Without it, keys written for
+// the recorded instants expire at once once real time passes them (hour windows two hours after
+// recording), and the replay fails for reasons that have nothing to do with the answers. duration_until_reset (and the RateLimit-Reset header)
 // comes from the reference's clock when it handled the call, a moment after it was sent: it may
 // be one second less than floodgate's. That, and nothing more, is allowed.
 //
@@ -135,6 +140,12 @@ function comparable(ours: Answer, theirs: Answer): Answer {
   return out;
 }
 
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+const lcm = (a: number, b: number): number => (a / gcd(a, b)) * b;
+const DAY_S = 86_400;
+// second, minute, hour, day, week, and the reference's 30-day month and 365-day year.
+const REPLAY_SHIFT_MS = [1, 60, 3600, DAY_S, 7 * DAY_S, 30 * DAY_S, 365 * DAY_S].reduce(lcm) * 1000;
+
 let redis: RedisProcess;
 beforeAll(async () => {
   redis = await startStandalone();
@@ -168,7 +179,7 @@ describe.each(FIXTURE.modes.map((m) => [m.name, m] as const))('floodgate answers
   it(`answers each of the recorded requests as the reference did`, async () => {
     const differences: string[] = [];
     for (const [i, step] of mode.steps.entries()) {
-      clock.now = step.at;
+      clock.now = step.at + REPLAY_SHIFT_MS;
       const answer = await new Promise<{ res?: Answer; err?: { code: number; details: string } }>((resolve) =>
         client.ShouldRateLimit(step.request, { deadline: Date.now() + 5000 }, (err, res) =>
           resolve(err ? { err: { code: err.code, details: err.details } } : { res }),
