@@ -183,9 +183,9 @@ export class RedisLimiter implements Limiter {
   }
 
   /**
-   * A `rate_limits` list starting at `first`: one group, one lua/limit_list.lua call, of its own.
-   * Its keys share the descriptor's hash tag, so one slot. It goes to the main client even
-   * with REDIS_PERSECOND: one atomic call cannot span two servers.
+   * A `rate_limits` list starting at `first`: one group, decided all or nothing by
+   * lua/limit_list.lua. Its keys share the descriptor's hash tag, so one slot. It goes to the
+   * main client even with REDIS_PERSECOND: one atomic call cannot span two servers.
    */
   private listGroup(checks: readonly LimitCheck[], first: number): SlotGroup {
     const { client, keyPrefix } = this.options;
@@ -242,6 +242,7 @@ export class RedisLimiter implements Limiter {
   private runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, deadline: number, out: LimitResult[]): Promise<void> {
     const algorithm = group.algorithm;
     const args: (number | string)[] = [];
+    algorithm.pushGroupHeader(args, group.indexes.length);
     for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck);
     const pinned = this.options.pinnedNow;
     const call = {
