@@ -1,14 +1,18 @@
 // Issue 21 on a standalone Redis and a 3-master cluster: the list suite the memory backend runs
 // (test/helpers/limit-list-suite.ts), through RedisLimiter and lua/limit_list.lua, one atomic
 // call per list on the descriptor's hash tag; then lua/limit_list.lua's protocol itself (several
-// lists in one call, each all or nothing, in order; its errors).
+// lists in one call, each all or nothing, in order; its errors), and concurrent requests whose
+// lists share counters, on the real clock, merged into few script calls.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
+import type { LimitSpec } from '../../src/domain/limit-spec';
+import type { LimitCheck, LimitResult } from '../../src/limiter/limiter';
 import { loadLuaScript } from '../../src/limiter/redis/lua-script';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { seededRandom } from '../helpers/algorithm-traces';
 import { limitListSuite, T0 } from '../helpers/limit-list-suite';
 import { standaloneAndCluster } from '../helpers/standalone-and-cluster';
+import { awayFromWindowEdge } from '../helpers/windows';
 
 /** lua/limit_list.lua's number for each algorithm. */
 const ALG = { fixed_window: 1, sliding_window: 2, token_bucket: 3, gcra: 4, sliding_log: 5 } as const;
@@ -168,5 +172,65 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         client.disconnect();
       }
     });
+  });
+
+  test('200 concurrent requests whose lists share a counter, on the real clock: few script calls, exact counts, all or nothing', async () => {
+    const calls: string[] = [];
+    const limiter = new RedisLimiter({
+      client: connect(),
+      keyPrefix: `listc_${name}_${run}_`,
+      observer: { scriptCall: (s) => calls.push(s), refused: () => undefined },
+    });
+    try {
+      for (let i = 0; i < 250 && !limiter.isHealthy(); i++) await new Promise((r) => setTimeout(r, 20));
+      // The shared hour's fixed window must not roll over during the burst.
+      await awayFromWindowEdge(3600, 10_000);
+      const counter = { domain: 'listc', entries: [{ key: 'k', value: randomUUID() }] };
+      // List A = [shared 50/h, a 30/day], list B = [shared 50/h, b 40/day]: a and b would admit
+      // 70, the shared hour admits 50, so exactly 50 lists are admitted, whatever their order.
+      const shared: LimitSpec = { algorithm: 'fixed_window', limit: 50, windowSeconds: 3600, burst: 50 };
+      const a: LimitSpec = { algorithm: 'token_bucket', limit: 30, windowSeconds: 86_400, burst: 30 };
+      const b: LimitSpec = { algorithm: 'gcra', limit: 40, windowSeconds: 86_400, burst: 40 };
+      const list = (own: LimitSpec, hits = 1): LimitCheck[] => [
+        { counter, spec: shared, hits, listSize: 2 },
+        { counter, spec: own, hits },
+      ];
+      // A, B, or both in one request (two lists of one request that share a counter).
+      const requests = Array.from({ length: 200 }, (_, i) => (i % 3 === 0 ? list(a) : i % 3 === 1 ? list(b) : [...list(a), ...list(b)]));
+      const options = { deadline: Date.now() + 10_000, stopIncrementWhenOverLimit: false };
+      const answers = await Promise.all(requests.map((r) => limiter.check(r, options)));
+      const listCalls = calls.filter((s) => s === 'limit_list').length;
+
+      const admitted = { shared: [] as number[], a: [] as number[], b: [] as number[] };
+      answers.forEach((results, r) => {
+        const checks = requests[r]!;
+        for (let at = 0; at < checks.length; at += 2) {
+          const [first, second] = [results[at] as LimitResult, results[at + 1] as LimitResult];
+          // The list's own limit admits iff it had room; when both admit the list is charged.
+          if (first.allowed && second.allowed) {
+            admitted.shared.push(first.used);
+            (checks[at + 1]!.spec === a ? admitted.a : admitted.b).push(second.used);
+          }
+        }
+      });
+      const ints = (k: number) => Array.from({ length: k }, (_, i) => i + 1);
+      const sorted = (xs: number[]) => [...xs].sort((p, q) => p - q);
+      // Every admitted list took the next hit of each of its counters: each count once.
+      expect(sorted(admitted.shared)).toEqual(ints(50));
+      expect(sorted(admitted.a)).toEqual(ints(admitted.a.length));
+      expect(sorted(admitted.b)).toEqual(ints(admitted.b.length));
+      expect(admitted.a.length).toBeLessThanOrEqual(30);
+      expect(admitted.b.length).toBeLessThanOrEqual(40);
+      // Denied lists charged nothing: the counters hold exactly the admitted lists.
+      const peek = async (spec: LimitSpec) => (await limiter.check([{ counter, spec, hits: 0 }], options))[0]!.used;
+      expect(await peek(shared)).toBe(50);
+      expect(await peek(a)).toBe(admitted.a.length);
+      expect(await peek(b)).toBe(admitted.b.length);
+      // Merged: far fewer script calls than the 266 lists (a NOSCRIPT retry is the same call).
+      console.info(`lists (${name}): 200 requests, 266 lists, ${listCalls} limit_list calls`);
+      expect(listCalls).toBeLessThanOrEqual(10);
+    } finally {
+      await limiter.close();
+    }
   });
 });

@@ -94,15 +94,16 @@ const LIST_ALGORITHM = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i + 1])) 
 
 /**
  * lua/limit_list.lua: `rate_limits` lists (issue 21), each decided all or nothing (mode 0) or
- * only looked at (mode 2), one after another; a group is one list, its ARGV led by its key
- * count. Not merged with other calls yet, and it never charges a denied hit, so STOP mode holds
- * it back like an admitted-hits algorithm.
+ * only looked at (mode 2), one after another. A group is one list, its ARGV led by its key
+ * count, so the count-mode calls of concurrent requests merge as other scripts' do: a merged
+ * call decides each list in turn, as separate calls in that order would. It never charges a
+ * denied hit, so STOP mode holds it back like an admitted-hits algorithm.
  */
 export function limitListScript(wrap: WrapScript = (script) => script): AlgorithmScript {
   const decodeAs = algorithmScript('limit_list', false, wrap);
   return {
     ...decodeAs,
-    coalescible: false,
+    coalescible: true,
     mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
     pushGroupHeader(args, size) {
       args.push(size);
