@@ -1,72 +1,110 @@
--- limit_list: one `rate_limits` list (issue 21), decided as one unit in one atomic call. Every
--- limit of the list is judged first, without charging; the hits are then charged to every
--- counter when all admit them, and to none when any denies, whatever the algorithms (a fixed
--- window included, which outside a list counts every hit). One TIME read serves all limits.
--- The steps are those of lua/<algorithm>.lua, one per algorithm, over the same key layouts, so
--- a counter means the same to a list and to a rule of its own (test/integration/differential
--- runs both against the reference model).
+-- limit_list: `rate_limits` lists (issue 21), each decided as one unit, several lists in one
+-- atomic call (call-coalescer.ts merges the lists of concurrent requests into one call, as it
+-- merges other scripts' keys). The lists run in order, each on its own: every limit of a list is
+-- judged first, without charging; the hits are then charged to every counter of the list when
+-- all admit them, and to none when any denies, whatever the algorithms (a fixed window
+-- included, which outside a list counts every hit). A list sees what the lists before it
+-- charged, so lists that share a counter are judged exactly as separate calls in that order
+-- would judge them. One TIME read serves the whole call. The steps are those of
+-- lua/<algorithm>.lua, one per algorithm, over the same key layouts, so a counter means the same
+-- to a list and to a rule of its own (test/integration/differential runs both against the
+-- reference model).
 --
--- KEYS[1]     the list's first counter; KEYS[i], counter i (i = 1..n), as lua/<algorithm_i>.lua
---             stores it. All share the descriptor's hash tag, so one slot.
--- ARGV[1]     mode: 0 = decide and charge all or none, 2 = look (judge only, charge nothing).
--- ARGV[5i-3]  algorithm_i: 1 fixed_window, 2 sliding_window, 3 token_bucket, 4 gcra, 5 sliding_log.
--- ARGV[5i-2 .. 5i+1]  hits_i, limit_i, window_i (whole seconds), burst_i, as lib/read_call.lua.
--- ARGV[5n+2]  optional, tests only: "now" in epoch ms; without it redis TIME, read once.
+-- KEYS[1]     the first list's first counter. KEYS holds the counters of list 1, then those of
+--             list 2, and so on; KEYS[i] (i = 1..n) as lua/<algorithm_i>.lua stores it. All in
+--             one slot (a list's counters share the descriptor's hash tag). A counter appears at
+--             most once in a list (refused otherwise); it may appear in several lists.
+-- ARGV[1]     mode: 0 = decide and charge each list all or none, 2 = look (judge only, charge
+--             nothing).
+-- Then, for each list in the order of KEYS: its key count m (>= 1), then 5 ARGV per key of
+--             the list: algorithm_i (1 fixed_window, 2 sliding_window, 3 token_bucket, 4 gcra,
+--             5 sliding_log), hits_i, limit_i, window_i (whole seconds), burst_i, as
+--             lib/read_call.lua. One list of n keys: ARGV[2] = n, key i's five at ARGV[5i-2 .. 5i+2].
+--             The lists cover KEYS exactly; a count that runs past KEYS or ARGV is refused.
+-- ARGV[last]  optional, tests only: "now" in epoch ms, the one ARGV after the lists; without it
+--             redis TIME, read once.
 -- Returns     as lib/run_call.lua: 6n integers, key i's used, remaining, reset_ms,
---             retry_after_ms, denied, blocked_ms. After a charge, each key's state after it; after
---             a refusal (or a look), each key's judgement of its own hits, nothing written.
+--             retry_after_ms, denied, blocked_ms. After a list's charge, each of its keys' state
+--             after it; after a refusal (or a look), each key's judgement of its own hits, nothing
+--             written. A malformed call is refused whole (an `ERR limit_list: ...` error reply)
+--             before any list runs.
 
 -- @include lib/int.lua
 -- @include lib/fixed_window_step.lua
 -- @include lib/bucket_step.lua
 
 local n, nargs = #KEYS, #ARGV
-if nargs ~= 5 * n + 1 and nargs ~= 5 * n + 2 then
-  return redis.error_reply(string.format('ERR limit_list: %d keys need %d or %d ARGV, got %d', n, 5 * n + 1, 5 * n + 2, nargs))
-end
+local argv, floor = ARGV, math.floor
 
--- A whole number >= min that a double holds exactly; nil otherwise.
+-- A whole number >= min that a double holds exactly; nil otherwise (and for a missing ARGV).
 local function whole(i, min)
-  local v = tonumber(ARGV[i])
-  if v ~= nil and v >= min and v < 9007199254740992 and v == math.floor(v) then return v end
+  local v = argv[i] and tonumber(argv[i])
+  if v ~= nil and v >= min and v < 9007199254740992 and v == floor(v) then return v end
   return nil
 end
 
+local function refuse(...)
+  return redis.error_reply('ERR limit_list: ' .. string.format(...))
+end
+
 local mode = whole(1, 0)
-if mode ~= 0 and mode ~= 2 then return redis.error_reply('ERR limit_list: mode (ARGV[1]) must be 0 or 2') end
+if mode ~= 0 and mode ~= 2 then return refuse('mode (ARGV[1]) must be 0 or 2') end
+-- The whole call is read and checked before any list runs. The shape lib/bucket_step.lua
+-- reads; `used[a]`: some key of the call counts with algorithm a; `ends[l]`: list l's last key.
+local algorithms, hits, limits, windows, bursts, used, ends = {}, {}, {}, {}, {}, {}, {}
+local at, taken = 2, 0 -- the next ARGV to read; the keys of the lists read so far
+while taken < n do
+  local list = #ends + 1
+  local m = whole(at, 1)
+  if m == nil then return refuse('list %d: key count (ARGV[%d]) must be a whole number >= 1', list, at) end
+  if taken + m > n then return refuse('list %d: %d keys from KEYS[%d] run past the %d keys', list, m, taken + 1, n) end
+  if at + 5 * m > nargs then
+    return refuse('list %d: %d keys need ARGV[%d..%d], the call has %d ARGV', list, m, at + 1, at + 5 * m, nargs)
+  end
+  for i = taken + 1, taken + m do
+    local first = at + 1 + 5 * (i - taken - 1)
+    local a, h, l, w, b = tonumber(argv[first]), tonumber(argv[first + 1]), tonumber(argv[first + 2]), tonumber(argv[first + 3]), tonumber(argv[first + 4])
+    -- whole(), inline: the common case costs no function call.
+    if not (a and h and l and w and b and a >= 1 and a <= 5 and h >= 0 and l >= 0 and w >= 1 and b >= 0
+        and h < 9007199254740992 and l < 9007199254740992 and w < 9007199254740992 and b < 9007199254740992
+        and a == floor(a) and h == floor(h) and l == floor(l) and w == floor(w) and b == floor(b)) then
+      return refuse('key %d needs algorithm 1..5, integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[%d..%d])',
+        i, first, first + 4)
+    end
+    -- Judged twice against one state, a counter would be charged from a stale read (and a
+    -- list's rules never name one counter twice): refused.
+    local key = KEYS[i]
+    for j = taken + 1, i - 1 do
+      if KEYS[j] == key then return refuse('list %d holds one counter twice (KEYS[%d] and KEYS[%d])', list, j, i) end
+    end
+    algorithms[i], hits[i], limits[i], windows[i], bursts[i], used[a] = a, h, l, w * 1000, b, true
+  end
+  taken, at = taken + m, at + 5 * m + 1
+  ends[list] = taken
+end
+if nargs - at + 1 > 1 then
+  return refuse('the lists end at ARGV[%d]; only a pinned now may follow them, got %d ARGV', at - 1, nargs - at + 1)
+end
 local now
-if nargs == 5 * n + 2 then
+if nargs == at then
   now = whole(nargs, 0)
-  if now == nil then return redis.error_reply('ERR limit_list: pinned now (last ARGV) must be epoch milliseconds') end
+  if now == nil then return refuse('pinned now (last ARGV) must be epoch milliseconds') end
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 end
--- The shape lib/bucket_step.lua reads; `used[a]`: some key of the call counts with algorithm a.
-local argv, floor = ARGV, math.floor
-local algorithms, hits, limits, windows, bursts, used = {}, {}, {}, {}, {}, {}
 local call = { n = n, now = now, algorithms = algorithms, hits = hits, limits = limits, windows = windows, bursts = bursts }
-for i = 1, n do
-  local first = 5 * i - 3
-  local a, h, l, w, b = tonumber(argv[first]), tonumber(argv[first + 1]), tonumber(argv[first + 2]), tonumber(argv[first + 3]), tonumber(argv[first + 4])
-  -- whole(), inline: the common case costs no function call.
-  if not (a and h and l and w and b and a >= 1 and a <= 5 and h >= 0 and l >= 0 and w >= 1 and b >= 0
-      and h < 9007199254740992 and l < 9007199254740992 and w < 9007199254740992 and b < 9007199254740992
-      and a == floor(a) and h == floor(h) and l == floor(l) and w == floor(w) and b == floor(b)) then
-    return redis.error_reply(string.format(
-      'ERR limit_list: key %d needs algorithm 1..5, integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[%d..%d])',
-      i, first, first + 4))
-  end
-  algorithms[i], hits[i], limits[i], windows[i], bursts[i], used[a] = a, h, l, w * 1000, b, true
-end
 
 -- Each algorithm's step, defined only when a key of the call uses it (a definition is a
 -- closure made on every call).
 local STEPS = {}
 
 if used[1] then
-  -- lib/fixed_window_step.lua, except that the charge uses the value the look read: a list's
-  -- keys are distinct and only the charge writes, after its read, so the value is still the key's.
+  -- lib/fixed_window_step.lua, except that the charge uses the value the look read. The value
+  -- is kept per index, not per key, and is still the key's when the charge comes: an index
+  -- belongs to one list, read first by that list's look, after every earlier list is done;
+  -- between that look and the list's charge only the list's other counters are written, and a
+  -- list holds a counter once. (A key in two lists is two indexes, each read in its own turn.)
   local rcall = redis.call
   local fw_value = {} -- false: no key
 
@@ -243,7 +281,7 @@ if used[5] then
   end
 
   local function sliding_log(i, charge)
-    local pending = 0 -- a list's counters are distinct: no earlier occurrence in the call
+    local pending = 0 -- a list holds a counter once, and earlier lists' charges are stored
     local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
     local cutoff = now - w
     local live = '(' .. int(cutoff)
@@ -284,7 +322,6 @@ if used[5] then
   STEPS[5] = sliding_log
 end
 
-
 local out = {}
 -- Key i judged (and charged when `charge`); true when it denies. As lib/run_call.lua: an
 -- admitted-hits algorithm with limit 0 denies every hit without reading or writing its key.
@@ -302,11 +339,17 @@ local function judge(i, charge)
   return denied == 1
 end
 
-local any_denied = false
-for i = 1, n do
-  if judge(i, false) then any_denied = true end
-end
-if mode == 0 and not any_denied then
-  for i = 1, n do judge(i, true) end
+-- Each list in turn, all or nothing: every limit judged, then all charged or none.
+local first = 1
+for l = 1, #ends do
+  local last = ends[l]
+  local any_denied = false
+  for i = first, last do
+    if judge(i, false) then any_denied = true end
+  end
+  if mode == 0 and not any_denied then
+    for i = first, last do judge(i, true) end
+  end
+  first = last + 1
 end
 return out

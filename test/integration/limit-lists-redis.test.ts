@@ -1,10 +1,47 @@
 // Issue 21 on a standalone Redis and a 3-master cluster: the list suite the memory backend runs
 // (test/helpers/limit-list-suite.ts), through RedisLimiter and lua/limit_list.lua, one atomic
-// call per list on the descriptor's hash tag.
-import { describe } from 'vitest';
+// call per list on the descriptor's hash tag; then lua/limit_list.lua's protocol itself (several
+// lists in one call, each all or nothing, in order; its errors), and concurrent requests whose
+// lists share counters, on the real clock, merged into few script calls.
+import { randomUUID } from 'node:crypto';
+import { describe, expect, test } from 'vitest';
+import type { LimitSpec } from '../../src/domain/limit-spec';
+import type { LimitCheck, LimitResult } from '../../src/limiter/limiter';
+import { loadLuaScript } from '../../src/limiter/redis/lua-script';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
-import { limitListSuite } from '../helpers/limit-list-suite';
+import { seededRandom } from '../helpers/algorithm-traces';
+import { limitListSuite, T0 } from '../helpers/limit-list-suite';
 import { standaloneAndCluster } from '../helpers/standalone-and-cluster';
+import { awayFromWindowEdge } from '../helpers/windows';
+
+/** lua/limit_list.lua's number for each algorithm. */
+const ALG = { fixed_window: 1, sliding_window: 2, token_bucket: 3, gcra: 4, sliding_log: 5 } as const;
+
+/** One limit of a list as the script takes it: its counter's name (suffix of the key) and its five ARGV. */
+interface Limit {
+  readonly name: string;
+  readonly algorithm: keyof typeof ALG;
+  readonly limit: number;
+  readonly windowSeconds: number;
+  readonly burst: number;
+}
+
+/** KEYS and ARGV of one limit_list call of `lists` (each with its hits) on the counters of hash tag `tag`. */
+function listCall(tag: string, mode: number, lists: readonly { limits: readonly Limit[]; hits: number }[], now?: number) {
+  const keys: string[] = [];
+  const args: number[] = [mode];
+  for (const { limits, hits } of lists) {
+    args.push(limits.length);
+    for (const l of limits) {
+      keys.push(`ll:{${tag}}:${l.name}`);
+      args.push(ALG[l.algorithm], hits, l.limit, l.windowSeconds, l.burst);
+    }
+  }
+  if (now !== undefined) args.push(now);
+  return { keys, args };
+}
+
+const script = loadLuaScript('limit_list');
 
 describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect) => {
   let n = 0;
@@ -13,4 +50,187 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
     { limiter: (now) => new RedisLimiter({ client: connect(), keyPrefix: `list_${name}_${run}_`, pinnedNow: now }) },
     () => `k${++n}`,
   );
+
+  describe('lua/limit_list.lua: several lists in one call', () => {
+    const shared: Limit = { name: 'shared', algorithm: 'fixed_window', limit: 1, windowSeconds: 60, burst: 1 };
+    const x: Limit = { name: 'x', algorithm: 'token_bucket', limit: 5, windowSeconds: 60, burst: 5 };
+    const y: Limit = { name: 'y', algorithm: 'sliding_log', limit: 5, windowSeconds: 60, burst: 5 };
+
+    test('lists are decided in order, each all or nothing: a later list sees what an earlier one charged', async () => {
+      const client = connect();
+      try {
+        const tag = randomUUID();
+        const now = T0 + 1000;
+        // List 1 takes the shared counter's only hit; list 2 is then denied by it, and its y is not charged.
+        const { keys, args } = listCall(
+          tag,
+          0,
+          [
+            { limits: [shared, x], hits: 1 },
+            { limits: [shared, y], hits: 1 },
+          ],
+          now,
+        );
+        const reply = await script.run(client, keys, args);
+        expect(reply).toHaveLength(6 * 4);
+        const denied = (k: number) => reply[6 * k + 4];
+        const used = (k: number) => reply[6 * k];
+        expect([denied(0), denied(1), denied(2), denied(3)]).toEqual([0, 0, 1, 0]);
+        expect([used(0), used(1), used(2), used(3)]).toEqual([1, 1, 1, 0]);
+        // The state is that of two separate calls in that order.
+        const peek = listCall(tag, 2, [{ limits: [shared, x, y], hits: 0 }], now);
+        const looked = await script.run(client, peek.keys, peek.args);
+        expect([looked[0], looked[6], looked[12]]).toEqual([1, 1, 0]);
+      } finally {
+        client.disconnect();
+      }
+    });
+
+    test('one merged call of random lists that share counters answers and stores as separate calls in that order', async () => {
+      const client = connect();
+      try {
+        const pool: Limit[] = [
+          { name: 'fw1', algorithm: 'fixed_window', limit: 3, windowSeconds: 1, burst: 3 },
+          { name: 'fw60', algorithm: 'fixed_window', limit: 6, windowSeconds: 60, burst: 6 },
+          { name: 'sw', algorithm: 'sliding_window', limit: 5, windowSeconds: 2, burst: 5 },
+          { name: 'tb', algorithm: 'token_bucket', limit: 4, windowSeconds: 2, burst: 4 },
+          { name: 'gcra', algorithm: 'gcra', limit: 3, windowSeconds: 1, burst: 3 },
+          { name: 'log', algorithm: 'sliding_log', limit: 4, windowSeconds: 2, burst: 4 },
+        ];
+        const random = seededRandom(2111);
+        const merged = randomUUID();
+        const separate = randomUUID();
+        let now = T0 + 5000;
+        let denials = 0;
+        for (let round = 0; round < 60; round++) {
+          now += random(700);
+          const mode = random(10) < 2 ? 2 : 0;
+          const lists = Array.from({ length: 1 + random(6) }, () => {
+            const picked = new Set<Limit>();
+            const size = 1 + random(3);
+            while (picked.size < size) picked.add(pool[random(pool.length)]!);
+            return { limits: [...picked], hits: random(4) };
+          });
+          const one = listCall(merged, mode, lists, now);
+          const mergedReply = await script.run(client, one.keys, one.args);
+          const separateReply: number[] = [];
+          for (const list of lists) {
+            const own = listCall(separate, mode, [list], now);
+            separateReply.push(...(await script.run(client, own.keys, own.args)));
+          }
+          expect(mergedReply, `round ${round}: ${JSON.stringify(lists.map((l) => [l.hits, l.limits.map((m) => m.name)]))}`).toEqual(
+            separateReply,
+          );
+          for (let k = 4; k < mergedReply.length; k += 6) denials += mergedReply[k]!;
+        }
+        // The trace denies often enough to mean something.
+        expect(denials).toBeGreaterThan(30);
+      } finally {
+        client.disconnect();
+      }
+    });
+
+    test('malformed calls are refused with a clear error, and nothing is charged', async () => {
+      const client = connect();
+      try {
+        const tag = randomUUID();
+        const k = (s: string) => `ll:{${tag}}:${s}`;
+        const one = [ALG.fixed_window, 1, 10, 60, 10];
+        const bad = (keys: string[], args: number[]) => script.run(client, keys, args);
+        await expect(bad([k('a')], [1, 1, ...one])).rejects.toThrow('ERR limit_list: mode (ARGV[1]) must be 0 or 2');
+        await expect(bad([k('a')], [0, 0, ...one])).rejects.toThrow('ERR limit_list: list 1: key count (ARGV[2]) must be a whole number >= 1');
+        await expect(bad([k('a')], [0, 1.5, ...one])).rejects.toThrow('ERR limit_list: list 1: key count (ARGV[2]) must be a whole number >= 1');
+        // A count that runs past the keys, and one that runs past the ARGV.
+        await expect(bad([k('a'), k('b')], [0, 3, ...one, ...one, ...one])).rejects.toThrow(
+          'ERR limit_list: list 1: 3 keys from KEYS[1] run past the 2 keys',
+        );
+        await expect(bad([k('a'), k('b')], [0, 1, ...one, 2, ...one])).rejects.toThrow(
+          'ERR limit_list: list 2: 2 keys from KEYS[2] run past the 2 keys',
+        );
+        await expect(bad([k('a'), k('b')], [0, 2, ...one, 1, 10, 60])).rejects.toThrow(
+          'ERR limit_list: list 1: 2 keys need ARGV[3..12], the call has 10 ARGV',
+        );
+        // After the lists, only a pinned now may follow.
+        await expect(bad([k('a')], [0, 1, ...one, T0, 7])).rejects.toThrow(
+          'ERR limit_list: the lists end at ARGV[7]; only a pinned now may follow them, got 2 ARGV',
+        );
+        await expect(bad([k('a')], [0, 1, ...one, -5])).rejects.toThrow('ERR limit_list: pinned now (last ARGV) must be epoch milliseconds');
+        await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, 6, 1, 10, 60, 10])).rejects.toThrow(
+          'ERR limit_list: key 2 needs algorithm 1..5, integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[9..13])',
+        );
+        // One counter twice in one list would be judged twice against one state: refused. (In
+        // two lists it is fine: see above.)
+        await expect(bad([k('a'), k('b'), k('b')], [0, 1, ...one, 2, ...one, ...one])).rejects.toThrow(
+          'ERR limit_list: list 2 holds one counter twice (KEYS[2] and KEYS[3])',
+        );
+        // A valid first list before a malformed second one: the call is refused before anything runs.
+        await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, ALG.fixed_window, -1, 10, 60, 10])).rejects.toThrow('ERR limit_list: key 2 needs');
+        expect(await client.exists(k('a'), k('b'))).toBe(0);
+        // No keys, no lists: an empty reply.
+        expect(await script.run(client, [], [0])).toEqual([]);
+      } finally {
+        client.disconnect();
+      }
+    });
+  });
+
+  test('200 concurrent requests whose lists share a counter, on the real clock: few script calls, exact counts, all or nothing', async () => {
+    const calls: string[] = [];
+    const limiter = new RedisLimiter({
+      client: connect(),
+      keyPrefix: `listc_${name}_${run}_`,
+      observer: { scriptCall: (s) => calls.push(s), refused: () => undefined },
+    });
+    try {
+      for (let i = 0; i < 250 && !limiter.isHealthy(); i++) await new Promise((r) => setTimeout(r, 20));
+      // The shared hour's fixed window must not roll over during the burst.
+      await awayFromWindowEdge(3600, 10_000);
+      const counter = { domain: 'listc', entries: [{ key: 'k', value: randomUUID() }] };
+      // List A = [shared 50/h, a 30/day], list B = [shared 50/h, b 40/day]: a and b would admit
+      // 70, the shared hour admits 50, so exactly 50 lists are admitted, whatever their order.
+      const shared: LimitSpec = { algorithm: 'fixed_window', limit: 50, windowSeconds: 3600, burst: 50 };
+      const a: LimitSpec = { algorithm: 'token_bucket', limit: 30, windowSeconds: 86_400, burst: 30 };
+      const b: LimitSpec = { algorithm: 'gcra', limit: 40, windowSeconds: 86_400, burst: 40 };
+      const list = (own: LimitSpec, hits = 1): LimitCheck[] => [
+        { counter, spec: shared, hits, listSize: 2 },
+        { counter, spec: own, hits },
+      ];
+      // A, B, or both in one request (two lists of one request that share a counter).
+      const requests = Array.from({ length: 200 }, (_, i) => (i % 3 === 0 ? list(a) : i % 3 === 1 ? list(b) : [...list(a), ...list(b)]));
+      const options = { deadline: Date.now() + 10_000, stopIncrementWhenOverLimit: false };
+      const answers = await Promise.all(requests.map((r) => limiter.check(r, options)));
+      const listCalls = calls.filter((s) => s === 'limit_list').length;
+
+      const admitted = { shared: [] as number[], a: [] as number[], b: [] as number[] };
+      answers.forEach((results, r) => {
+        const checks = requests[r]!;
+        for (let at = 0; at < checks.length; at += 2) {
+          const [first, second] = [results[at] as LimitResult, results[at + 1] as LimitResult];
+          // The list's own limit admits iff it had room; when both admit the list is charged.
+          if (first.allowed && second.allowed) {
+            admitted.shared.push(first.used);
+            (checks[at + 1]!.spec === a ? admitted.a : admitted.b).push(second.used);
+          }
+        }
+      });
+      const ints = (k: number) => Array.from({ length: k }, (_, i) => i + 1);
+      const sorted = (xs: number[]) => [...xs].sort((p, q) => p - q);
+      // Every admitted list took the next hit of each of its counters: each count once.
+      expect(sorted(admitted.shared)).toEqual(ints(50));
+      expect(sorted(admitted.a)).toEqual(ints(admitted.a.length));
+      expect(sorted(admitted.b)).toEqual(ints(admitted.b.length));
+      expect(admitted.a.length).toBeLessThanOrEqual(30);
+      expect(admitted.b.length).toBeLessThanOrEqual(40);
+      // Denied lists charged nothing: the counters hold exactly the admitted lists.
+      const peek = async (spec: LimitSpec) => (await limiter.check([{ counter, spec, hits: 0 }], options))[0]!.used;
+      expect(await peek(shared)).toBe(50);
+      expect(await peek(a)).toBe(admitted.a.length);
+      expect(await peek(b)).toBe(admitted.b.length);
+      // Merged: far fewer script calls than the 266 lists (a NOSCRIPT retry is the same call).
+      console.info(`lists (${name}): 200 requests, 266 lists, ${listCalls} limit_list calls`);
+      expect(listCalls).toBeLessThanOrEqual(10);
+    } finally {
+      await limiter.close();
+    }
+  });
 });

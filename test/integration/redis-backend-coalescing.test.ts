@@ -1,12 +1,13 @@
-// Concurrent requests' fixed-window calls to one slot are merged into one script call, and
-// every request still gets exactly the answer its own call would have given.
+// Concurrent requests' fixed-window calls to one slot are merged into one script call, and so
+// are their `rate_limits` lists (lua/limit_list.lua takes several lists per call); every
+// request still gets exactly the answer its own call would have given.
 import Redis, { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { LimitCheck } from '../../src/limiter/limiter';
 import { DEFAULT_MAX_KEYS_PER_CALL } from '../../src/limiter/redis/call-coalescer';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
-import { CountingBreaker } from './redis-backend-helpers';
+import { awayFromWindowEdge, CountingBreaker } from './redis-backend-helpers';
 import { within } from '../harness/wait';
 
 const spec = { algorithm: 'fixed_window' as const, limit: 50, windowSeconds: 3600, burst: 50 };
@@ -60,6 +61,26 @@ describe.each([
     const calls = (await evalCalls(nodes())) - calls0;
     expect(results.map((r) => r[0]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
     expect(results.filter((r) => r[0]!.allowed)).toHaveLength(50);
+    // Merged: far fewer script calls than requests (a NOSCRIPT retry may add one).
+    expect(calls).toBeLessThanOrEqual(4);
+  });
+
+  test('200 concurrent requests with a rate_limits list each: one or a few script calls, exactly the tighter limit admitted', async () => {
+    // The hour's fixed window must not roll over during the burst.
+    await awayFromWindowEdge(3600, 10_000);
+    const counter = { domain: 'co', entries: [{ key: 'list', value: 'hot' }] };
+    const request: LimitCheck[] = [
+      { counter, spec: { algorithm: 'fixed_window', limit: 1000, windowSeconds: 3600, burst: 1000 }, hits: 1, listSize: 2 },
+      { counter, spec: { algorithm: 'token_bucket', limit: 120, windowSeconds: 86_400, burst: 120 }, hits: 1 },
+    ];
+    const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
+    const calls0 = await evalCalls(nodes());
+    const results = await Promise.all(Array.from({ length: 200 }, () => limiter.check(request, options)));
+    const calls = (await evalCalls(nodes())) - calls0;
+    const admitted = results.filter((r) => r[0]!.allowed && r[1]!.allowed);
+    expect(admitted).toHaveLength(120);
+    // All or nothing: the hour counted only the admitted lists, each once.
+    expect(admitted.map((r) => r[0]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 120 }, (_, i) => i + 1));
     // Merged: far fewer script calls than requests (a NOSCRIPT retry may add one).
     expect(calls).toBeLessThanOrEqual(4);
   });

@@ -29,13 +29,19 @@ export interface AlgorithmScript {
   readonly replyWidth: number;
   /**
    * Count-mode calls of concurrent requests may be merged into one call: the script treats each
-   * key on its own, one after another, so a merged call answers as separate ones would.
+   * part on its own, one after another (a key; for limit_list, a list), so a merged call
+   * answers as separate ones would.
    */
   readonly coalescible: boolean;
   /** Charges hits also when they are denied (fixed_window, like the reference). */
   readonly countsEveryHit: boolean;
   /** ARGV[1] of the call. */
   mode(pass: CallPass): number;
+  /**
+   * Appends what comes before a group's per-check ARGV: limit_list's key count, so that each
+   * list carries its own header and merged calls are a plain append; nothing for the others.
+   */
+  pushGroupHeader(args: (number | string)[], size: number): void;
   /** Appends the ARGV of one check. */
   pushArgs(args: (number | string)[], check: LimitCheck): void;
   /** The result of key j of the reply. */
@@ -51,6 +57,7 @@ function algorithmScript(name: Algorithm | 'limit_list', countsEveryHit: boolean
     coalescible: countsEveryHit,
     countsEveryHit,
     mode: (pass) => MODES[pass],
+    pushGroupHeader() {},
     pushArgs(args, c) {
       args.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
     },
@@ -82,20 +89,25 @@ export function algorithmScripts(wrap: WrapScript = (script) => script): Readonl
   };
 }
 
-/** lua/limit_list.lua's number for each algorithm (its ARGV[5i-3]). */
+/** lua/limit_list.lua's number for each algorithm (the first of its five ARGV per key). */
 const LIST_ALGORITHM = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i + 1])) as Readonly<Record<Algorithm, number>>;
 
 /**
- * lua/limit_list.lua: one `rate_limits` list (issue 21) in one atomic call, all or nothing
- * (mode 0) or only looked at (mode 2). Never merged with other calls, and it never charges a
+ * lua/limit_list.lua: `rate_limits` lists (issue 21), each decided all or nothing (mode 0) or
+ * only looked at (mode 2), one after another. A group is one list, its ARGV led by its key
+ * count, so the count-mode calls of concurrent requests merge as other scripts' do: a merged
+ * call decides each list in turn, as separate calls in that order would. It never charges a
  * denied hit, so STOP mode holds it back like an admitted-hits algorithm.
  */
 export function limitListScript(wrap: WrapScript = (script) => script): AlgorithmScript {
   const decodeAs = algorithmScript('limit_list', false, wrap);
   return {
     ...decodeAs,
-    coalescible: false,
+    coalescible: true,
     mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
+    pushGroupHeader(args, size) {
+      args.push(size);
+    },
     pushArgs(args, c) {
       args.push(LIST_ALGORITHM[c.spec.algorithm], c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
     },

@@ -37,7 +37,10 @@ export interface ScriptCall {
   /** The breaker of the node the call goes to. */
   readonly breaker: CircuitBreaker;
   readonly keys: readonly string[];
-  /** Per-key arguments, without the mode. */
+  /**
+   * The arguments after the mode: per key (and for limit_list, each list's key count first), so
+   * that a merged call's arguments are its parts' appended in order.
+   */
   readonly args: readonly (number | string)[];
   /** Epoch ms: the call's part is refused with DeadlineExceededError when Redis has not answered by then. */
   readonly deadline: number;
@@ -76,10 +79,12 @@ interface Batch {
  *
  * Count-mode calls (`merge`) that concurrent requests make in one turn of the event loop, for
  * the same client, slot and script, become one call: under load Redis then runs one script
- * (and ioredis writes one command) for many requests. Only for calls whose keys the script
- * handles one after another, each on its own (a key that appears twice is simply counted
- * twice), so a merged call answers every request exactly as its own call would. A merged call
- * carries at most `maxKeys` keys (unless one request alone has more).
+ * (and ioredis writes one command) for many requests. Only for calls whose parts the script
+ * handles one after another, each on its own (fixed_window: a key, and a key that appears twice
+ * is simply counted twice; limit_list: a list, all or nothing, that sees what the lists before
+ * it charged), so a merged call answers every request exactly as its own call would, in the
+ * order the requests joined. A merged call carries at most `maxKeys` keys (unless one request
+ * alone has more); a request's part is never split.
  *
  * A request whose deadline passes before the reply is refused with DeadlineExceededError, and
  * that is all: the breaker hears the Redis call's own outcome when it ends, once however many

@@ -42,8 +42,10 @@ interface SlotGroup {
   readonly indexes: number[];
 }
 
-/** Index of each algorithm in a batch key (fewer than 8 algorithms: see group()). */
+/** Index of each algorithm's script in a batch key (fewer than 8 scripts: see group()). */
 const ALGORITHM_INDEX = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i])) as Readonly<Record<Algorithm, number>>;
+/** limit_list's index in a batch key, after the algorithms'. */
+const LIST_INDEX = ALGORITHMS.length;
 const SIDES = ['m|', 's|'] as const;
 
 /**
@@ -183,9 +185,11 @@ export class RedisLimiter implements Limiter {
   }
 
   /**
-   * A `rate_limits` list starting at `first`: one group, one lua/limit_list.lua call, of its own.
-   * Its keys share the descriptor's hash tag, so one slot. It goes to the main client even
-   * with REDIS_PERSECOND: one atomic call cannot span two servers.
+   * A `rate_limits` list starting at `first`: one group, decided all or nothing by
+   * lua/limit_list.lua. Its keys share the descriptor's hash tag, so one slot. It goes to the
+   * main client even with REDIS_PERSECOND: one atomic call cannot span two servers. Count-mode
+   * lists to one slot, of this request and of concurrent ones, share a batch key: the coalescer
+   * sends them as one call, each list carrying its own header.
    */
   private listGroup(checks: readonly LimitCheck[], first: number): SlotGroup {
     const { client, keyPrefix } = this.options;
@@ -202,8 +206,8 @@ export class RedisLimiter implements Limiter {
       client,
       algorithm: this.listScript,
       algorithmName: 'limit_list',
-      // Never merged (the script is not coalescible): a key no other group has.
-      batchKey: -1 - first,
+      // As group()'s batch key, on the main side (0).
+      batchKey: (slot + 1) * 2 * 8 + LIST_INDEX,
       breaker: this.breakerFor(0, node),
       node: SIDES[0] + node,
       keys,
@@ -242,6 +246,7 @@ export class RedisLimiter implements Limiter {
   private runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, deadline: number, out: LimitResult[]): Promise<void> {
     const algorithm = group.algorithm;
     const args: (number | string)[] = [];
+    algorithm.pushGroupHeader(args, group.indexes.length);
     for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck);
     const pinned = this.options.pinnedNow;
     const call = {
