@@ -230,7 +230,7 @@ async function startStandaloneRedis() {
   tempDirs.push(dir);
   const port = await freePort();
   const child = await startRedis(port, dir);
-  return { url: `127.0.0.1:${port}`, pids: [child.pid], env: { REDIS_URL: `127.0.0.1:${port}` } };
+  return { url: `127.0.0.1:${port}`, pids: [child.pid], ports: [port], env: { REDIS_URL: `127.0.0.1:${port}` } };
 }
 
 async function startClusterRedis() {
@@ -258,7 +258,12 @@ async function startClusterRedis() {
     if (Date.now() > until) throw new Error('the bench cluster did not reach cluster_state:ok');
     await sleep(200);
   }
-  return { url: seeds.join(','), pids: nodes.map((n) => n.pid), env: { REDIS_TYPE: 'CLUSTER', REDIS_URL: seeds.join(',') } };
+  return {
+    url: seeds.join(','),
+    pids: nodes.map((n) => n.pid),
+    ports: nodes.map((n) => n.port),
+    env: { REDIS_TYPE: 'CLUSTER', REDIS_URL: seeds.join(',') },
+  };
 }
 
 // --- servers --------------------------------------------------------------------------------
@@ -299,6 +304,7 @@ async function startFloodgate(side, backend, redis) {
     port,
     pid: child.pid,
     redisPids: redis?.pids ?? [],
+    redisPorts: redis?.ports ?? [],
     child,
     start: () => startFloodgate(side, backend, redis),
   };
@@ -341,6 +347,7 @@ async function startReference(binary, backend, redis) {
     port,
     pid: child.pid,
     redisPids: redis.pids,
+    redisPorts: redis.ports,
     child,
     start: () => startReference(binary, backend, redis),
   };
@@ -354,7 +361,7 @@ async function startBare() {
   });
   children.push(child);
   await waitForPort(port);
-  return { name: 'bare', side: 'bare', backend: '-', port, pid: child.pid, redisPids: [], child, start: startBare };
+  return { name: 'bare', side: 'bare', backend: '-', port, pid: child.pid, redisPids: [], redisPorts: [], child, start: startBare };
 }
 
 // --- ghz ------------------------------------------------------------------------------------
@@ -381,11 +388,13 @@ function ghz(bin, target, scenario, seconds, rate) {
     ...(rate ? ['-r', String(rate)] : []),
     `127.0.0.1:${target.port}`,
   ];
+  const commands0 = redisCommands(target.redisPorts);
   const cpu0 = treeCpu(target.pid);
   const redis0 = sumCpu(target.redisPids);
   const out = spawnSync(bin, args, { cwd: ROOT, timeout: GHZ_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024 });
   const cpu1 = treeCpu(target.pid);
   const redis1 = sumCpu(target.redisPids);
+  const commands1 = redisCommands(target.redisPorts);
   if (out.status !== 0 && !out.stdout.length) throw new Error(`ghz failed on ${target.name}: ${out.stderr.toString()}`);
   const report = JSON.parse(out.stdout.toString());
   const pct = (p) => (report.latencyDistribution ?? []).find((d) => d.percentage === p)?.latency / 1e6;
@@ -402,7 +411,27 @@ function ghz(bin, target, scenario, seconds, rate) {
     errors,
     cpuUs: ((cpu1 - cpu0) * 1e6) / ok,
     redisUs: target.redisPids.length ? ((redis1 - redis0) * 1e6) / ok : undefined,
+    // Commands Redis ran per call: a script call is one however many counters it serves.
+    redisCommandsPerCall: target.redisPorts.length ? (commands1.all - commands0.all) / ok : undefined,
+    redisScriptsPerCall: target.redisPorts.length ? (commands1.scripts - commands0.scripts) / ok : undefined,
   };
+}
+
+/**
+ * Commands the Redis servers on `ports` have run (INFO commandstats, which also counts the
+ * commands a script runs; the INFO calls themselves left out), and of them the script calls.
+ */
+function redisCommands(ports) {
+  let all = 0;
+  let scripts = 0;
+  for (const port of ports) {
+    const info = spawnSync('redis-cli', ['-p', String(port), 'INFO', 'commandstats']).stdout.toString();
+    for (const m of info.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) {
+      if (m[1] !== 'info') all += Number(m[2]);
+      if (m[1] === 'evalsha' || m[1] === 'eval') scripts += Number(m[2]);
+    }
+  }
+  return { all, scripts };
 }
 
 const median = (xs) => {
@@ -439,12 +468,14 @@ function markdown(result) {
   for (const scenario of result.settings.scenarios) {
     lines.push(`## ${scenario}`, '');
     const compare = result.sides.length > 1;
-    lines.push(`| target | req/s | p50 ms | p99 ms | server CPU µs/call | × bare |${compare ? ' × before |' : ''} Redis CPU µs/call | errors |`);
-    lines.push(`|---|---|---|---|---|---|${compare ? '---|' : ''}---|---|`);
+    lines.push(
+      `| target | req/s | p50 ms | p99 ms | server CPU µs/call | × bare |${compare ? ' × before |' : ''} Redis CPU µs/call | Redis commands (scripts) per call | errors |`,
+    );
+    lines.push(`|---|---|---|---|---|---|${compare ? '---|' : ''}---|---|---|`);
     for (const row of result.rows.filter((r) => r.scenario === scenario)) {
       const vsBefore = compare ? ` ${f2(row.ratioToBefore)} |` : '';
       lines.push(
-        `| ${row.target} | ${f0(row.rps)} | ${f1(row.p50)} | ${f1(row.p99)} | ${f0(row.cpuUs)} | ${f2(row.ratio)} |${vsBefore} ${f1(row.redisUs)} | ${row.errors} |`,
+        `| ${row.target} | ${f0(row.rps)} | ${f1(row.p50)} | ${f1(row.p99)} | ${f0(row.cpuUs)} | ${f2(row.ratio)} |${vsBefore} ${f1(row.redisUs)} | ${f2(row.redisCommandsPerCall)} (${f2(row.redisScriptsPerCall)}) | ${row.errors} |`,
       );
     }
     lines.push('');
@@ -536,7 +567,7 @@ async function main() {
         const s = ghz(bin, t, scenario, DURATION);
         samples.push({ round, scenario, target: t.name, ...s });
         log(
-          `round ${round} ${scenario} ${t.name}: ${f0(s.rps)} req/s, p50 ${f1(s.p50)} ms, p99 ${f1(s.p99)} ms, ${f0(s.cpuUs)} µs CPU/call${s.redisUs !== undefined ? `, Redis ${f1(s.redisUs)} µs/call` : ''}${s.errors ? `, ${s.errors} errors` : ''}`,
+          `round ${round} ${scenario} ${t.name}: ${f0(s.rps)} req/s, p50 ${f1(s.p50)} ms, p99 ${f1(s.p99)} ms, ${f0(s.cpuUs)} µs CPU/call${s.redisUs !== undefined ? `, Redis ${f1(s.redisUs)} µs/call, ${f2(s.redisCommandsPerCall)} commands (${f2(s.redisScriptsPerCall)} scripts)/call` : ''}${s.errors ? `, ${s.errors} errors` : ''}`,
         );
       }
     }
@@ -563,6 +594,8 @@ async function main() {
         ...(beforeTarget ? { ratioToBefore: median(mine.map((s) => s.cpuUs / sameRound(s, beforeTarget).cpuUs)) } : {}),
         ...(referenceTarget ? { referenceTarget, cpuToReference: toReference('cpuUs'), redisToReference: toReference('redisUs') } : {}),
         redisUs: median(mine.map((s) => s.redisUs)),
+        redisCommandsPerCall: median(mine.map((s) => s.redisCommandsPerCall)),
+        redisScriptsPerCall: median(mine.map((s) => s.redisScriptsPerCall)),
         errors: mine.reduce((n, s) => n + s.errors, 0),
       });
     }
