@@ -16,7 +16,8 @@
 --             window past their last write), so a clock that steps back across an edge still
 --             finds the count it left there. One SET per write, with PXAT or KEEPTTL (so
 --             Redis 6.2 or newer).
--- ARGV[...]   as lib/read_call.lua; burst_i is ignored.
+-- ARGV[...]   as lib/read_call.lua, mode 3 included (a cluster node's merged call, the
+--             counters named in ARGV); burst_i is ignored.
 -- Returns     as lib/run_call.lua, per key: used = the window's count after this call;
 --             remaining = max(0, limit − used); reset_ms = until the window ends (>= 1);
 --             retry_after_ms = reset_ms when denied; denied = count + hits > limit;
@@ -27,16 +28,24 @@
 -- @include lib/read_call.lua
 -- @include lib/run_call.lua
 
-local call, err = read_call('fixed_window')
+local call, err = read_call('fixed_window', true)
 if err then return err end
 local now = call.now
 -- Locals: a global or a field is a table lookup on every use, and step runs once a key.
-local rcall = redis.call
-local hits, limits, windows = call.hits, call.limits, call.windows
+local rpcall, find = redis.pcall, string.find
+local keys, hits, limits, windows = call.keys, call.hits, call.limits, call.windows
 
 local function step(i, _, charge)
-  local key = KEYS[i]
-  return fixed_window_step(key, rcall('GET', key), now, windows[i], hits[i], limits[i], charge)
+  local key = keys[i]
+  local value = rpcall('GET', key)
+  if type(value) == 'table' then
+    -- A counter named by the call (mode 3) whose slot this node does not serve (it moved):
+    -- nothing is read or written here; the caller sends it again through its slot. A declared
+    -- key is always served (Redis redirects the call otherwise); any other error stops the call.
+    if find(value.err or '', 'non local key', 1, true) then return 0, 0, 0, 0, 2, 0 end
+    error(value)
+  end
+  return fixed_window_step(key, value, now, windows[i], hits[i], limits[i], charge)
 end
 
 return run_call(call, step, true)

@@ -10,6 +10,8 @@
 --                               occurrences of the same key in this call would add
 --   blocked_ms                  how long from now the state after this step denies every
 --                               request with hits >= 1, whatever its size; 0 when not certain
+-- or, for a counter of a mode-3 call (lib/read_call.lua) that this Redis Cluster node does not
+-- serve, 0, 0, 0, 0, 2, 0: nothing read or written; the caller sends it again to its slot.
 -- `counts_every_hit` (fixed_window) charges hits also when they are denied, and judges each
 -- occurrence of a repeated key on its own, both like the reference. The other algorithms charge
 -- only admitted hits; for them a key with limit 0 never reaches `step`: every hit is denied, a
@@ -27,7 +29,7 @@
 --
 -- Returns     a flat array of 6n integers; key i fills positions 6i-5 .. 6i:
 --             used_i, remaining_i, reset_ms_i, retry_after_ms_i (0 when allowed), denied_i (1
---             or 0), blocked_ms_i.
+--             or 0; 2: not served by this node, see above), blocked_ms_i.
 
 local function run_call(call, step, counts_every_hit)
   local out = {}
@@ -51,7 +53,7 @@ local function run_call(call, step, counts_every_hit)
   end
   local pending, denied, any_denied = {}, {}, false
   for i = 1, call.n do
-    local key = KEYS[i]
+    local key = call.keys[i]
     if judge(i, pending[key] or 0, false) then
       denied[i], any_denied = true, true
     elseif not counts_every_hit then

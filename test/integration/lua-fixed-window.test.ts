@@ -283,7 +283,9 @@ describe.each([
     await expect(t.client.evalsha(sha, 1, key, 0, 'x', 10, 60, 0)).rejects.toThrow(/key 1 needs integer hits/);
     await expect(t.client.evalsha(sha, 1, key, 0, 1.5, 10, 60, 0)).rejects.toThrow(/key 1 needs integer hits/);
     await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 0, 0)).rejects.toThrow(/window >= 1/);
-    await expect(t.client.evalsha(sha, 1, key, 3, 1, 10, 60, 0)).rejects.toThrow(/mode \(ARGV\[1\]\)/);
+    await expect(t.client.evalsha(sha, 1, key, 4, 1, 10, 60, 0)).rejects.toThrow(/mode \(ARGV\[1\]\) must be 0, 1, 2 or 3/);
+    // Mode 3 names its counters in ARGV (5 a counter) and declares one key.
+    await expect(t.client.evalsha(sha, 1, key, 3, 1, 10, 60, 0)).rejects.toThrow(/mode 3 needs 1 key and 5 ARGV per counter/);
     await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, 0, 'soon')).rejects.toThrow(/pinned now/);
     expect(await t.client.exists(key)).toBe(0);
   });

@@ -16,6 +16,22 @@ export type CallPass =
 
 const MODES: Readonly<Record<CallPass, number>> = { count: 0, stop: 1, look: 2 };
 
+/**
+ * ARGV[1] of a Redis Cluster node's merged count call (lua/lib/read_call.lua mode 3): the
+ * counters of any slot of the node, each named in ARGV before its arguments, KEYS[1] only
+ * routing the call.
+ */
+export const NAMED_COUNT_MODE = 3;
+
+/** denied in a reply: the node does not serve this counter's slot (a mode-3 call only). */
+const NOT_SERVED_HERE = 2;
+
+/** True when one of the first `count` counters of a reply was not served by the node the call went to. */
+export function anyNotServedHere(reply: readonly number[], count: number): boolean {
+  for (let j = 0; j < count; j++) if (reply[j * REPLY_WIDTH + 4] === NOT_SERVED_HERE) return true;
+  return false;
+}
+
 /** Integers per key in every script's reply: used, remaining, reset, retry, denied, blocked. */
 export const REPLY_WIDTH = 6;
 
@@ -35,6 +51,8 @@ export interface AlgorithmScript {
   readonly coalescible: boolean;
   /** Charges hits also when they are denied (fixed_window, like the reference). */
   readonly countsEveryHit: boolean;
+  /** Takes NAMED_COUNT_MODE: a cluster node's merged call may carry counters of all its slots. */
+  readonly namedCounters: boolean;
   /** ARGV[1] of the call. */
   mode(pass: CallPass): number;
   /**
@@ -56,6 +74,7 @@ function algorithmScript(name: Algorithm | 'limit_list', countsEveryHit: boolean
     // twice. The others could be merged too, but stay one call per request.
     coalescible: countsEveryHit,
     countsEveryHit,
+    namedCounters: countsEveryHit,
     mode: (pass) => MODES[pass],
     pushGroupHeader() {},
     pushArgs(args, c) {

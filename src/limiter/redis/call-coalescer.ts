@@ -44,6 +44,12 @@ export interface ScriptCall {
   readonly args: readonly (number | string)[];
   /** Epoch ms: the call's part is refused with DeadlineExceededError when Redis has not answered by then. */
   readonly deadline: number;
+  /**
+   * A Redis Cluster node's merged call (issue 20): the parts' counters may be of any slot of
+   * the node, so only the first key is declared (it routes the call) and each key's name goes
+   * in ARGV before its arguments (`args` then holds the same number of arguments per key).
+   */
+  readonly keysInArgs?: boolean;
 }
 
 interface Waiter {
@@ -61,6 +67,7 @@ interface Batch {
   readonly scriptName: string;
   readonly node: string;
   readonly replyWidth: number;
+  readonly keysInArgs: boolean;
   readonly keys: string[];
   readonly args: (number | string)[];
   readonly waiters: Waiter[];
@@ -78,8 +85,9 @@ interface Batch {
  * serves (a timer per request was a measurable share of a request's CPU).
  *
  * Count-mode calls (`merge`) that concurrent requests make in one turn of the event loop, for
- * the same client, slot and script, become one call: under load Redis then runs one script
- * (and ioredis writes one command) for many requests. Only for calls whose parts the script
+ * the same client, slot and script (in a Redis Cluster, for fixed_window: the same node, see
+ * `keysInArgs`), become one call: under load Redis then runs one script (and ioredis writes one
+ * command) for many requests. Only for calls whose parts the script
  * handles one after another, each on its own (fixed_window: a key, and a key that appears twice
  * is simply counted twice; limit_list: a list, all or nothing, that sees what the lists before
  * it charged), so a merged call answers every request exactly as its own call would, in the
@@ -162,7 +170,7 @@ export class CallCoalescer {
   private send(batch: Batch): void {
     const started = this.observer === undefined ? 0 : performance.now();
     this.armDeadline(batch);
-    batch.script.run(batch.client, batch.keys, batch.args).then(
+    batch.script.run(batch.client, batch.keysInArgs ? batch.keys.slice(0, 1) : batch.keys, batch.args).then(
       (reply) => {
         this.settle(batch, started);
         batch.call.succeeded();
@@ -214,6 +222,7 @@ function newBatch(part: ScriptCall): Batch {
     scriptName: part.scriptName,
     node: part.node,
     replyWidth: part.replyWidth,
+    keysInArgs: part.keysInArgs === true,
     keys: [],
     args: [part.mode],
     waiters: [],
@@ -227,7 +236,15 @@ function newBatch(part: ScriptCall): Batch {
 function join(batch: Batch, part: ScriptCall): Promise<number[]> {
   const first = batch.keys.length;
   for (const k of part.keys) batch.keys.push(k);
-  for (const a of part.args) batch.args.push(a);
+  if (batch.keysInArgs) {
+    const width = part.args.length / part.keys.length;
+    part.keys.forEach((key, j) => {
+      batch.args.push(key);
+      for (let a = j * width; a < (j + 1) * width; a++) batch.args.push(part.args[a] as number | string);
+    });
+  } else {
+    for (const a of part.args) batch.args.push(a);
+  }
   if (part.deadline < batch.earliest) batch.earliest = part.deadline;
   return new Promise<number[]>((resolve, reject) => {
     batch.waiters.push({ first, count: part.keys.length, deadline: part.deadline, resolve, reject, done: false });

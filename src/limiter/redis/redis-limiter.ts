@@ -5,7 +5,15 @@ import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
 import { CircuitBreaker } from './circuit-breaker';
 import { checkKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
-import { algorithmScripts, limitListScript, type AlgorithmScript, type CallPass, type WrapScript } from './algorithm-scripts';
+import {
+  algorithmScripts,
+  anyNotServedHere,
+  limitListScript,
+  NAMED_COUNT_MODE,
+  type AlgorithmScript,
+  type CallPass,
+  type WrapScript,
+} from './algorithm-scripts';
 import { CallCoalescer, type CoalescerOptions } from './call-coalescer';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
 import type { BreakerState, RedisCallObserver } from '../../metrics/redis-call-observer';
@@ -35,6 +43,11 @@ interface SlotGroup {
   readonly algorithmName: Algorithm | 'limit_list';
   /** Client side, slot and algorithm (a number: cheaper to look up than a string): calls with the same one may be merged. */
   readonly batchKey: number;
+  /**
+   * In a Redis Cluster, for a script that takes named counters: client side, node and
+   * algorithm. Count-mode calls with the same one are merged across the node's slots.
+   */
+  readonly nodeBatchKey: number | undefined;
   readonly breaker: CircuitBreaker;
   /** The breaker's name: side and node (`m|127.0.0.1:7000`). */
   readonly node: string;
@@ -63,6 +76,8 @@ export class RedisLimiter implements Limiter {
   private readonly breakers: readonly [Map<string, CircuitBreaker>, Map<string, CircuitBreaker>] = [new Map(), new Map()];
   private readonly coalescer: CallCoalescer;
   private readonly newBreaker: () => CircuitBreaker;
+  /** A small number per cluster node name, for node batch keys. */
+  private readonly nodeNumbers = new Map<string, number>();
 
   constructor(private readonly options: RedisLimiterOptions) {
     this.scripts = algorithmScripts(options.wrapScript);
@@ -133,6 +148,12 @@ export class RedisLimiter implements Limiter {
     return states;
   }
 
+  private nodeNumber(node: string): number {
+    let n = this.nodeNumbers.get(node);
+    if (n === undefined) this.nodeNumbers.set(node, (n = this.nodeNumbers.size));
+    return n;
+  }
+
   private breakerFor(side: 0 | 1, node: string): CircuitBreaker {
     const breakers = this.breakers[side];
     let breaker = breakers.get(node);
@@ -165,12 +186,18 @@ export class RedisLimiter implements Limiter {
         }
       }
       if (group === undefined) {
-        const node = target instanceof Cluster ? (target.slots[slot]?.[0] ?? `slot ${slot}`) : 'server';
+        const served = target instanceof Cluster ? target.slots[slot]?.[0] : undefined;
+        const node = target instanceof Cluster ? (served ?? `slot ${slot}`) : 'server';
+        const algorithm = this.scripts[check.spec.algorithm];
         group = {
           client: target,
-          algorithm: this.scripts[check.spec.algorithm],
+          algorithm,
           algorithmName: check.spec.algorithm,
           batchKey,
+          nodeBatchKey:
+            served !== undefined && algorithm.namedCounters
+              ? -1 - ((this.nodeNumber(served) * 2 + side) * 8 + ALGORITHM_INDEX[check.spec.algorithm])
+              : undefined,
           breaker: this.breakerFor(side, node),
           node: SIDES[side] + node,
           keys: [],
@@ -208,6 +235,7 @@ export class RedisLimiter implements Limiter {
       algorithmName: 'limit_list',
       // As group()'s batch key, on the main side (0).
       batchKey: (slot + 1) * 2 * 8 + LIST_INDEX,
+      nodeBatchKey: undefined,
       breaker: this.breakerFor(0, node),
       node: SIDES[0] + node,
       keys,
@@ -263,9 +291,19 @@ export class RedisLimiter implements Limiter {
       deadline,
     };
     const merge = pass === 'count' && algorithm.coalescible && pinned === undefined;
-    return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then((reply) => {
+    const decode = (reply: number[]): void => {
       for (let j = 0; j < group.indexes.length; j++) out[group.indexes[j] as number] = algorithm.decode(reply, j);
-    });
+    };
+    if (merge && group.nodeBatchKey !== undefined) {
+      // Merged with the node's other slots' calls; when the node no longer serves this slot
+      // (it moved, the slot map is behind), the group goes again as its own call, which
+      // ioredis routes to the slot's node (MOVED, ASK).
+      const named = { ...call, batchKey: group.nodeBatchKey, mode: NAMED_COUNT_MODE, keysInArgs: true };
+      return this.coalescer.run(named, true).then((reply) =>
+        anyNotServedHere(reply, group.indexes.length) ? this.coalescer.run(call, false).then(decode) : decode(reply),
+      );
+    }
+    return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then(decode);
   }
 }
 

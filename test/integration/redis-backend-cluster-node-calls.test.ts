@@ -1,0 +1,118 @@
+// Issue 20: in a Redis Cluster, concurrent fixed-window calls to one node are merged across the
+// node's slots into one script call (the counters named in ARGV, lua/lib/read_call.lua mode 3).
+// A slot that moves to another master while the limiter's slot map still names the old one
+// must cost nothing but a second call: its counters are answered "not served here" by the node
+// and sent again through their slot, which ioredis routes (MOVED, ASK). Real processes, a real
+// resharding of live slots (CLUSTER SETSLOT ... MIGRATING / IMPORTING, MIGRATE, SETSLOT NODE).
+import Redis, { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { checkKey } from '../../src/limiter/counter-key';
+import type { LimitCheck } from '../../src/limiter/limiter';
+import { readLuaScript } from '../../src/limiter/redis/lua-script';
+import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
+import { keySlot, startCluster, type ClusterNode, type RedisClusterHarness } from '../harness/redis-servers';
+import { within } from '../harness/wait';
+
+const PREFIX = 'mv_';
+const spec = { algorithm: 'fixed_window' as const, limit: 1000, windowSeconds: 3600, burst: 1000 };
+const check = (value: string, hits: number): LimitCheck => ({ counter: { domain: 'mv', entries: [{ key: 'k', value }] }, spec, hits });
+const keyOf = (value: string) => checkKey(PREFIX, check(value, 1));
+
+/** The master that serves `slot`, from CLUSTER SLOTS as `node` reports it. */
+async function ownerOf(node: ClusterNode, masters: ClusterNode[], slot: number): Promise<ClusterNode> {
+  const ranges = (await node.command('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+  const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+  const port = Number(range?.[2][1]);
+  const owner = masters.find((m) => m.port === port);
+  if (owner === undefined) throw new Error(`no master serves slot ${slot}`);
+  return owner;
+}
+
+/** Moves `slot` (and its keys) from `source` to `target` as redis-cli --cluster reshard does. */
+async function moveSlot(slot: number, source: ClusterNode, target: ClusterNode, masters: ClusterNode[]): Promise<void> {
+  await target.command('CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
+  await source.command('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
+  const keys = (await source.command('CLUSTER', 'GETKEYSINSLOT', slot, 1000)) as string[];
+  if (keys.length > 0) await source.command('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...keys);
+  for (const m of masters) await m.command('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
+}
+
+let cluster: RedisClusterHarness;
+let limiter: RedisLimiter;
+beforeAll(async () => {
+  cluster = await startCluster();
+  limiter = new RedisLimiter({
+    client: new Cluster(cluster.startupNodes as { host: string; port: number }[], { enableAutoPipelining: true }),
+    keyPrefix: PREFIX,
+  });
+  await within(5000, () => limiter.isHealthy(), 'the limiter connected');
+}, 120_000);
+afterAll(async () => {
+  await limiter?.close();
+  await cluster?.stop();
+});
+
+describe('merged calls per cluster node', () => {
+  test('slots that move to another master mid-run: every count exact, the moved counters found on the new master', async () => {
+    const masters = cluster.masters();
+    const [source, target] = masters as [ClusterNode, ClusterNode];
+    // 20 counters of distinct slots on `source`; the first 5 slots will move to `target`.
+    const values: string[] = [];
+    const slots = new Set<number>();
+    for (let i = 0; values.length < 20 && i < 100_000; i++) {
+      const value = `v${i}`;
+      const slot = keySlot(keyOf(value));
+      if (slots.has(slot) || (await ownerOf(source, masters, slot)) !== source) continue;
+      slots.add(slot);
+      values.push(value);
+    }
+    expect(values).toHaveLength(20);
+    const moving = values.slice(0, 5);
+    const options = () => ({ deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false });
+
+    const first = await Promise.all(values.map((v) => limiter.check([check(v, 1)], options())));
+    expect(first.map((r) => r[0]!.used)).toEqual(values.map(() => 1));
+
+    // Behind the limiter's back: its slot map still sends these slots to `source`.
+    for (const v of moving) await moveSlot(keySlot(keyOf(v)), source, target, masters);
+
+    const second = await Promise.all(values.map((v) => limiter.check([check(v, 2)], options())));
+    expect(second.map((r) => r[0]!.used)).toEqual(values.map(() => 3));
+    const third = await Promise.all(values.map((v) => limiter.check([check(v, 1)], options())));
+    expect(third.map((r) => r[0]!.used)).toEqual(values.map(() => 4));
+
+    for (const v of values) {
+      const slot = keySlot(keyOf(v));
+      const home = moving.includes(v) ? target : source;
+      expect(await home.command('CLUSTER', 'GETKEYSINSLOT', slot, 10), `${v} on its slot's master`).toEqual([keyOf(v)]);
+    }
+  }, 60_000);
+  test("a node's mode-3 call counts the named counters of its slots, and answers one of another master's slot as not served, writing nothing", async () => {
+    const masters = cluster.masters();
+    const [here, there] = masters as [ClusterNode, ClusterNode];
+    const named: string[] = [];
+    let foreign = '';
+    for (let i = 0; (named.length < 2 || foreign === '') && i < 100_000; i++) {
+      const key = `direct:{n${i}}`;
+      const owner = await ownerOf(here, masters, keySlot(key));
+      if (owner === here && named.length < 2 && !named.some((k) => keySlot(k) === keySlot(key))) named.push(key);
+      else if (owner === there && foreign === '') foreign = key;
+    }
+    const client = new Redis({ host: here.host, port: here.port, maxRetriesPerRequest: 1 });
+    try {
+      const source = readLuaScript('fixed_window');
+      const argv = [3, named[0]!, 2, 10, 60, 0, foreign, 1, 10, 60, 0, named[1]!, 1, 10, 60, 0];
+      const reply = (await client.eval(source, 1, named[0]!, ...argv)) as number[];
+      // used, remaining, reset, retry, denied, blocked per counter; denied 2: not served here.
+      expect([0, 1, 2].map((j) => [reply[6 * j], reply[6 * j + 4]])).toEqual([
+        [2, 0],
+        [0, 2],
+        [1, 0],
+      ]);
+      expect(await here.command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(foreign))).toBe(0);
+      expect(await there.command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(foreign))).toBe(0);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
