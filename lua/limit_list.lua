@@ -15,7 +15,12 @@
 --             one slot (a list's counters share the descriptor's hash tag). A counter appears at
 --             most once in a list (refused otherwise); it may appear in several lists.
 -- ARGV[1]     mode: 0 = decide and charge each list all or none, 2 = look (judge only, charge
---             nothing).
+--             nothing), 3 = as 0, the counters named in ARGV (a Redis Cluster node's merged
+--             call, issue 20, as lib/read_call.lua's mode 3): KEYS[1] only routes the call, each
+--             key's name comes first of its ARGV (6 per key), and the lists may be of any slot of
+--             the node. A list whose slot the node does not serve (it moved) is answered with
+--             denied = 2 for each of its keys, nothing read or written: the caller sends it again
+--             through its slot.
 -- Then, for each list in the order of KEYS: its key count m (>= 1), then 5 ARGV per key of
 --             the list: algorithm_i (1 fixed_window, 2 sliding_window, 3 token_bucket, 4 gcra,
 --             5 sliding_log), hits_i, limit_i, window_i (whole seconds), burst_i, as
@@ -48,21 +53,33 @@ local function refuse(...)
 end
 
 local mode = whole(1, 0)
-if mode ~= 0 and mode ~= 2 then return refuse('mode (ARGV[1]) must be 0 or 2') end
+if mode ~= 0 and mode ~= 2 and mode ~= 3 then return refuse('mode (ARGV[1]) must be 0, 2 or 3') end
+-- ARGV per key: its five, after its name in mode 3. `keys[i]`: counter i's name.
+local width, keys = 5, KEYS
+if mode == 3 then
+  if n ~= 1 then return refuse('mode 3 declares 1 key (it routes the call), got %d', n) end
+  width, keys = 6, {}
+  n = math.huge -- the lists say how many counters there are
+end
 -- The whole call is read and checked before any list runs. The shape lib/bucket_step.lua
 -- reads; `used[a]`: some key of the call counts with algorithm a; `ends[l]`: list l's last key.
 local algorithms, hits, limits, windows, bursts, used, ends = {}, {}, {}, {}, {}, {}, {}
 local at, taken = 2, 0 -- the next ARGV to read; the keys of the lists read so far
-while taken < n do
+-- In mode 3 the lists end where ARGV does (or one before it: a pinned now).
+while taken < n and (mode ~= 3 or at < nargs) do
   local list = #ends + 1
   local m = whole(at, 1)
   if m == nil then return refuse('list %d: key count (ARGV[%d]) must be a whole number >= 1', list, at) end
   if taken + m > n then return refuse('list %d: %d keys from KEYS[%d] run past the %d keys', list, m, taken + 1, n) end
-  if at + 5 * m > nargs then
-    return refuse('list %d: %d keys need ARGV[%d..%d], the call has %d ARGV', list, m, at + 1, at + 5 * m, nargs)
+  if at + width * m > nargs then
+    return refuse('list %d: %d keys need ARGV[%d..%d], the call has %d ARGV', list, m, at + 1, at + width * m, nargs)
   end
   for i = taken + 1, taken + m do
-    local first = at + 1 + 5 * (i - taken - 1)
+    local first = at + 1 + width * (i - taken - 1)
+    if width == 6 then
+      keys[i] = argv[first]
+      first = first + 1
+    end
     local a, h, l, w, b = tonumber(argv[first]), tonumber(argv[first + 1]), tonumber(argv[first + 2]), tonumber(argv[first + 3]), tonumber(argv[first + 4])
     -- whole(), inline: the common case costs no function call.
     if not (a and h and l and w and b and a >= 1 and a <= 5 and h >= 0 and l >= 0 and w >= 1 and b >= 0
@@ -73,14 +90,18 @@ while taken < n do
     end
     -- Judged twice against one state, a counter would be charged from a stale read (and a
     -- list's rules never name one counter twice): refused.
-    local key = KEYS[i]
+    local key = keys[i]
     for j = taken + 1, i - 1 do
-      if KEYS[j] == key then return refuse('list %d holds one counter twice (KEYS[%d] and KEYS[%d])', list, j, i) end
+      if keys[j] == key then return refuse('list %d holds one counter twice (KEYS[%d] and KEYS[%d])', list, j, i) end
     end
     algorithms[i], hits[i], limits[i], windows[i], bursts[i], used[a] = a, h, l, w * 1000, b, true
   end
-  taken, at = taken + m, at + 5 * m + 1
+  taken, at = taken + m, at + width * m + 1
   ends[list] = taken
+end
+if mode == 3 then
+  if taken == 0 then return refuse('mode 3 needs at least one list after the mode') end
+  n = taken
 end
 if nargs - at + 1 > 1 then
   return refuse('the lists end at ARGV[%d]; only a pinned now may follow them, got %d ARGV', at - 1, nargs - at + 1)
@@ -109,7 +130,7 @@ if used[1] then
   local fw_value = {} -- false: no key
 
   local function fixed_window(i, charge)
-    local key = KEYS[i]
+    local key = keys[i]
     local value = fw_value[i]
     if value == nil then
       value = rcall('GET', key)
@@ -136,7 +157,7 @@ if used[2] then
 
   -- lua/sliding_window.lua's step.
   local function sliding_window(i, charge)
-    local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
+    local key, h, limit, w = keys[i], call.hits[i], call.limits[i], call.windows[i]
     local start = now - (now % w)
     local elapsed = now - start
     local s = redis.call('HMGET', key, 's', 'c', 'p')
@@ -180,7 +201,7 @@ end
 if used[3] then
   -- lua/token_bucket.lua's step.
   local function token_bucket(i, charge)
-    local key = KEYS[i]
+    local key = keys[i]
     local s = redis.call('HMGET', key, 'd', 't', 'x')
     local debt, at, x = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
     if debt == nil or at == nil or x == nil or x <= now then debt, at, x = 0, now, nil end
@@ -195,7 +216,7 @@ end
 if used[4] then
   -- lua/gcra.lua's step.
   local function gcra(i, charge)
-    local key = KEYS[i]
+    local key = keys[i]
     local debt, at, expire_at = 0, now, nil
     local stored = redis.call('GET', key)
     if stored then
@@ -282,7 +303,7 @@ if used[5] then
 
   local function sliding_log(i, charge)
     local pending = 0 -- a list holds a counter once, and earlier lists' charges are stored
-    local key, h, limit, w = KEYS[i], call.hits[i], call.limits[i], call.windows[i]
+    local key, h, limit, w = keys[i], call.hits[i], call.limits[i], call.windows[i]
     local cutoff = now - w
     local live = '(' .. int(cutoff)
     local run = live_run(key, live)
@@ -339,16 +360,33 @@ local function judge(i, charge)
   return denied == 1
 end
 
+-- A list of a mode-3 call whose slot this node does not serve: the probe of its first counter
+-- fails (a declared key is always served: Redis redirects the call otherwise).
+local function served(i)
+  if mode ~= 3 then return true end
+  local probe = redis.pcall('EXISTS', keys[i])
+  if type(probe) ~= 'table' then return true end
+  if string.find(probe.err or '', 'non local key', 1, true) then return false end
+  error(probe)
+end
+
 -- Each list in turn, all or nothing: every limit judged, then all charged or none.
 local first = 1
 for l = 1, #ends do
   local last = ends[l]
-  local any_denied = false
-  for i = first, last do
-    if judge(i, false) then any_denied = true end
-  end
-  if mode == 0 and not any_denied then
-    for i = first, last do judge(i, true) end
+  if served(first) then
+    local any_denied = false
+    for i = first, last do
+      if judge(i, false) then any_denied = true end
+    end
+    if mode ~= 2 and not any_denied then
+      for i = first, last do judge(i, true) end
+    end
+  else
+    for i = first, last do
+      local at = 6 * i - 5
+      out[at], out[at + 1], out[at + 2], out[at + 3], out[at + 4], out[at + 5] = 0, 0, 0, 0, 2, 0
+    end
   end
   first = last + 1
 end

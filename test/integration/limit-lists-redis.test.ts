@@ -136,8 +136,13 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         const tag = randomUUID();
         const k = (s: string) => `ll:{${tag}}:${s}`;
         const one = [ALG.fixed_window, 1, 10, 60, 10];
-        const bad = (keys: string[], args: number[]) => script.run(client, keys, args);
-        await expect(bad([k('a')], [1, 1, ...one])).rejects.toThrow('ERR limit_list: mode (ARGV[1]) must be 0 or 2');
+        const bad = (keys: string[], args: (number | string)[]) => script.run(client, keys, args);
+        await expect(bad([k('a')], [1, 1, ...one])).rejects.toThrow('ERR limit_list: mode (ARGV[1]) must be 0, 2 or 3');
+        // Mode 3 (a cluster node's merged call) declares one key and names the counters in ARGV.
+        await expect(bad([k('a'), k('b')], [3, 1, k('a'), ...one])).rejects.toThrow(
+          'ERR limit_list: mode 3 declares 1 key (it routes the call), got 2',
+        );
+        await expect(bad([k('a')], [3])).rejects.toThrow('ERR limit_list: mode 3 needs at least one list after the mode');
         await expect(bad([k('a')], [0, 0, ...one])).rejects.toThrow('ERR limit_list: list 1: key count (ARGV[2]) must be a whole number >= 1');
         await expect(bad([k('a')], [0, 1.5, ...one])).rejects.toThrow('ERR limit_list: list 1: key count (ARGV[2]) must be a whole number >= 1');
         // A count that runs past the keys, and one that runs past the ARGV.

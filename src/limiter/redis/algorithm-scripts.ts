@@ -123,6 +123,7 @@ export function limitListScript(wrap: WrapScript = (script) => script): Algorith
   return {
     ...decodeAs,
     coalescible: true,
+    namedCounters: true,
     mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
     pushGroupHeader(args, size) {
       args.push(size);

@@ -46,8 +46,8 @@ export interface ScriptCall {
   readonly deadline: number;
   /**
    * A Redis Cluster node's merged call (issue 20): the parts' counters may be of any slot of
-   * the node, so only the first key is declared (it routes the call) and each key's name goes
-   * in ARGV before its arguments (`args` then holds the same number of arguments per key).
+   * the node, so only the first key is declared (it routes the call); `args` name each key
+   * before its arguments.
    */
   readonly keysInArgs?: boolean;
 }
@@ -236,15 +236,7 @@ function newBatch(part: ScriptCall): Batch {
 function join(batch: Batch, part: ScriptCall): Promise<number[]> {
   const first = batch.keys.length;
   for (const k of part.keys) batch.keys.push(k);
-  if (batch.keysInArgs) {
-    const width = part.args.length / part.keys.length;
-    part.keys.forEach((key, j) => {
-      batch.args.push(key);
-      for (let a = j * width; a < (j + 1) * width; a++) batch.args.push(part.args[a] as number | string);
-    });
-  } else {
-    for (const a of part.args) batch.args.push(a);
-  }
+  for (const a of part.args) batch.args.push(a);
   if (part.deadline < batch.earliest) batch.earliest = part.deadline;
   return new Promise<number[]>((resolve, reject) => {
     batch.waiters.push({ first, count: part.keys.length, deadline: part.deadline, resolve, reject, done: false });

@@ -148,10 +148,12 @@ export class RedisLimiter implements Limiter {
     return states;
   }
 
-  private nodeNumber(node: string): number {
+  /** The batch key of a cluster node's merged calls of one script (negative: never a slot's); undefined outside a cluster. */
+  private nodeBatchKey(node: string | undefined, side: 0 | 1, scriptIndex: number): number | undefined {
+    if (node === undefined) return undefined;
     let n = this.nodeNumbers.get(node);
     if (n === undefined) this.nodeNumbers.set(node, (n = this.nodeNumbers.size));
-    return n;
+    return -1 - ((n * 2 + side) * 8 + scriptIndex);
   }
 
   private breakerFor(side: 0 | 1, node: string): CircuitBreaker {
@@ -186,29 +188,30 @@ export class RedisLimiter implements Limiter {
         }
       }
       if (group === undefined) {
-        const served = target instanceof Cluster ? target.slots[slot]?.[0] : undefined;
-        const node = target instanceof Cluster ? (served ?? `slot ${slot}`) : 'server';
-        const algorithm = this.scripts[check.spec.algorithm];
-        group = {
-          client: target,
-          algorithm,
-          algorithmName: check.spec.algorithm,
-          batchKey,
-          nodeBatchKey:
-            served !== undefined && algorithm.namedCounters
-              ? -1 - ((this.nodeNumber(served) * 2 + side) * 8 + ALGORITHM_INDEX[check.spec.algorithm])
-              : undefined,
-          breaker: this.breakerFor(side, node),
-          node: SIDES[side] + node,
-          keys: [],
-          indexes: [],
-        };
+        group = this.newGroup(check.spec.algorithm, target, side, slot, batchKey);
         groups.push(group);
       }
       group.keys.push(key);
       group.indexes.push(i);
     }
     return groups;
+  }
+
+  private newGroup(algorithmName: Algorithm, target: RedisClient, side: 0 | 1, slot: number, batchKey: number): SlotGroup {
+    const served = target instanceof Cluster ? target.slots[slot]?.[0] : undefined;
+    const node = target instanceof Cluster ? (served ?? `slot ${slot}`) : 'server';
+    const algorithm = this.scripts[algorithmName];
+    return {
+      client: target,
+      algorithm,
+      algorithmName,
+      batchKey,
+      nodeBatchKey: algorithm.namedCounters ? this.nodeBatchKey(served, side, ALGORITHM_INDEX[algorithmName]) : undefined,
+      breaker: this.breakerFor(side, node),
+      node: SIDES[side] + node,
+      keys: [],
+      indexes: [],
+    };
   }
 
   /**
@@ -228,14 +231,15 @@ export class RedisLimiter implements Limiter {
       indexes.push(i);
     }
     const slot = client instanceof Cluster ? calculateSlot(keys[0] as string) : -1;
-    const node = client instanceof Cluster ? (client.slots[slot]?.[0] ?? `slot ${slot}`) : 'server';
+    const served = client instanceof Cluster ? client.slots[slot]?.[0] : undefined;
+    const node = client instanceof Cluster ? (served ?? `slot ${slot}`) : 'server';
     return {
       client,
       algorithm: this.listScript,
       algorithmName: 'limit_list',
-      // As group()'s batch key, on the main side (0).
+      // As group()'s batch keys, on the main side (0).
       batchKey: (slot + 1) * 2 * 8 + LIST_INDEX,
-      nodeBatchKey: undefined,
+      nodeBatchKey: this.nodeBatchKey(served, 0, LIST_INDEX),
       breaker: this.breakerFor(0, node),
       node: SIDES[0] + node,
       keys,
@@ -273,10 +277,16 @@ export class RedisLimiter implements Limiter {
 
   private runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, deadline: number, out: LimitResult[]): Promise<void> {
     const algorithm = group.algorithm;
+    const pinned = this.options.pinnedNow;
+    const merge = pass === 'count' && algorithm.coalescible && pinned === undefined;
+    const byNode = merge && group.nodeBatchKey !== undefined;
     const args: (number | string)[] = [];
     algorithm.pushGroupHeader(args, group.indexes.length);
-    for (const i of group.indexes) algorithm.pushArgs(args, checks[i] as LimitCheck);
-    const pinned = this.options.pinnedNow;
+    group.indexes.forEach((i, j) => {
+      // A node's merged call names each counter before its arguments.
+      if (byNode) args.push(group.keys[j] as string);
+      algorithm.pushArgs(args, checks[i] as LimitCheck);
+    });
     const call = {
       batchKey: group.batchKey,
       client: group.client,
@@ -290,18 +300,21 @@ export class RedisLimiter implements Limiter {
       args,
       deadline,
     };
-    const merge = pass === 'count' && algorithm.coalescible && pinned === undefined;
     const decode = (reply: number[]): void => {
       for (let j = 0; j < group.indexes.length; j++) out[group.indexes[j] as number] = algorithm.decode(reply, j);
     };
-    if (merge && group.nodeBatchKey !== undefined) {
+    if (byNode) {
       // Merged with the node's other slots' calls; when the node no longer serves this slot
-      // (it moved, the slot map is behind), the group goes again as its own call, which
+      // (it moved, the slot map is behind), the group goes again as a call of its own, which
       // ioredis routes to the slot's node (MOVED, ASK).
       const named = { ...call, batchKey: group.nodeBatchKey, mode: NAMED_COUNT_MODE, keysInArgs: true };
-      return this.coalescer.run(named, true).then((reply) =>
-        anyNotServedHere(reply, group.indexes.length) ? this.coalescer.run(call, false).then(decode) : decode(reply),
-      );
+      return this.coalescer
+        .run(named, true)
+        .then((reply) =>
+          anyNotServedHere(reply, group.indexes.length)
+            ? this.runGroup(checks, { ...group, nodeBatchKey: undefined }, pass, deadline, out)
+            : decode(reply),
+        );
     }
     return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then(decode);
   }
