@@ -28,7 +28,7 @@ const SWEEP_INTERVAL_MS = 250;
 
 /**
  * Installs the bounds of `ConnectionBounds` on each node:http2 server grpc-js creates (see
- * http2-servers.ts). A stream costs a Map entry and two listeners; a reset and the sweep are the
+ * http2-servers.ts). A stream costs a Map entry or two (while it is open) and two listeners; a reset and the sweep are the
  * only other work.
  *
  * - Unfinished requests: a stream in progress is not idle, and a call without `grpc-timeout`
@@ -44,8 +44,12 @@ export class ConnectionGuard {
   private readonly unfinished = new Map<ServerHttp2Stream, number>();
   /** Streams this guard reset itself: their close is not the client's reset. */
   private readonly resetByUs = new WeakSet<ServerHttp2Stream>();
-  /** When each call's own deadline (grpc-timeout) passes, for the calls that sent one. */
-  private readonly deadlines = new WeakMap<ServerHttp2Stream, number>();
+  /**
+   * When each open call's own deadline (grpc-timeout) passes, for the calls that sent one;
+   * dropped when the stream closes. A Map, not a WeakMap: WeakMap.set is a call into the
+   * runtime and its ephemerons cost every GC, about a microsecond per call in all.
+   */
+  private readonly deadlines = new Map<ServerHttp2Stream, number>();
   private readonly sweepTimer: NodeJS.Timeout;
   private readonly onRequestEnd: (this: ServerHttp2Stream) => void;
 
@@ -71,12 +75,17 @@ export class ConnectionGuard {
   close(): void {
     clearInterval(this.sweepTimer);
     this.unfinished.clear();
+    this.deadlines.clear();
   }
 
   private watchSession(session: Http2Session): void {
     const allowance: ResetAllowance = { tokens: this.bounds.resetBurst, lastMs: Date.now() };
     const unfinished = this.unfinished;
-    const afterClose = (stream: ServerHttp2Stream): void => this.afterClose(stream, session, allowance);
+    const deadlines = this.deadlines;
+    const afterClose = (stream: ServerHttp2Stream): void => {
+      this.afterClose(stream, session, allowance);
+      deadlines.delete(stream);
+    };
     // One listener per connection, shared by its streams (`this` is the stream, which no longer
     // knows its session once closed).
     const onStreamClose = function (this: ServerHttp2Stream): void {
@@ -94,9 +103,11 @@ export class ConnectionGuard {
       }
       if (!stream.readableEnded) {
         this.unfinished.set(stream, Date.now() + this.bounds.maxRequestReceiveMs);
-        stream.once('end', this.onRequestEnd);
+        // `on`, not `once`: each event comes once per stream, and `once` wraps the listener
+        // in a new bound function per call.
+        stream.on('end', this.onRequestEnd);
       }
-      stream.once('close', onStreamClose);
+      stream.on('close', onStreamClose);
     });
   }
 
