@@ -149,9 +149,22 @@ const DEADLINE_SLACK_MS = 2;
 
 const TIMEOUT_UNIT_MS: Readonly<Record<string, number>> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
+const GRPC_TIMEOUT = /^(\d{1,8})([HMSmun])$/;
+
+/**
+ * The last header value parsed and its result: a client sends the same timeout call after
+ * call (Envoy its route's timeout), and a string compare is cheaper than the regex's match
+ * array and substrings.
+ */
+const lastTimeout: { header: string; ms: number | undefined } = { header: '', ms: undefined };
+
 /** The gRPC `grpc-timeout` header (`<up to 8 digits><H|M|S|m|u|n>`) in milliseconds. */
 function grpcTimeoutMs(header: string | string[] | undefined): number | undefined {
   if (typeof header !== 'string') return undefined;
-  const m = /^(\d{1,8})([HMSmun])$/.exec(header);
-  return m ? Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]! : undefined;
+  if (header === lastTimeout.header) return lastTimeout.ms;
+  const m = GRPC_TIMEOUT.exec(header);
+  const ms = m ? Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]! : undefined;
+  lastTimeout.header = header;
+  lastTimeout.ms = ms;
+  return ms;
 }
