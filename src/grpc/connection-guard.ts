@@ -28,8 +28,8 @@ const SWEEP_INTERVAL_MS = 250;
 
 /**
  * Installs the bounds of `ConnectionBounds` on each node:http2 server grpc-js creates (see
- * http2-servers.ts). A stream costs a Map entry or two (while it is open) and two listeners; a reset and the sweep are the
- * only other work.
+ * http2-servers.ts). A stream costs a Map entry or two and a listener while it is open; a reset
+ * and the sweep are the only other work.
  *
  * - Unfinished requests: a stream in progress is not idle, and a call without `grpc-timeout`
  *   has no deadline, so without this a stream that never sends END_STREAM holds its partial
@@ -40,7 +40,12 @@ const SWEEP_INTERVAL_MS = 250;
  *   the client cancels a call the server has not answered yet.
  */
 export class ConnectionGuard {
-  /** Streams whose request has not fully arrived, with their deadline; insertion order is deadline order. */
+  /**
+   * Open streams whose request had not fully arrived when they opened, with the deadline for
+   * it; insertion order is deadline order. A stream leaves at its close, or at the sweep after
+   * its deadline, which resets it unless its request has arrived by then (readableEnded): no
+   * 'end' listener per call.
+   */
   private readonly unfinished = new Map<ServerHttp2Stream, number>();
   /** Streams this guard reset itself: their close is not the client's reset. */
   private readonly resetByUs = new WeakSet<ServerHttp2Stream>();
@@ -51,17 +56,11 @@ export class ConnectionGuard {
    */
   private readonly deadlines = new Map<ServerHttp2Stream, number>();
   private readonly sweepTimer: NodeJS.Timeout;
-  private readonly onRequestEnd: (this: ServerHttp2Stream) => void;
 
   constructor(
     private readonly bounds: ConnectionBounds,
     private readonly events: ConnectionGuardEvents,
   ) {
-    const unfinished = this.unfinished;
-    // A shared listener (`this` is the stream): no closure per call.
-    this.onRequestEnd = function (this: ServerHttp2Stream) {
-      unfinished.delete(this);
-    };
     this.sweepTimer = setInterval(() => this.sweep(), Math.min(SWEEP_INTERVAL_MS, bounds.maxRequestReceiveMs));
     this.sweepTimer.unref();
   }
@@ -101,12 +100,9 @@ export class ConnectionGuard {
         afterClose(stream);
         return;
       }
-      if (!stream.readableEnded) {
-        this.unfinished.set(stream, Date.now() + this.bounds.maxRequestReceiveMs);
-        // `on`, not `once`: each event comes once per stream, and `once` wraps the listener
-        // in a new bound function per call.
-        stream.on('end', this.onRequestEnd);
-      }
+      if (!stream.readableEnded) this.unfinished.set(stream, Date.now() + this.bounds.maxRequestReceiveMs);
+      // `on`, not `once`: 'close' comes once per stream, and `once` wraps the listener in a new
+      // bound function per call.
       stream.on('close', onStreamClose);
     });
   }
@@ -137,7 +133,8 @@ export class ConnectionGuard {
     for (const [stream, deadline] of this.unfinished) {
       if (deadline > now) return;
       this.unfinished.delete(stream);
-      if (stream.destroyed) continue;
+      // Its request arrived in time ('end' was emitted): the call only waits for its answer.
+      if (stream.destroyed || stream.readableEnded) continue;
       this.resetByUs.add(stream);
       stream.close(constants.NGHTTP2_CANCEL);
     }
