@@ -271,9 +271,11 @@ interface Misses {
  */
 function entryKey(check: LimitCheck): string {
   const { spec } = check;
-  // Flattened into one sequential string: a key built by `+` is a tree of partial strings,
-  // which would cost the heap several times its length for as long as the entry lives.
-  return flat(identityOf(check) + '|' + spec.limit + '|' + spec.burst + '|' + check.hits);
+  // Joined into one sequential string: a key built by `+` is a tree of partial strings, which
+  // would cost the heap several times its length for as long as the entry lives, and which
+  // the Map's lookup, on every call, hashes more slowly than a flat one (and Number(key), the
+  // flattening trick used before, did not flatten it once optimized: ~100 ns a lookup).
+  return [identityOf(check), spec.limit, spec.burst, check.hits].join('|');
 }
 
 /** Only such an answer may be kept: the counter denies every request, whatever its size, for a known time. */
@@ -288,12 +290,6 @@ function deniesEveryRequest(result: LimitResult): boolean {
  */
 function answersAlikeAtEveryMoment(check: LimitCheck): boolean {
   return check.spec.limit === 0 && check.spec.algorithm !== 'fixed_window';
-}
-
-/** A flat copy of `s` (Number() of a non-numeric string makes V8 flatten it first). */
-function flat(s: string): string {
-  void Number(s);
-  return s;
 }
 
 // Any character above U+00FF (the range starts at U+0100, so no control character is named).
