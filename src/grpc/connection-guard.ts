@@ -1,5 +1,6 @@
 import { constants, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { GrpcHttp2Server } from './http2-servers';
+import { grpcTimeoutMs } from './grpc-timeout';
 
 /** Bounds on what one HTTP/2 client can make the gRPC server hold or do (issue 18). */
 export interface ConnectionBounds {
@@ -143,25 +144,3 @@ export class ConnectionGuard {
 
 /** A client's clock and ours differ by the network's delay; a reset this close to its deadline is the deadline. */
 const DEADLINE_SLACK_MS = 2;
-
-const TIMEOUT_UNIT_MS: Readonly<Record<string, number>> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
-
-const GRPC_TIMEOUT = /^(\d{1,8})([HMSmun])$/;
-
-/**
- * The last header value parsed and its result: a client sends the same timeout call after
- * call (Envoy its route's timeout), and a string compare is cheaper than the regex's match
- * array and substrings.
- */
-const lastTimeout: { header: string; ms: number | undefined } = { header: '', ms: undefined };
-
-/** The gRPC `grpc-timeout` header (`<up to 8 digits><H|M|S|m|u|n>`) in milliseconds. */
-function grpcTimeoutMs(header: string | string[] | undefined): number | undefined {
-  if (typeof header !== 'string') return undefined;
-  if (header === lastTimeout.header) return lastTimeout.ms;
-  const m = GRPC_TIMEOUT.exec(header);
-  const ms = m ? Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]! : undefined;
-  lastTimeout.header = header;
-  lastTimeout.ms = ms;
-  return ms;
-}
