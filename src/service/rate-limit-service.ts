@@ -46,6 +46,8 @@ export interface RateLimitServiceDeps {
 /** Statuses a descriptor gets without counting. */
 const STATUS_NO_LIMIT: DescriptorStatus = Object.freeze({ code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 0 });
 const STATUS_UNLIMITED: DescriptorStatus = Object.freeze({ code: 'OK', limitRemaining: UINT32_MAX, durationUntilResetSeconds: 0 });
+/** The header list of an answer that adds none: one shared frozen array, not two new ones per answer. */
+const NO_HEADERS: readonly HeaderPair[] = Object.freeze([]);
 
 /**
  * ShouldRateLimit on domain types: match, replaces, hits, counting, shadow/quota, overall code,
@@ -113,7 +115,7 @@ export class RateLimitService {
       overallCode,
       statuses,
       responseHeadersToAdd: headers,
-      requestHeadersToAdd: [],
+      requestHeadersToAdd: NO_HEADERS,
       ...(dynamicMetadata !== undefined ? { dynamicMetadata } : {}),
     };
     return { response, deniedByOwn: tally.deniedByOwn() };
@@ -232,9 +234,12 @@ export class RateLimitService {
   }
 
   /** The RateLimit-* headers and the policy's tier, when response headers are on. */
-  private responseHeaders({ statuses, quota, overall, retryAfterMs, request, lists }: HeaderFacts, decision?: PolicyDecision): HeaderPair[] {
+  private responseHeaders(
+    { statuses, quota, overall, retryAfterMs, request, lists }: HeaderFacts,
+    decision?: PolicyDecision,
+  ): readonly HeaderPair[] {
     const names = this.deps.config.headers;
-    if (names === undefined || quota === undefined) return [];
+    if (names === undefined || quota === undefined) return NO_HEADERS;
     const headers = limitHeaders(names, { statuses, quota, overall, retryAfterMs, request, ...(lists !== undefined && { lists }) });
     if (decision !== undefined) headers.push({ key: TIER_HEADER, value: decision.tier });
     return headers;
