@@ -56,19 +56,39 @@ const NO_HEADERS: readonly HeaderPair[] = Object.freeze([]);
 export class RateLimitService {
   constructor(private readonly deps: RateLimitServiceDeps) {}
 
-  async shouldRateLimit(request: RateLimitRequest, deadline: number): Promise<RateLimitResponse> {
-    const config = this.deps.config;
-    validateRequest(request, config.requestLimits);
-    const rules = this.deps.rules();
-    if (rules === undefined) throw new NotReadyError('no rate limit configuration loaded');
-    // The policy runs first, so the tier applied includes this request's own signals. Without
-    // a policy for the domain there is nothing to wait for (an await costs a turn of the queue).
-    const deciding = this.policyDecision(rules, request, deadline);
-    const decision = deciding === undefined ? undefined : await deciding;
+  /**
+   * Not an async function: with no policy to wait for, the answer is one promise chain
+   * (count, then respond), without an async frame holding every local across the count. An
+   * error, also one before counting, rejects as it did.
+   */
+  shouldRateLimit(request: RateLimitRequest, deadline: number): Promise<RateLimitResponse> {
+    try {
+      validateRequest(request, this.deps.config.requestLimits);
+      const rules = this.deps.rules();
+      if (rules === undefined) throw new NotReadyError('no rate limit configuration loaded');
+      // The policy runs first, so the tier applied includes this request's own signals. Without
+      // a policy for the domain there is nothing to wait for (a wait costs a turn of the queue).
+      const deciding = this.policyDecision(rules, request, deadline);
+      if (deciding === undefined) return this.countAndAnswer(rules, request, undefined, deadline);
+      return deciding.then((decision) => this.countAndAnswer(rules, request, decision, deadline));
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  private countAndAnswer(
+    rules: RuleSet,
+    request: RateLimitRequest,
+    decision: PolicyDecision | undefined,
+    deadline: number,
+  ): Promise<RateLimitResponse> {
     const { domainKnown, plans, checks } = planRequest(rules, request);
     if (!domainKnown) this.deps.metrics.domainNotFound(request.domain);
-    const results = await this.count(checks, decision, deadline);
-    const { response, deniedByOwn } = this.respond(request, { plans, checks, results }, decision);
+    return this.count(checks, decision, deadline).then((results) => this.answer(request, { plans, checks, results }, decision));
+  }
+
+  private answer(request: RateLimitRequest, counted: Counted, decision: PolicyDecision | undefined): RateLimitResponse {
+    const { response, deniedByOwn } = this.respond(request, counted, decision);
     // A denial by a limit of the client's own is a signal of its next decision (not the box's).
     if (deniedByOwn && decision !== undefined && decision.blockedMsLeft === 0 && response.overallCode === 'OVER_LIMIT') {
       this.deps.policy?.noteDenial(decision);
