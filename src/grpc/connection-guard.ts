@@ -1,5 +1,6 @@
 import { constants, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { GrpcHttp2Server } from './http2-servers';
+import { grpcTimeoutMs } from './grpc-timeout';
 
 /** Bounds on what one HTTP/2 client can make the gRPC server hold or do (issue 18). */
 export interface ConnectionBounds {
@@ -28,8 +29,8 @@ const SWEEP_INTERVAL_MS = 250;
 
 /**
  * Installs the bounds of `ConnectionBounds` on each node:http2 server grpc-js creates (see
- * http2-servers.ts). A stream costs a Map entry and two listeners; a reset and the sweep are the
- * only other work.
+ * http2-servers.ts). A stream costs a Map entry or two and a listener while it is open; a reset
+ * and the sweep are the only other work.
  *
  * - Unfinished requests: a stream in progress is not idle, and a call without `grpc-timeout`
  *   has no deadline, so without this a stream that never sends END_STREAM holds its partial
@@ -40,24 +41,27 @@ const SWEEP_INTERVAL_MS = 250;
  *   the client cancels a call the server has not answered yet.
  */
 export class ConnectionGuard {
-  /** Streams whose request has not fully arrived, with their deadline; insertion order is deadline order. */
+  /**
+   * Open streams whose request had not fully arrived when they opened, with the deadline for
+   * it; insertion order is deadline order. A stream leaves at its close, or at the sweep after
+   * its deadline, which resets it unless its request has arrived by then (readableEnded): no
+   * 'end' listener per call.
+   */
   private readonly unfinished = new Map<ServerHttp2Stream, number>();
   /** Streams this guard reset itself: their close is not the client's reset. */
   private readonly resetByUs = new WeakSet<ServerHttp2Stream>();
-  /** When each call's own deadline (grpc-timeout) passes, for the calls that sent one. */
-  private readonly deadlines = new WeakMap<ServerHttp2Stream, number>();
+  /**
+   * When each open call's own deadline (grpc-timeout) passes, for the calls that sent one;
+   * dropped when the stream closes. A Map, not a WeakMap: WeakMap.set is a call into the
+   * runtime and its ephemerons cost every GC, about a microsecond per call in all.
+   */
+  private readonly deadlines = new Map<ServerHttp2Stream, number>();
   private readonly sweepTimer: NodeJS.Timeout;
-  private readonly onRequestEnd: (this: ServerHttp2Stream) => void;
 
   constructor(
     private readonly bounds: ConnectionBounds,
     private readonly events: ConnectionGuardEvents,
   ) {
-    const unfinished = this.unfinished;
-    // A shared listener (`this` is the stream): no closure per call.
-    this.onRequestEnd = function (this: ServerHttp2Stream) {
-      unfinished.delete(this);
-    };
     this.sweepTimer = setInterval(() => this.sweep(), Math.min(SWEEP_INTERVAL_MS, bounds.maxRequestReceiveMs));
     this.sweepTimer.unref();
   }
@@ -71,12 +75,17 @@ export class ConnectionGuard {
   close(): void {
     clearInterval(this.sweepTimer);
     this.unfinished.clear();
+    this.deadlines.clear();
   }
 
   private watchSession(session: Http2Session): void {
     const allowance: ResetAllowance = { tokens: this.bounds.resetBurst, lastMs: Date.now() };
     const unfinished = this.unfinished;
-    const afterClose = (stream: ServerHttp2Stream): void => this.afterClose(stream, session, allowance);
+    const deadlines = this.deadlines;
+    const afterClose = (stream: ServerHttp2Stream): void => {
+      this.afterClose(stream, session, allowance);
+      deadlines.delete(stream);
+    };
     // One listener per connection, shared by its streams (`this` is the stream, which no longer
     // knows its session once closed).
     const onStreamClose = function (this: ServerHttp2Stream): void {
@@ -92,11 +101,10 @@ export class ConnectionGuard {
         afterClose(stream);
         return;
       }
-      if (!stream.readableEnded) {
-        this.unfinished.set(stream, Date.now() + this.bounds.maxRequestReceiveMs);
-        stream.once('end', this.onRequestEnd);
-      }
-      stream.once('close', onStreamClose);
+      if (!stream.readableEnded) this.unfinished.set(stream, Date.now() + this.bounds.maxRequestReceiveMs);
+      // `on`, not `once`: 'close' comes once per stream, and `once` wraps the listener in a new
+      // bound function per call.
+      stream.on('close', onStreamClose);
     });
   }
 
@@ -126,7 +134,8 @@ export class ConnectionGuard {
     for (const [stream, deadline] of this.unfinished) {
       if (deadline > now) return;
       this.unfinished.delete(stream);
-      if (stream.destroyed) continue;
+      // Its request arrived in time ('end' was emitted): the call only waits for its answer.
+      if (stream.destroyed || stream.readableEnded) continue;
       this.resetByUs.add(stream);
       stream.close(constants.NGHTTP2_CANCEL);
     }
@@ -135,12 +144,3 @@ export class ConnectionGuard {
 
 /** A client's clock and ours differ by the network's delay; a reset this close to its deadline is the deadline. */
 const DEADLINE_SLACK_MS = 2;
-
-const TIMEOUT_UNIT_MS: Readonly<Record<string, number>> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
-
-/** The gRPC `grpc-timeout` header (`<up to 8 digits><H|M|S|m|u|n>`) in milliseconds. */
-function grpcTimeoutMs(header: string | string[] | undefined): number | undefined {
-  if (typeof header !== 'string') return undefined;
-  const m = /^(\d{1,8})([HMSmun])$/.exec(header);
-  return m ? Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]! : undefined;
-}

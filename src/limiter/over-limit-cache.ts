@@ -67,40 +67,66 @@ export class OverLimitCache implements Limiter {
     return this.bytes;
   }
 
-  async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
+  /**
+   * Not an async function: the common answer here, every check from the cache, is then one
+   * resolved promise, without an async function's frame and register file on the heap.
+   */
+  check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     const now = this.now();
     // An empty cache answers nothing: no key is built then but for an answer worth keeping.
-    if (this.entries.size === 0) {
-      const fresh = await this.inner.check(checks, options);
-      for (let i = 0; i < fresh.length; i++) this.keepIfDenying(checks[i] as LimitCheck, fresh[i] as LimitResult, now);
-      return fresh;
+    if (this.entries.size === 0) return this.checkAndKeep(checks, options, now);
+    const out: Misses = {
+      results: new Array<LimitResult | undefined>(checks.length),
+      keys: new Array<string | undefined>(checks.length),
+      misses: [],
+      missIndex: [],
+    };
+    let anyCached: boolean;
+    try {
+      anyCached = this.answerFromCache(checks, now, out);
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-    const results = new Array<LimitResult | undefined>(checks.length);
-    const keys = new Array<string | undefined>(checks.length);
-    const misses: LimitCheck[] = [];
-    const missIndex: number[] = [];
+    if (out.misses.length === 0) return Promise.resolve(out.results as LimitResult[]);
+    return this.checkMisses(out, options, now, anyCached);
+  }
+
+  /** Every check to the backend; the denials worth keeping are kept. */
+  private async checkAndKeep(checks: readonly LimitCheck[], options: CheckOptions, now: number): Promise<LimitResult[]> {
+    const fresh = await this.inner.check(checks, options);
+    for (let i = 0; i < fresh.length; i++) this.keepIfDenying(checks[i] as LimitCheck, fresh[i] as LimitResult, now);
+    return fresh;
+  }
+
+  /** Answers what the cache can into `out`, and lists the rest there; returns whether it answered any. */
+  private answerFromCache(checks: readonly LimitCheck[], now: number, out: Misses): boolean {
     let anyCached = false;
     for (let i = 0; i < checks.length; i++) {
       const check = checks[i] as LimitCheck;
       if (check.listSize !== undefined && check.listSize > 1) {
-        anyCached = this.listFromCache(checks, i, now, { results, keys, misses, missIndex }) || anyCached;
+        anyCached = this.listFromCache(checks, i, now, out) || anyCached;
         i += check.listSize - 1;
         continue;
       }
       if (check.hits > 0) {
         const key = entryKey(check);
-        keys[i] = key;
+        out.keys[i] = key;
         const cached = this.cachedAnswer(key, now);
         if (cached !== undefined) {
-          results[i] = cached;
+          out.results[i] = cached;
           anyCached = true;
           continue;
         }
       }
-      misses.push(check);
-      missIndex.push(i);
+      out.misses.push(check);
+      out.missIndex.push(i);
     }
-    if (misses.length === 0) return results as LimitResult[];
+    return anyCached;
+  }
+
+  /** The checks the cache could not answer, from the backend, merged into `out.results`. */
+  private async checkMisses(out: Misses, options: CheckOptions, now: number, anyCached: boolean): Promise<LimitResult[]> {
+    const { results, keys, misses, missIndex } = out;
     // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT with a counter already over: the request is
     // denied, so the others are judged with their hits but charged nothing.
     const holdBack = options.stopIncrementWhenOverLimit && anyCached && options.holdBack !== true;
@@ -245,9 +271,11 @@ interface Misses {
  */
 function entryKey(check: LimitCheck): string {
   const { spec } = check;
-  // Flattened into one sequential string: a key built by `+` is a tree of partial strings,
-  // which would cost the heap several times its length for as long as the entry lives.
-  return flat(identityOf(check) + '|' + spec.limit + '|' + spec.burst + '|' + check.hits);
+  // Joined into one sequential string: a key built by `+` is a tree of partial strings, which
+  // would cost the heap several times its length for as long as the entry lives, and which
+  // the Map's lookup, on every call, hashes more slowly than a flat one (and Number(key), the
+  // flattening trick used before, did not flatten it once optimized: ~100 ns a lookup).
+  return [identityOf(check), spec.limit, spec.burst, check.hits].join('|');
 }
 
 /** Only such an answer may be kept: the counter denies every request, whatever its size, for a known time. */
@@ -262,12 +290,6 @@ function deniesEveryRequest(result: LimitResult): boolean {
  */
 function answersAlikeAtEveryMoment(check: LimitCheck): boolean {
   return check.spec.limit === 0 && check.spec.algorithm !== 'fixed_window';
-}
-
-/** A flat copy of `s` (Number() of a non-numeric string makes V8 flatten it first). */
-function flat(s: string): string {
-  void Number(s);
-  return s;
 }
 
 // Any character above U+00FF (the range starts at U+0100, so no control character is named).

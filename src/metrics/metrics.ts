@@ -93,7 +93,13 @@ export interface PrometheusMetricsOptions {
 export class PrometheusMetrics implements ServiceMetrics {
   readonly registry = new Registry();
   private readonly ruleCounters: Record<RuleCounterName, Counter<'domain' | 'key1' | 'key2'>>;
-  private readonly tallies = new Map<string, RuleTally>();
+  /**
+   * Per domain, per metric key. Two levels, not one `domain + key` string: the metric key is
+   * the rule's own string, whose hash V8 keeps, while a concatenated key is a new string to
+   * flatten and hash on every call.
+   */
+  private readonly tallies = new Map<string, Map<string, RuleTally>>();
+  private tallyCount = 0;
   /** Per gRPC method: the request counter's and the histogram's child, resolved once. */
   /**
    * Per gRPC method: calls not yet handed to the request counter (a scrape does, as for the
@@ -243,14 +249,19 @@ export class PrometheusMetrics implements ServiceMetrics {
    * dropped: there are at most `maxSeries` of them, one per exported label set.
    */
   private tallyFor(domain: string, metricKey: string): RuleTally | undefined {
-    const cacheKey = domain + '\n' + metricKey;
-    let t = this.tallies.get(cacheKey);
+    let byKey = this.tallies.get(domain);
+    let t = byKey?.get(metricKey);
     if (t === undefined) {
-      if (this.tallies.size >= this.maxSeries) return undefined;
+      if (this.tallyCount >= this.maxSeries) return undefined;
       const raw = ruleLabels(domain, metricKey);
       const labels = { domain: boundedLabel(raw.domain), key1: boundedLabel(raw.key1), key2: boundedLabel(raw.key2) };
       t = { labels, total: 0, within: 0, near: 0, over: 0, overLocal: 0, shadow: 0 };
-      this.tallies.set(cacheKey, t);
+      if (byKey === undefined) {
+        byKey = new Map();
+        this.tallies.set(domain, byKey);
+      }
+      byKey.set(metricKey, t);
+      this.tallyCount++;
     }
     return t;
   }
@@ -265,13 +276,15 @@ export class PrometheusMetrics implements ServiceMetrics {
   }
 
   private flushRuleTallies(): void {
-    for (const t of this.tallies.values()) {
-      for (const name of RULE_COUNTER_NAMES) {
-        const n = t[name];
-        // total_hits is exported for every rule path seen, also at 0, as before.
-        if (n !== 0 || name === 'total') {
-          this.ruleCounters[name].inc(t.labels, n);
-          t[name] = 0;
+    for (const byKey of this.tallies.values()) {
+      for (const t of byKey.values()) {
+        for (const name of RULE_COUNTER_NAMES) {
+          const n = t[name];
+          // total_hits is exported for every rule path seen, also at 0, as before.
+          if (n !== 0 || name === 'total') {
+            this.ruleCounters[name].inc(t.labels, n);
+            t[name] = 0;
+          }
         }
       }
     }

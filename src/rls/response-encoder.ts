@@ -143,8 +143,10 @@ function lengthDelimited(tag: number, body: Buffer): Buffer {
 
 // --- the response ----------------------------------------------------------------------
 
+// Indexed loops: for-of makes an iterator object for a frozen array (the service's shared empty list).
 function writeHeaders(w: ProtoWriter, tag: number, headers: readonly HeaderPair[]): void {
-  for (const h of headers) {
+  for (let i = 0; i < headers.length; i++) {
+    const h = headers[i] as HeaderPair;
     const keySize = utf8Size(h.key);
     const valueSize = utf8Size(h.value);
     w.byte(tag);
@@ -164,7 +166,10 @@ function writeHeaders(w: ProtoWriter, tag: number, headers: readonly HeaderPair[
 
 function headersSize(headers: readonly HeaderPair[]): number {
   let size = 0;
-  for (const h of headers) size += fieldSize(headerBodySize(h, utf8Size(h.key), utf8Size(h.value)));
+  for (let i = 0; i < headers.length; i++) {
+    const h = headers[i] as HeaderPair;
+    size += fieldSize(headerBodySize(h, utf8Size(h.key), utf8Size(h.value)));
+  }
   return size;
 }
 

@@ -123,27 +123,40 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
   }
 
   const checks: LimitCheck[] = [];
-  const plans = resolved.map((r, i): DescriptorPlan => {
-    const d = request.descriptors[i] as RequestDescriptor;
-    const hits = d.hitsAddend ?? request.hitsAddend;
-    const rule = r.rule;
-    if (rule === undefined) return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
-    const metricKey = r.overrideMetricKey ?? r.match?.metricKey ?? rule.fullKey;
-    const metadata = r.match?.metadata;
-    // Unlimited before `replaces`, as the reference: a replaced unlimited rule stays unlimited.
-    if (rule.unlimited) return { rule, metricKey, metadata, hits, checkIndex: NOTHING_TO_COUNT };
-    // A list is one descriptor: a name of any of its limits replaces all of them.
-    if (replaced !== undefined && (r.limits ?? [rule]).some((l) => isReplaced(l, replaced))) {
-      return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
-    }
-    const counter = { domain, entries: r.match?.counterEntries ?? d.entries };
-    const checkIndex = checks.length;
-    if (r.limits === undefined) {
-      checks.push({ counter, spec: specOf(rule), hits });
-      return { rule, metricKey, metadata, hits, checkIndex };
-    }
-    r.limits.forEach((limit, j) => checks.push({ counter, spec: specOf(limit), hits, ...(j === 0 && { listSize: r.limits?.length }) }));
-    return { rule, limits: r.limits, metricKey, metadata, hits, checkIndex };
-  });
+  // A loop, not resolved.map: no closure per request.
+  const plans = new Array<DescriptorPlan>(resolved.length);
+  for (let i = 0; i < resolved.length; i++) {
+    plans[i] = planDescriptor(resolved[i] as Resolved, request.descriptors[i] as RequestDescriptor, request, replaced, checks);
+  }
   return { domainKnown, plans, checks };
+}
+
+/** One descriptor's plan; its checks, if any, are appended to `checks`. */
+function planDescriptor(
+  r: Resolved,
+  d: RequestDescriptor,
+  request: RateLimitRequest,
+  replaced: ReadonlySet<string> | undefined,
+  checks: LimitCheck[],
+): DescriptorPlan {
+  const domain = request.domain;
+  const hits = d.hitsAddend ?? request.hitsAddend;
+  const rule = r.rule;
+  if (rule === undefined) return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
+  const metricKey = r.overrideMetricKey ?? r.match?.metricKey ?? rule.fullKey;
+  const metadata = r.match?.metadata;
+  // Unlimited before `replaces`, as the reference: a replaced unlimited rule stays unlimited.
+  if (rule.unlimited) return { rule, metricKey, metadata, hits, checkIndex: NOTHING_TO_COUNT };
+  // A list is one descriptor: a name of any of its limits replaces all of them.
+  if (replaced !== undefined && (r.limits ?? [rule]).some((l) => isReplaced(l, replaced))) {
+    return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
+  }
+  const counter = { domain, entries: r.match?.counterEntries ?? d.entries };
+  const checkIndex = checks.length;
+  if (r.limits === undefined) {
+    checks.push({ counter, spec: specOf(rule), hits });
+    return { rule, metricKey, metadata, hits, checkIndex };
+  }
+  r.limits.forEach((limit, j) => checks.push({ counter, spec: specOf(limit), hits, ...(j === 0 && { listSize: r.limits?.length }) }));
+  return { rule, limits: r.limits, metricKey, metadata, hits, checkIndex };
 }

@@ -46,6 +46,8 @@ export interface RateLimitServiceDeps {
 /** Statuses a descriptor gets without counting. */
 const STATUS_NO_LIMIT: DescriptorStatus = Object.freeze({ code: 'OK', limitRemaining: 0, durationUntilResetSeconds: 0 });
 const STATUS_UNLIMITED: DescriptorStatus = Object.freeze({ code: 'OK', limitRemaining: UINT32_MAX, durationUntilResetSeconds: 0 });
+/** The header list of an answer that adds none: one shared frozen array, not two new ones per answer. */
+const NO_HEADERS: readonly HeaderPair[] = Object.freeze([]);
 
 /**
  * ShouldRateLimit on domain types: match, replaces, hits, counting, shadow/quota, overall code,
@@ -54,19 +56,39 @@ const STATUS_UNLIMITED: DescriptorStatus = Object.freeze({ code: 'OK', limitRema
 export class RateLimitService {
   constructor(private readonly deps: RateLimitServiceDeps) {}
 
-  async shouldRateLimit(request: RateLimitRequest, deadline: number): Promise<RateLimitResponse> {
-    const config = this.deps.config;
-    validateRequest(request, config.requestLimits);
-    const rules = this.deps.rules();
-    if (rules === undefined) throw new NotReadyError('no rate limit configuration loaded');
-    // The policy runs first, so the tier applied includes this request's own signals. Without
-    // a policy for the domain there is nothing to wait for (an await costs a turn of the queue).
-    const deciding = this.policyDecision(rules, request, deadline);
-    const decision = deciding === undefined ? undefined : await deciding;
+  /**
+   * Not an async function: with no policy to wait for, the answer is one promise chain
+   * (count, then respond), without an async frame holding every local across the count. An
+   * error, also one before counting, rejects as it did.
+   */
+  shouldRateLimit(request: RateLimitRequest, deadline: number): Promise<RateLimitResponse> {
+    try {
+      validateRequest(request, this.deps.config.requestLimits);
+      const rules = this.deps.rules();
+      if (rules === undefined) throw new NotReadyError('no rate limit configuration loaded');
+      // The policy runs first, so the tier applied includes this request's own signals. Without
+      // a policy for the domain there is nothing to wait for (a wait costs a turn of the queue).
+      const deciding = this.policyDecision(rules, request, deadline);
+      if (deciding === undefined) return this.countAndAnswer(rules, request, undefined, deadline);
+      return deciding.then((decision) => this.countAndAnswer(rules, request, decision, deadline));
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  private countAndAnswer(
+    rules: RuleSet,
+    request: RateLimitRequest,
+    decision: PolicyDecision | undefined,
+    deadline: number,
+  ): Promise<RateLimitResponse> {
     const { domainKnown, plans, checks } = planRequest(rules, request);
     if (!domainKnown) this.deps.metrics.domainNotFound(request.domain);
-    const results = await this.count(checks, decision, deadline);
-    const { response, deniedByOwn } = this.respond(request, { plans, checks, results }, decision);
+    return this.count(checks, decision, deadline).then((results) => this.answer(request, { plans, checks, results }, decision));
+  }
+
+  private answer(request: RateLimitRequest, counted: Counted, decision: PolicyDecision | undefined): RateLimitResponse {
+    const { response, deniedByOwn } = this.respond(request, counted, decision);
     // A denial by a limit of the client's own is a signal of its next decision (not the box's).
     if (deniedByOwn && decision !== undefined && decision.blockedMsLeft === 0 && response.overallCode === 'OVER_LIMIT') {
       this.deps.policy?.noteDenial(decision);
@@ -113,7 +135,7 @@ export class RateLimitService {
       overallCode,
       statuses,
       responseHeadersToAdd: headers,
-      requestHeadersToAdd: [],
+      requestHeadersToAdd: NO_HEADERS,
       ...(dynamicMetadata !== undefined ? { dynamicMetadata } : {}),
     };
     return { response, deniedByOwn: tally.deniedByOwn() };
@@ -232,9 +254,12 @@ export class RateLimitService {
   }
 
   /** The RateLimit-* headers and the policy's tier, when response headers are on. */
-  private responseHeaders({ statuses, quota, overall, retryAfterMs, request, lists }: HeaderFacts, decision?: PolicyDecision): HeaderPair[] {
+  private responseHeaders(
+    { statuses, quota, overall, retryAfterMs, request, lists }: HeaderFacts,
+    decision?: PolicyDecision,
+  ): readonly HeaderPair[] {
     const names = this.deps.config.headers;
-    if (names === undefined || quota === undefined) return [];
+    if (names === undefined || quota === undefined) return NO_HEADERS;
     const headers = limitHeaders(names, { statuses, quota, overall, retryAfterMs, request, ...(lists !== undefined && { lists }) });
     if (decision !== undefined) headers.push({ key: TIER_HEADER, value: decision.tier });
     return headers;
