@@ -19,7 +19,7 @@
 --             call, issue 20, as lib/read_call.lua's mode 3): KEYS[1] only routes the call, each
 --             key's name comes first of its ARGV (6 per key), and the lists may be of any slot of
 --             the node. A list whose slot the node does not serve (it moved) is answered with
---             denied = 2 for each of its keys, nothing read or written: the caller sends it again
+--             denied = 2 for each of its keys, nothing written: the caller sends it again
 --             through its slot.
 -- Then, for each list in the order of KEYS: its key count m (>= 1), then 5 ARGV per key of
 --             the list: algorithm_i (1 fixed_window, 2 sliding_window, 3 token_bucket, 4 gcra,
@@ -360,33 +360,40 @@ local function judge(i, charge)
   return denied == 1
 end
 
--- A list of a mode-3 call whose slot this node does not serve: the probe of its first counter
--- fails (a declared key is always served: Redis redirects the call otherwise).
-local function served(i)
-  if mode ~= 3 then return true end
-  local probe = redis.pcall('EXISTS', keys[i])
-  if type(probe) ~= 'table' then return true end
-  if string.find(probe.err or '', 'non local key', 1, true) then return false end
-  error(probe)
+-- List `first..last` judged, nothing charged; true when a limit denies.
+local function look(first, last)
+  local any_denied = false
+  for i = first, last do
+    if judge(i, false) then any_denied = true end
+  end
+  return any_denied
+end
+
+-- The look of a mode-3 call's list, which may be of a slot this node does not serve (it
+-- moved): then the list's first command fails, before anything of it is written (its counters
+-- share a slot, and every step reads before it writes), and the list is answered denied = 2.
+-- Returns served, any_denied. (Redis 7 raises a table, Redis 6 its text.)
+local function look_here(first, last)
+  if mode ~= 3 then return true, look(first, last) end
+  local ok, res = pcall(look, first, last)
+  if ok then return true, res end
+  local text = type(res) == 'table' and res.err or tostring(res)
+  if string.find(text or '', 'non local key', 1, true) then return false, false end
+  error(res)
 end
 
 -- Each list in turn, all or nothing: every limit judged, then all charged or none.
 local first = 1
 for l = 1, #ends do
   local last = ends[l]
-  if served(first) then
-    local any_denied = false
-    for i = first, last do
-      if judge(i, false) then any_denied = true end
-    end
-    if mode ~= 2 and not any_denied then
-      for i = first, last do judge(i, true) end
-    end
-  else
+  local served, any_denied = look_here(first, last)
+  if not served then
     for i = first, last do
       local at = 6 * i - 5
       out[at], out[at + 1], out[at + 2], out[at + 3], out[at + 4], out[at + 5] = 0, 0, 0, 0, 2, 0
     end
+  elseif mode ~= 2 and not any_denied then
+    for i = first, last do judge(i, true) end
   end
   first = last + 1
 end
