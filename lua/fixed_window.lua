@@ -33,16 +33,24 @@ if err then return err end
 local now = call.now
 -- Locals: a global or a field is a table lookup on every use, and step runs once a key.
 local rpcall, find = redis.pcall, string.find
+
+-- The errors of a key this node does not serve, or will not serve to this call.
+local function not_here(err)
+  err = err or ''
+  return find(err, 'non local key', 1, true) ~= nil or find(err, 'same slot', 1, true) ~= nil or find(err, 'CROSSSLOT', 1, true) ~= nil
+end
 local keys, hits, limits, windows = call.keys, call.hits, call.limits, call.windows
 
 local function step(i, _, charge)
   local key = keys[i]
   local value = rpcall('GET', key)
   if type(value) == 'table' then
-    -- A counter named by the call (mode 3) whose slot this node does not serve (it moved):
-    -- nothing is read or written here; the caller sends it again through its slot. A declared
-    -- key is always served (Redis redirects the call otherwise); any other error stops the call.
-    if find(value.err or '', 'non local key', 1, true) then return 0, 0, 0, 0, 2, 0 end
+    -- A counter named by the call (mode 3) that this node will not count here: its slot is
+    -- not the node's (it moved), or the server refuses a script keys of several slots (a
+    -- managed Redis may): nothing is read or written; the caller sends it again through its
+    -- slot. A declared key is always served (Redis redirects the call otherwise); any other
+    -- error stops the call.
+    if not_here(value.err) then return 0, 0, 0, 0, 2, 0 end
     error(value)
   end
   return fixed_window_step(key, value, now, windows[i], hits[i], limits[i], charge)

@@ -377,8 +377,12 @@ local function look_here(first, last)
   if mode ~= 3 then return true, look(first, last) end
   local ok, res = pcall(look, first, last)
   if ok then return true, res end
-  local text = type(res) == 'table' and res.err or tostring(res)
-  if string.find(text or '', 'non local key', 1, true) then return false, false end
+  local text = type(res) == 'table' and res.err or tostring(res) or ''
+  -- As in lua/fixed_window.lua: a slot the node does not serve, or a server that refuses a
+  -- script keys of several slots.
+  for _, sign in ipairs({ 'non local key', 'same slot', 'CROSSSLOT' }) do
+    if string.find(text, sign, 1, true) then return false, false end
+  end
   error(res)
 end
 

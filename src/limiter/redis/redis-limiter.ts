@@ -60,6 +60,12 @@ const ALGORITHM_INDEX = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i])) as 
 /** limit_list's index in a batch key, after the algorithms'. */
 const LIST_INDEX = ALGORITHMS.length;
 const SIDES = ['m|', 's|'] as const;
+/**
+ * After a node's merged call came back with a counter it does not serve (a slot moved, or a
+ * server that refuses a script keys of several slots), calls go per slot for this long: a
+ * resharding settles, and a server that refuses costs one wasted call a minute.
+ */
+export const NODE_MERGE_PAUSE_MS = 60_000;
 
 /**
  * Counts in Redis: every check is one key; the checks of one call that share a slot (all of
@@ -78,6 +84,8 @@ export class RedisLimiter implements Limiter {
   private readonly newBreaker: () => CircuitBreaker;
   /** A small number per cluster node name, for node batch keys. */
   private readonly nodeNumbers = new Map<string, number>();
+  /** Epoch ms until which calls are merged per slot, not per node (NODE_MERGE_PAUSE_MS). */
+  private nodeMergePausedUntil = 0;
 
   constructor(private readonly options: RedisLimiterOptions) {
     this.scripts = algorithmScripts(options.wrapScript);
@@ -146,6 +154,11 @@ export class RedisLimiter implements Limiter {
       for (const [node, breaker] of side) states.push({ node: SIDES[i] + node, open: breaker.isOpen });
     });
     return states;
+  }
+
+  private notServedHere(checks: readonly LimitCheck[], group: SlotGroup, deadline: number, out: LimitResult[]): Promise<void> {
+    this.nodeMergePausedUntil = Date.now() + NODE_MERGE_PAUSE_MS;
+    return this.runGroup(checks, { ...group, nodeBatchKey: undefined }, 'count', deadline, out);
   }
 
   /** The batch key of a cluster node's merged calls of one script (negative: never a slot's); undefined outside a cluster. */
@@ -279,7 +292,7 @@ export class RedisLimiter implements Limiter {
     const algorithm = group.algorithm;
     const pinned = this.options.pinnedNow;
     const merge = pass === 'count' && algorithm.coalescible && pinned === undefined;
-    const byNode = merge && group.nodeBatchKey !== undefined;
+    const byNode = merge && group.nodeBatchKey !== undefined && Date.now() >= this.nodeMergePausedUntil;
     const args: (number | string)[] = [];
     algorithm.pushGroupHeader(args, group.indexes.length);
     group.indexes.forEach((i, j) => {
@@ -304,17 +317,14 @@ export class RedisLimiter implements Limiter {
       for (let j = 0; j < group.indexes.length; j++) out[group.indexes[j] as number] = algorithm.decode(reply, j);
     };
     if (byNode) {
-      // Merged with the node's other slots' calls; when the node no longer serves this slot
-      // (it moved, the slot map is behind), the group goes again as a call of its own, which
-      // ioredis routes to the slot's node (MOVED, ASK).
+      // Merged with the node's other slots' calls; when the node does not serve this slot (it
+      // moved, the slot map is behind) or refuses the other slots' keys, the group goes again
+      // merged per slot, which ioredis routes to the slot's node (MOVED, ASK), and so do the
+      // next minute's calls.
       const named = { ...call, batchKey: group.nodeBatchKey, mode: NAMED_COUNT_MODE, keysInArgs: true };
       return this.coalescer
         .run(named, true)
-        .then((reply) =>
-          anyNotServedHere(reply, group.indexes.length)
-            ? this.runGroup(checks, { ...group, nodeBatchKey: undefined }, pass, deadline, out)
-            : decode(reply),
-        );
+        .then((reply) => (anyNotServedHere(reply, group.indexes.length) ? this.notServedHere(checks, group, deadline, out) : decode(reply)));
     }
     return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then(decode);
   }
