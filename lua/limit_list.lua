@@ -6,7 +6,8 @@
 -- included, which outside a list counts every hit). A list sees what the lists before it
 -- charged, so lists that share a counter are judged exactly as separate calls in that order
 -- would judge them. One TIME read serves the whole call. The steps are those of
--- lua/<algorithm>.lua, one per algorithm, over the same key layouts, so a counter means the same
+-- lua/<algorithm>.lua, one per algorithm, over the same key layouts: the same code, from
+-- lua/lib (fixed_window_step, sliding_window_step, bucket_step), so a counter means the same
 -- to a list and to a rule of its own (test/integration/differential runs both against the
 -- reference model).
 --
@@ -36,6 +37,7 @@
 
 -- @include lib/int.lua
 -- @include lib/fixed_window_step.lua
+-- @include lib/sliding_window_step.lua
 -- @include lib/bucket_step.lua
 
 local n, nargs = #KEYS, #ARGV
@@ -142,58 +144,10 @@ if used[1] then
 end
 
 if used[2] then
-  -- lua/sliding_window.lua's: first ms from now at which `hits` more fit on top of curr, prev.
-  local function wait_for(limit, w, elapsed, curr, prev, hits)
-    if curr + hits <= limit and prev * (w - elapsed) + (curr + hits) * w <= limit * w then return 0 end
-    local room = limit - curr - hits
-    if room >= 0 and prev > 0 then
-      local e = w - math.floor((room * w) / prev)
-      if e < w then return e - elapsed end
-    end
-    local e = 0
-    if curr > 0 then e = math.max(0, w - math.floor(((limit - hits) * w) / curr)) end
-    return w + e - elapsed
-  end
-
-  -- lua/sliding_window.lua's step.
+  -- lib/sliding_window_step.lua; nothing pending: a list holds a counter once, and earlier
+  -- lists' charges are stored.
   local function sliding_window(i, charge)
-    local key, h, limit, w = keys[i], call.hits[i], call.limits[i], call.windows[i]
-    local start = now - (now % w)
-    local elapsed = now - start
-    local s = redis.call('HMGET', key, 's', 'c', 'p')
-    local stored, c, p = tonumber(s[1]), tonumber(s[2]) or 0, tonumber(s[3]) or 0
-    if stored ~= nil and stored + 2 * w <= now then stored, c, p = nil, 0, 0 end
-    local curr, prev = 0, 0
-    if stored == start then
-      curr, prev = c, p
-    elseif stored == start + w then
-      curr = p
-    elseif stored == start - w then
-      prev = c
-    end
-    local allowed = h <= limit and wait_for(limit, w, elapsed, curr, prev, h) == 0
-    if allowed and charge and h > 0 then
-      curr = curr + h
-      if stored == start + w then
-        p = curr
-        redis.call('HSET', key, 'p', int(p))
-      elseif stored == nil or stored <= start then
-        stored, c, p = start, curr, prev
-        redis.call('HSET', key, 's', int(start), 'c', int(curr), 'p', int(prev))
-        redis.call('PEXPIREAT', key, int(start + 2 * w))
-      end
-    end
-    local used = math.ceil((prev * (w - elapsed) + curr * w) / w)
-    local reset_ms = 0
-    if stored ~= nil then
-      if c > 0 then reset_ms = math.max(reset_ms, stored + 2 * w - now) end
-      if p > 0 then reset_ms = math.max(reset_ms, stored + w - now) end
-    end
-    local blocked_ms = wait_for(limit, w, elapsed, curr, prev, 1)
-    if allowed then return used, math.max(0, limit - used), reset_ms, 0, 0, blocked_ms end
-    local retry_ms
-    if h > limit then retry_ms = math.max(1, reset_ms) else retry_ms = wait_for(limit, w, elapsed, curr, prev, h) end
-    return used, math.max(0, limit - used), reset_ms, retry_ms, 1, blocked_ms
+    return sliding_window_step(keys[i], now, windows[i], hits[i], limits[i], 0, charge)
   end
   STEPS[2] = sliding_window
 end
