@@ -6,9 +6,10 @@
 -- included, which outside a list counts every hit). A list sees what the lists before it
 -- charged, so lists that share a counter are judged exactly as separate calls in that order
 -- would judge them. One TIME read serves the whole call. The steps are those of
--- lua/<algorithm>.lua, one per algorithm, over the same key layouts, so a counter means the same
--- to a list and to a rule of its own (test/integration/differential runs both against the
--- reference model).
+-- lua/<algorithm>.lua, one per algorithm, over the same key layouts: the same code, from
+-- lua/lib (fixed_window_step, sliding_window_step, bucket_step, sliding_log_step), so a counter
+-- means the same to a list and to a rule of its own (test/integration/differential runs both
+-- against the reference model).
 --
 -- KEYS[1]     the first list's first counter. KEYS holds the counters of list 1, then those of
 --             list 2, and so on; KEYS[i] (i = 1..n) as lua/<algorithm_i>.lua stores it. All in
@@ -36,7 +37,9 @@
 
 -- @include lib/int.lua
 -- @include lib/fixed_window_step.lua
+-- @include lib/sliding_window_step.lua
 -- @include lib/bucket_step.lua
+-- @include lib/sliding_log_step.lua
 
 local n, nargs = #KEYS, #ARGV
 local argv, floor = ARGV, math.floor
@@ -142,58 +145,10 @@ if used[1] then
 end
 
 if used[2] then
-  -- lua/sliding_window.lua's: first ms from now at which `hits` more fit on top of curr, prev.
-  local function wait_for(limit, w, elapsed, curr, prev, hits)
-    if curr + hits <= limit and prev * (w - elapsed) + (curr + hits) * w <= limit * w then return 0 end
-    local room = limit - curr - hits
-    if room >= 0 and prev > 0 then
-      local e = w - math.floor((room * w) / prev)
-      if e < w then return e - elapsed end
-    end
-    local e = 0
-    if curr > 0 then e = math.max(0, w - math.floor(((limit - hits) * w) / curr)) end
-    return w + e - elapsed
-  end
-
-  -- lua/sliding_window.lua's step.
+  -- lib/sliding_window_step.lua; nothing pending: a list holds a counter once, and earlier
+  -- lists' charges are stored.
   local function sliding_window(i, charge)
-    local key, h, limit, w = keys[i], call.hits[i], call.limits[i], call.windows[i]
-    local start = now - (now % w)
-    local elapsed = now - start
-    local s = redis.call('HMGET', key, 's', 'c', 'p')
-    local stored, c, p = tonumber(s[1]), tonumber(s[2]) or 0, tonumber(s[3]) or 0
-    if stored ~= nil and stored + 2 * w <= now then stored, c, p = nil, 0, 0 end
-    local curr, prev = 0, 0
-    if stored == start then
-      curr, prev = c, p
-    elseif stored == start + w then
-      curr = p
-    elseif stored == start - w then
-      prev = c
-    end
-    local allowed = h <= limit and wait_for(limit, w, elapsed, curr, prev, h) == 0
-    if allowed and charge and h > 0 then
-      curr = curr + h
-      if stored == start + w then
-        p = curr
-        redis.call('HSET', key, 'p', int(p))
-      elseif stored == nil or stored <= start then
-        stored, c, p = start, curr, prev
-        redis.call('HSET', key, 's', int(start), 'c', int(curr), 'p', int(prev))
-        redis.call('PEXPIREAT', key, int(start + 2 * w))
-      end
-    end
-    local used = math.ceil((prev * (w - elapsed) + curr * w) / w)
-    local reset_ms = 0
-    if stored ~= nil then
-      if c > 0 then reset_ms = math.max(reset_ms, stored + 2 * w - now) end
-      if p > 0 then reset_ms = math.max(reset_ms, stored + w - now) end
-    end
-    local blocked_ms = wait_for(limit, w, elapsed, curr, prev, 1)
-    if allowed then return used, math.max(0, limit - used), reset_ms, 0, 0, blocked_ms end
-    local retry_ms
-    if h > limit then retry_ms = math.max(1, reset_ms) else retry_ms = wait_for(limit, w, elapsed, curr, prev, h) end
-    return used, math.max(0, limit - used), reset_ms, retry_ms, 1, blocked_ms
+    return sliding_window_step(keys[i], now, windows[i], hits[i], limits[i], 0, charge)
   end
   STEPS[2] = sliding_window
 end
@@ -232,113 +187,9 @@ if used[4] then
 end
 
 if used[5] then
-  -- lua/sliding_log.lua's helpers and step.
-  local function member(before, h)
-    return string.format('%015d', before) .. ':' .. int(h)
-  end
-
-  -- The hits logged before an entry, and its own.
-  local function parse(m)
-    return tonumber(string.sub(m, 1, 15)), tonumber(string.sub(m, 17))
-  end
-
-  -- The live part of the log (scores above `live`): the hits logged before it, the total hits
-  -- in it, and its newest score; nil when it is empty. (The newest entry is live when any is.)
-  local function live_run(key, live)
-    local first = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'LIMIT', 0, 1)[1]
-    if first == nil then return nil end
-    local base = parse(first)
-    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    local before, h = parse(last[1])
-    return { base = base, count = before + h - base, newest = tonumber(last[2]), newest_end = before + h }
-  end
-
-  -- Score of the n-th oldest live hit (1-based): the entry whose hits hold it, found by a binary
-  -- search over the ranks of the live entries (the hits before an entry grow with its rank).
-  local function nth_oldest(key, run, live, n)
-    local target = run.base + n - 1
-    local lo = redis.call('ZCOUNT', key, '-inf', string.sub(live, 2))
-    local hi = redis.call('ZCARD', key) - 1
-    while lo < hi do
-      local mid = math.floor((lo + hi + 1) / 2)
-      local before = parse(redis.call('ZRANGE', key, mid, mid)[1])
-      if before <= target then lo = mid else hi = mid - 1 end
-    end
-    return tonumber(redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')[2])
-  end
-
-  -- Live hits at or before now (they leave the window first).
-  local function hits_not_later(key, run, live)
-    local m = redis.call('ZREVRANGEBYSCORE', key, int(now), live, 'LIMIT', 0, 1)[1]
-    if m == nil then return 0 end
-    local before, h = parse(m)
-    return before + h - run.base
-  end
-
-  -- Logs `h` hits at now, the expired entries being gone already; the live run after it.
-  local function log_hits(key, h, run)
-    if run == nil then
-      redis.call('ZADD', key, int(now), member(0, h))
-      return { base = 0, count = h, newest = now, newest_end = h }
-    end
-    if run.newest <= now then
-      redis.call('ZADD', key, int(now), member(run.newest_end, h))
-      return { base = run.base, count = run.count + h, newest = now, newest_end = run.newest_end + h }
-    end
-    -- The clock stepped back: the new entry goes among the others, which are renumbered.
-    local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-    redis.call('DEL', key)
-    local before, placed = 0, false
-    for j = 1, #all, 2 do
-      if not placed and tonumber(all[j + 1]) > now then
-        redis.call('ZADD', key, int(now), member(before, h))
-        before, placed = before + h, true
-      end
-      local _, eh = parse(all[j])
-      redis.call('ZADD', key, all[j + 1], member(before, eh))
-      before = before + eh
-    end
-    return { base = 0, count = before, newest = run.newest, newest_end = before }
-  end
-
+  -- lib/sliding_log_step.lua; nothing pending, as for the sliding window.
   local function sliding_log(i, charge)
-    local pending = 0 -- a list holds a counter once, and earlier lists' charges are stored
-    local key, h, limit, w = keys[i], call.hits[i], call.limits[i], call.windows[i]
-    local cutoff = now - w
-    local live = '(' .. int(cutoff)
-    local run = live_run(key, live)
-    local count = run and run.count or 0
-    local wanted = pending + h
-    local allowed = wanted <= limit and count + wanted <= limit
-    if allowed and charge and h > 0 then
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cutoff))
-      run = log_hits(key, h, run)
-      count = run.count
-      redis.call('PEXPIREAT', key, int(run.newest + w))
-    end
-    local reset_ms = 0
-    if count > 0 then reset_ms = run.newest + w - now end
-    local blocked_ms = 0
-    if count >= limit then blocked_ms = nth_oldest(key, run, live, count - limit + 1) + w - now end
-    if allowed then
-      return count, math.max(0, limit - count), reset_ms, 0, 0, blocked_ms
-    end
-    local retry_ms
-    if wanted > limit then
-      retry_ms = math.max(1, reset_ms)
-    else
-      -- The n-th oldest of the live hits and the pending ones (at now) must leave the window.
-      local n = count + wanted - limit
-      local not_later = hits_not_later(key, run, live)
-      if n <= not_later then
-        retry_ms = nth_oldest(key, run, live, n) + w - now
-      elseif n <= not_later + pending then
-        retry_ms = w
-      else
-        retry_ms = nth_oldest(key, run, live, n - pending) + w - now
-      end
-    end
-    return count, math.max(0, limit - count), reset_ms, retry_ms, 1, blocked_ms
+    return sliding_log_step(keys[i], now, windows[i], hits[i], limits[i], 0, charge)
   end
   STEPS[5] = sliding_log
 end
