@@ -194,6 +194,20 @@ describe.each(BACKENDS)('exact edges on %s', (name, make) => {
     });
   });
 
+  it('sliding_log: after the clock stepped back, a key twice in one STOP call waits a whole window for its own pending hit to leave', async () => {
+    // The log holds 2 hits at 5 s; at 1 s (the clock stepped back) none of them is at or before
+    // now, so the hit that must leave for the second occurrence is the first occurrence's own,
+    // pending at now: Retry-After is one window.
+    const c = fresh();
+    const s = spec('sliding_log', 3, 3600);
+    dayAt(5000);
+    await one(c, s, 2);
+    clock.now -= 4000;
+    const [first, second] = await call([check(c, s, 1), check(c, s, 1)], true);
+    expect(first).toMatchObject({ allowed: true });
+    expect(second).toMatchObject({ allowed: false, retryAfterMs: 3_600_000 });
+  });
+
   describe('blockedForMs', () => {
     it('fixed_window: to the window end once the count reaches the limit', async () => {
       const c = fresh();
