@@ -18,21 +18,26 @@ export interface RateLimitConfig {
   readonly burst: number;
 }
 
-/** One descriptor of a rule file, validated; `value` '' means any value of `key`. */
-export interface DescriptorConfig {
+/** What a descriptor says besides its limits and children, the same before and after checking. */
+interface DescriptorFields {
   readonly key: string;
   readonly value: string;
-  /** The descriptor's limit; with `rateLimits`, the first of them. */
-  readonly rateLimit?: RateLimitConfig;
-  /** Ours (issue 21): two or more limits decided together; a one-entry list is a plain `rateLimit`. */
-  readonly rateLimits?: readonly RateLimitConfig[];
-  readonly descriptors: readonly DescriptorConfig[];
   readonly shadowMode: boolean;
   readonly quotaMode: boolean;
   readonly detailedMetric: boolean;
   readonly valueToMetric: boolean;
   readonly shareThreshold: boolean;
+  /** Plain JSON-like data, as the source means it (each source converts its own form). */
   readonly metadata?: Readonly<Record<string, unknown>>;
+}
+
+/** One descriptor of a rule file, validated; `value` '' means any value of `key`. */
+export interface DescriptorConfig extends DescriptorFields {
+  /** The descriptor's limit; with `rateLimits`, the first of them. */
+  readonly rateLimit?: RateLimitConfig;
+  /** Ours (issue 21): two or more limits decided together; a one-entry list is a plain `rateLimit`. */
+  readonly rateLimits?: readonly RateLimitConfig[];
+  readonly descriptors: readonly DescriptorConfig[];
 }
 
 /** One rule file, validated. */
@@ -45,20 +50,11 @@ export interface DomainConfig {
 }
 
 /** One descriptor as its source gave it, fields typed but not yet checked. */
-export interface RawDescriptor {
-  readonly key: string;
-  readonly value: string;
+export interface RawDescriptor extends DescriptorFields {
   readonly rateLimit?: RawRateLimit;
   /** `rate_limits` as given (empty when the file's list is empty or null); absent without the key. */
   readonly rateLimits?: readonly RawRateLimit[];
   readonly descriptors: readonly RawDescriptor[];
-  readonly shadowMode: boolean;
-  readonly quotaMode: boolean;
-  readonly detailedMetric: boolean;
-  readonly valueToMetric: boolean;
-  readonly shareThreshold: boolean;
-  /** Plain JSON-like data, as the source means it (each source converts its own form). */
-  readonly metadata?: Readonly<Record<string, unknown>>;
 }
 
 export interface RawRateLimit {

@@ -195,19 +195,23 @@ export class RateLimitService {
   /** One counted descriptor: records its rule metrics and returns its status. */
   private judge({ domain, plan, rule, result, decision }: CountedDescriptor): Judged {
     const { config, metrics } = this.deps;
-    const limit = decision === undefined ? rule.requestsPerUnit : scaleLimit(rule.requestsPerUnit, decision.limitPercent);
-    const counts = hitCounts({
-      limit,
-      used: result.used,
-      hits: plan.hits,
-      allowed: result.allowed,
-      nearLimitRatio: config.nearLimitRatio,
-      fromLocalCache: result.fromLocalCache === true,
-      shadow: rule.shadowMode,
-    });
-    metrics.recordRule(domain, plan.metricKey, counts);
+    const limit = limitUnder(decision, rule.requestsPerUnit);
+    metrics.recordRule(domain, plan.metricKey, this.countsOf(limit, result, plan.hits, rule.shadowMode));
     const over = !result.allowed && !rule.shadowMode;
     return { status: statusOf(rule, limit, result, over), over, quota: rule.quotaMode || config.quotaMode, retryAfterMs: result.retryAfterMs };
+  }
+
+  /** The rule-metric counts of one limit's result. */
+  private countsOf(limit: number, result: LimitResult, hits: number, shadow: boolean): ReturnType<typeof hitCounts> {
+    return hitCounts({
+      limit,
+      used: result.used,
+      hits,
+      allowed: result.allowed,
+      nearLimitRatio: this.deps.config.nearLimitRatio,
+      fromLocalCache: result.fromLocalCache === true,
+      shadow,
+    });
   }
 
   /**
@@ -226,20 +230,12 @@ export class RateLimitService {
     const over = !admitted && !rule.shadowMode;
     const limitStatuses = limits.map((l, j) => {
       const result = mine[j] as LimitResult;
-      const limit = decision === undefined ? l.requestsPerUnit : scaleLimit(l.requestsPerUnit, decision.limitPercent);
+      const limit = limitUnder(decision, l.requestsPerUnit);
       // A limit that admitted hits its list refused was not charged: they only count as hits.
       const counts =
         result.allowed && !admitted
           ? { totalHits: plan.hits, withinLimit: 0, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 }
-          : hitCounts({
-              limit,
-              used: result.used,
-              hits: plan.hits,
-              allowed: result.allowed,
-              nearLimitRatio: config.nearLimitRatio,
-              fromLocalCache: result.fromLocalCache === true,
-              shadow: l.shadowMode,
-            });
+          : this.countsOf(limit, result, plan.hits, l.shadowMode);
       metrics.recordRule(domain, `${plan.metricKey}.${l.limitName ?? ''}`, counts);
       return statusOf(l, limit, result, !result.allowed && !l.shadowMode);
     });
@@ -337,4 +333,9 @@ function responseMetadata(
   const metadata = buildDynamicMetadata(request, passedMetadata, listStatuses);
   if (decision !== undefined) metadata[TIER_METADATA_KEY] = decision.tier;
   return metadata;
+}
+
+/** A rule's limit under the client's policy decision (scaled by its tier), or as written. */
+function limitUnder(decision: PolicyDecision | undefined, requestsPerUnit: number): number {
+  return decision === undefined ? requestsPerUnit : scaleLimit(requestsPerUnit, decision.limitPercent);
 }
