@@ -27,18 +27,13 @@
 -- @include lib/fixed_window_step.lua
 -- @include lib/read_call.lua
 -- @include lib/run_call.lua
+-- @include lib/not_served_here.lua
 
 local call, err = read_call('fixed_window', true)
 if err then return err end
 local now = call.now
 -- Locals: a global or a field is a table lookup on every use, and step runs once a key.
-local rpcall, find = redis.pcall, string.find
-
--- The errors of a key this node does not serve, or will not serve to this call.
-local function not_here(err)
-  err = err or ''
-  return find(err, 'non local key', 1, true) ~= nil or find(err, 'same slot', 1, true) ~= nil or find(err, 'CROSSSLOT', 1, true) ~= nil
-end
+local rpcall = redis.pcall
 local keys, hits, limits, windows = call.keys, call.hits, call.limits, call.windows
 
 local function step(i, _, charge)
@@ -50,7 +45,7 @@ local function step(i, _, charge)
     -- managed Redis may): nothing is read or written; the caller sends it again through its
     -- slot. A declared key is always served (Redis redirects the call otherwise); any other
     -- error stops the call.
-    if not_here(value.err) then return 0, 0, 0, 0, 2, 0 end
+    if not_served_here(value.err) then return 0, 0, 0, 0, 2, 0 end
     error(value)
   end
   return fixed_window_step(key, value, now, windows[i], hits[i], limits[i], charge)

@@ -15,22 +15,13 @@
 -- @include lib/read_call.lua
 -- @include lib/run_call.lua
 -- @include lib/bucket_step.lua
+-- @include lib/gcra_step.lua
 
 local call, err = read_call('gcra')
 if err then return err end
 
 local function step(i, pending, charge)
-  local key = KEYS[i]
-  local debt, at, expire_at = 0, call.now, nil
-  local stored = redis.call('GET', key)
-  if stored then
-    local t, d, x = string.match(stored, '^(%d+);(%d+);(%d+)$')
-    if t ~= nil and tonumber(x) > call.now then debt, at, expire_at = tonumber(d), tonumber(t), tonumber(x) end
-  end
-  return bucket_step(call, i, debt, at, expire_at, pending, charge, function(d, t, expire_at)
-    redis.call('SET', key, int(t) .. ';' .. int(d) .. ';' .. int(expire_at))
-    redis.call('PEXPIREAT', key, int(expire_at))
-  end)
+  return gcra_step(call, i, KEYS[i], pending, charge)
 end
 
 return run_call(call, step, false)

@@ -7,8 +7,8 @@
 -- charged, so lists that share a counter are judged exactly as separate calls in that order
 -- would judge them. One TIME read serves the whole call. The steps are those of
 -- lua/<algorithm>.lua, one per algorithm, over the same key layouts: the same code, from
--- lua/lib (fixed_window_step, sliding_window_step, bucket_step, sliding_log_step), so a counter
--- means the same to a list and to a rule of its own (test/integration/differential runs both
+-- lua/lib (fixed_window_step, sliding_window_step, token_bucket_step and gcra_step over
+-- bucket_step, sliding_log_step), so a counter means the same to a list and to a rule of its own (test/integration/differential runs both
 -- against the reference model).
 --
 -- KEYS[1]     the first list's first counter. KEYS holds the counters of list 1, then those of
@@ -39,7 +39,10 @@
 -- @include lib/fixed_window_step.lua
 -- @include lib/sliding_window_step.lua
 -- @include lib/bucket_step.lua
+-- @include lib/token_bucket_step.lua
+-- @include lib/gcra_step.lua
 -- @include lib/sliding_log_step.lua
+-- @include lib/not_served_here.lua
 
 local n, nargs = #KEYS, #ARGV
 local argv, floor = ARGV, math.floor
@@ -154,34 +157,17 @@ if used[2] then
 end
 
 if used[3] then
-  -- lua/token_bucket.lua's step.
+  -- lib/token_bucket_step.lua; nothing pending, as for the sliding window.
   local function token_bucket(i, charge)
-    local key = keys[i]
-    local s = redis.call('HMGET', key, 'd', 't', 'x')
-    local debt, at, x = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
-    if debt == nil or at == nil or x == nil or x <= now then debt, at, x = 0, now, nil end
-    return bucket_step(call, i, debt, at, x, 0, charge, function(d, t, expire_at)
-      redis.call('HSET', key, 'd', int(d), 't', int(t), 'x', int(expire_at))
-      redis.call('PEXPIREAT', key, int(expire_at))
-    end)
+    return token_bucket_step(call, i, keys[i], 0, charge)
   end
   STEPS[3] = token_bucket
 end
 
 if used[4] then
-  -- lua/gcra.lua's step.
+  -- lib/gcra_step.lua; nothing pending.
   local function gcra(i, charge)
-    local key = keys[i]
-    local debt, at, expire_at = 0, now, nil
-    local stored = redis.call('GET', key)
-    if stored then
-      local t, d, x = string.match(stored, '^(%d+);(%d+);(%d+)$')
-      if t ~= nil and tonumber(x) > now then debt, at, expire_at = tonumber(d), tonumber(t), tonumber(x) end
-    end
-    return bucket_step(call, i, debt, at, expire_at, 0, charge, function(d, t, x)
-      redis.call('SET', key, int(t) .. ';' .. int(d) .. ';' .. int(x))
-      redis.call('PEXPIREAT', key, int(x))
-    end)
+    return gcra_step(call, i, keys[i], 0, charge)
   end
   STEPS[4] = gcra
 end
@@ -228,12 +214,7 @@ local function look_here(first, last)
   if mode ~= 3 then return true, look(first, last) end
   local ok, res = pcall(look, first, last)
   if ok then return true, res end
-  local text = type(res) == 'table' and res.err or tostring(res) or ''
-  -- As in lua/fixed_window.lua: a slot the node does not serve, or a server that refuses a
-  -- script keys of several slots.
-  for _, sign in ipairs({ 'non local key', 'same slot', 'CROSSSLOT' }) do
-    if string.find(text, sign, 1, true) then return false, false end
-  end
+  if not_served_here(type(res) == 'table' and res.err or tostring(res)) then return false, false end
   error(res)
 end
 

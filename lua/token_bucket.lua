@@ -17,21 +17,13 @@
 -- @include lib/read_call.lua
 -- @include lib/run_call.lua
 -- @include lib/bucket_step.lua
+-- @include lib/token_bucket_step.lua
 
 local call, err = read_call('token_bucket')
 if err then return err end
 
 local function step(i, pending, charge)
-  local key = KEYS[i]
-  local s = redis.call('HMGET', key, 'd', 't', 'x')
-  local debt, at, x = tonumber(s[1]), tonumber(s[2]), tonumber(s[3])
-  if debt == nil or at == nil or x == nil or x <= call.now then
-    debt, at, x = 0, call.now, nil
-  end
-  return bucket_step(call, i, debt, at, x, pending, charge, function(d, t, expire_at)
-    redis.call('HSET', key, 'd', int(d), 't', int(t), 'x', int(expire_at))
-    redis.call('PEXPIREAT', key, int(expire_at))
-  end)
+  return token_bucket_step(call, i, KEYS[i], pending, charge)
 end
 
 return run_call(call, step, false)
