@@ -301,17 +301,18 @@ export class RedisLimiter implements Limiter {
       algorithm.pushArgs(args, checks[i] as LimitCheck);
     });
     const call = {
-      batchKey: group.batchKey,
+      batchKey: byNode ? group.nodeBatchKey : group.batchKey,
       client: group.client,
       script: algorithm.script,
       scriptName: group.algorithmName,
       node: group.node,
-      mode: algorithm.mode(pass),
+      mode: byNode ? NAMED_COUNT_MODE : algorithm.mode(pass),
       replyWidth: algorithm.replyWidth,
       breaker: group.breaker,
       keys: group.keys,
       args,
       deadline,
+      keysInArgs: byNode,
     };
     const decode = (reply: number[]): void => {
       for (let j = 0; j < group.indexes.length; j++) out[group.indexes[j] as number] = algorithm.decode(reply, j);
@@ -321,9 +322,8 @@ export class RedisLimiter implements Limiter {
       // moved, the slot map is behind) or refuses the other slots' keys, the group goes again
       // merged per slot, which ioredis routes to the slot's node (MOVED, ASK), and so do the
       // next minute's calls.
-      const named = { ...call, batchKey: group.nodeBatchKey, mode: NAMED_COUNT_MODE, keysInArgs: true };
       return this.coalescer
-        .run(named, true)
+        .run(call, true)
         .then((reply) => (anyNotServedHere(reply, group.indexes.length) ? this.notServedHere(checks, group, deadline, out) : decode(reply)));
     }
     return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then(decode);
