@@ -4,12 +4,14 @@
 // must cost nothing but a second call: its counters are answered "not served here" by the node
 // and sent again through their slot, which ioredis routes (MOVED, ASK). Real processes, a real
 // resharding of live slots (CLUSTER SETSLOT ... MIGRATING / IMPORTING, MIGRATE, SETSLOT NODE).
-import Redis, { Cluster } from 'ioredis';
+import Redis from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { checkKey } from '../../src/limiter/counter-key';
 import type { LimitCheck } from '../../src/limiter/limiter';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
+import { createRedisClient } from '../../src/limiter/redis/redis-client';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
+import { loadSettings } from '../../src/settings';
 import { keySlot, startCluster, type ClusterNode, type RedisClusterHarness } from '../harness/redis-servers';
 import { within } from '../harness/wait';
 
@@ -60,12 +62,14 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-/** A limiter of its own (a test that moves slots pauses its merging per node). */
+/**
+ * A limiter of its own (a test that moves slots pauses its merging per node), on the cluster
+ * client the service builds from REDIS_TYPE=cluster.
+ */
 async function newLimiter(): Promise<RedisLimiter> {
-  const limiter = new RedisLimiter({
-    client: new Cluster(cluster.startupNodes as { host: string; port: number }[], { enableAutoPipelining: true }),
-    keyPrefix: PREFIX,
-  });
+  const seeds = cluster.startupNodes.map((n) => `${n.host}:${n.port}`).join(',');
+  const client = createRedisClient(loadSettings({ BACKEND_TYPE: 'redis', REDIS_TYPE: 'cluster', REDIS_URL: seeds }).redis!);
+  const limiter = new RedisLimiter({ client, keyPrefix: PREFIX });
   await within(5000, () => limiter.isHealthy(), 'the limiter connected');
   return limiter;
 }
