@@ -119,6 +119,12 @@ export function createRedisClient(s: RedisSettings, extra: ClientExtras = {}): R
       return new Cluster(seeds, {
         enableOfflineQueue: false,
         enableAutoPipelining: true,
+        // Script calls go out on their own: ioredis follows a MOVED for a pipeline only when all
+        // of its commands got one (redis/ioredis#2075), so in a resharding a script call that
+        // shared an auto-pipeline with another slot's came back MOVED, and its request failed.
+        // The call coalescer already sends one script call per node and tick, so nothing is
+        // lost by not pipelining them.
+        autoPipeliningIgnoredCommands: ['evalsha', 'eval'],
         scaleReads: extra.readReplicas ? 'slave' : 'master',
         // No retries on a lost node or CLUSTERDOWN: every call has a deadline far below
         // ioredis' retry delays (Envoy's is 20 ms), so a retry only answers a caller that has
