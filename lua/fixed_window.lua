@@ -1,54 +1,111 @@
 -- fixed_window: epoch-aligned fixed windows, every charged hit counted, also over the limit (the
--- reference's behaviour); over when the count after the hits exceeds the limit. The window is
--- part of the stored value, not left to the key's expiry: a call at time T always counts in
--- the window that contains T, also in the millisecond at which redis has not yet expired the
--- previous window's key.
--- Protocol: lib/read_call.lua (KEYS, ARGV), lib/run_call.lua (modes, Returns); this script
--- counts every hit, so in stop mode each key that would go over is incremented and the others
--- are held back, as envoyproxy/ratelimit does with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
+-- reference's behaviour). The storage is lib/fixed_window_step.lua's: one key per counter and
+-- window, the window in its name, so a hit is one INCRBY (and the window's first hit a
+-- PEXPIREAT). The protocol is this script's own and lean (issue 20: Redis CPU per decision):
+-- the script counts and says how long the window lasts; the caller judges, from the count, the
+-- limit and the hits it sent, what lib/run_call.lua's scripts judge in Lua:
+--   denied      count > limit (count and stop modes: the count includes the hits when charged);
+--               count + hits > limit (look mode: nothing charged)
+--   remaining   max(0, limit - count);  retry_after_ms = reset_ms when denied, else 0
+--   blocked_ms  reset_ms once count >= limit, else 0
 --
--- KEYS[i]     counter i: the string "<s>:<c>:<p>": s = start of the latest window counted in
---             (epoch ms), c = its count, p = the count of the window before. A call whose window
---             is s counts in c, s − W (the clock stepped back one window) in p, a later window
---             starts afresh, and a count more than one window behind s is not kept. A plain
---             integer (a key of an older floodgate) is the count of the current window. The key
---             expires when the window after s ends (as the reference's per-window keys live one
---             window past their last write), so a clock that steps back across an edge still
---             finds the count it left there. One SET per write, with PXAT or KEEPTTL (so
---             Redis 6.2 or newer).
--- ARGV[...]   as lib/read_call.lua, mode 3 included (a cluster node's merged call, the
---             counters named in ARGV); burst_i is ignored.
--- Returns     as lib/run_call.lua, per key: used = the window's count after this call;
---             remaining = max(0, limit − used); reset_ms = until the window ends (>= 1);
---             retry_after_ms = reset_ms when denied; denied = count + hits > limit;
---             blocked_ms = reset_ms once the count reaches the limit, else 0.
+-- KEYS[i]     counter i's name (each window's key is derived from it); all keys of one call
+--             share a hash slot. A key may appear more than once: each occurrence is judged on
+--             its own and, in count mode, charged in turn, as the reference's pipeline of INCRBY.
+-- ARGV[1]     mode: 0 = count: each counter in turn charged its hits (hits 0: read only);
+--             1 = stop (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, the reference's rule): every
+--             counter looked at first; when none would go over (count + hits > limit) all are
+--             counted; else, in order, each one that would go over is charged and the others
+--             are answered with the count the charges before them left, nothing charged;
+--             2 = look: nothing charged, each counter's count as it stands;
+--             3 = count, the counters named in ARGV (a Redis Cluster node's merged call, issue
+--             20): KEYS[1] is the first counter, declared only to route the call to its node,
+--             and the counters may be of any slot of the node. A counter the node does not
+--             serve (its slot moved, or the server refuses keys of several slots in one script)
+--             is answered count -1, nothing read or written: the caller sends it again through
+--             its slot.
+-- ARGV[3i-1 .. 3i+1]  counter i's hits (>= 0), limit (>= 0; read in stop mode), window (whole
+--             seconds >= 1). In mode 3 four a counter, its name first: ARGV[4i-2 .. 4i+1].
+-- ARGV[last]  optional, tests only: "now" in epoch milliseconds. Without it the clock is redis
+--             TIME, read once per call.
+-- Returns     2 integers a counter: count (the window's count after this call; -1: not served
+--             here), reset_ms (until the window ends, >= 1).
 
 -- @include lib/int.lua
 -- @include lib/fixed_window_step.lua
--- @include lib/read_call.lua
--- @include lib/run_call.lua
 -- @include lib/not_served_here.lua
 
-local call, err = read_call('fixed_window', true)
-if err then return err end
-local now = call.now
--- Locals: a global or a field is a table lookup on every use, and step runs once a key.
-local rpcall = redis.pcall
-local keys, hits, limits, windows = call.keys, call.hits, call.limits, call.windows
-
-local function step(i, _, charge)
-  local key = keys[i]
-  local value = rpcall('GET', key)
-  if type(value) == 'table' then
-    -- A counter named by the call (mode 3) that this node will not count here: its slot is
-    -- not the node's (it moved), or the server refuses a script keys of several slots (a
-    -- managed Redis may): nothing is read or written; the caller sends it again through its
-    -- slot. A declared key is always served (Redis redirects the call otherwise); any other
-    -- error stops the call.
-    if not_served_here(value.err) then return 0, 0, 0, 0, 2, 0 end
-    error(value)
-  end
-  return fixed_window_step(key, value, now, windows[i], hits[i], limits[i], charge)
+local argv, keys, floor, tonumber = ARGV, KEYS, math.floor, tonumber
+local nargs, n = #ARGV, #KEYS
+local function refuse(...)
+  return redis.error_reply('ERR fixed_window: ' .. string.format(...))
 end
 
-return run_call(call, step, true)
+local mode = tonumber(argv[1])
+if mode ~= 0 and mode ~= 1 and mode ~= 2 and mode ~= 3 then return refuse('mode (ARGV[1]) must be 0, 1, 2 or 3') end
+local width = 3
+if mode == 3 then
+  width, keys = 4, {}
+  n = floor((nargs - 1) / 4)
+  if n < 1 or #KEYS ~= 1 or (nargs ~= 4 * n + 1 and nargs ~= 4 * n + 2) then
+    return refuse('mode 3 needs 1 key and 4 ARGV per counter after the mode (and an optional pinned now), got %d keys and %d ARGV', #KEYS, nargs)
+  end
+elseif nargs ~= 3 * n + 1 and nargs ~= 3 * n + 2 then
+  return refuse('%d keys need %d or %d ARGV, got %d', n, 3 * n + 1, 3 * n + 2, nargs)
+end
+
+local now
+if nargs == width * n + 2 then
+  now = tonumber(argv[nargs])
+  if not (now and now >= 0 and now < 9007199254740992 and now == floor(now)) then
+    return refuse('pinned now (last ARGV) must be epoch milliseconds')
+  end
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+end
+
+-- Every counter read and checked before any is counted: a malformed call changes nothing.
+local hits, limits, windows = {}, {}, {}
+for i = 1, n do
+  local at = width * i - 1
+  if width == 4 then keys[i] = argv[at - 1] end
+  local h, l, w = tonumber(argv[at]), tonumber(argv[at + 1]), tonumber(argv[at + 2])
+  if not (h and l and w and h >= 0 and l >= 0 and w >= 1
+      and h < 9007199254740992 and l < 9007199254740992 and w < 9007199254740992
+      and h == floor(h) and l == floor(l) and w == floor(w)) then
+    return refuse('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, at, at + 2)
+  end
+  hits[i], limits[i], windows[i] = h, l, w * 1000
+end
+
+local out = {}
+-- Counter i's count after `h` more hits (0: as it stands), answered in `out`.
+local function tally(i, h)
+  local count, reset_ms = fixed_window_step(keys[i], now, windows[i], h)
+  out[2 * i - 1], out[2 * i] = count, reset_ms
+  return count
+end
+
+if mode == 0 then
+  for i = 1, n do tally(i, hits[i]) end
+elseif mode == 2 then
+  for i = 1, n do tally(i, 0) end
+elseif mode == 3 then
+  for i = 1, n do
+    -- The counter's first command fails when its slot is not this node's, before anything of
+    -- it is written. (Redis 7 raises a table, Redis 6 its text.)
+    local ok, err = pcall(tally, i, hits[i])
+    if not ok then
+      if not not_served_here(type(err) == 'table' and err.err or tostring(err)) then error(err) end
+      out[2 * i - 1], out[2 * i] = -1, 0
+    end
+  end
+else
+  local over, any_over = {}, false
+  for i = 1, n do
+    if tally(i, 0) + hits[i] > limits[i] then over[i], any_over = true, true end
+  end
+  for i = 1, n do tally(i, (over[i] or not any_over) and hits[i] or 0) end
+end
+return out

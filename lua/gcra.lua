@@ -24,4 +24,4 @@ local function step(i, pending, charge)
   return gcra_step(call, i, KEYS[i], pending, charge)
 end
 
-return run_call(call, step, false)
+return run_call(call, step)

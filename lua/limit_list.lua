@@ -127,22 +127,25 @@ local call = { n = n, now = now, algorithms = algorithms, hits = hits, limits = 
 local STEPS = {}
 
 if used[1] then
-  -- lib/fixed_window_step.lua, except that the charge uses the value the look read. The value
-  -- is kept per index, not per key, and is still the key's when the charge comes: an index
-  -- belongs to one list, read first by that list's look, after every earlier list is done;
-  -- between that look and the list's charge only the list's other counters are written, and a
-  -- list holds a counter once. (A key in two lists is two indexes, each read in its own turn.)
-  local rcall = redis.call
-  local fw_value = {} -- false: no key
+  -- lib/fixed_window_step.lua. The look's count is kept per index, not per key, and is still
+  -- the key's when the charge comes: an index belongs to one list, read first by that list's
+  -- look, after every earlier list is done; between that look and the list's charge only the
+  -- list's other counters are written, and a list holds a counter once. (A key in two lists is
+  -- two indexes, each read in its own turn.)
+  local fw_counts, fw_max = {}, math.max
 
   local function fixed_window(i, charge)
-    local key = keys[i]
-    local value = fw_value[i]
-    if value == nil then
-      value = rcall('GET', key)
-      fw_value[i] = value
+    local h, limit = hits[i], limits[i]
+    local count, reset_ms = fw_counts[i], nil
+    if count == nil then
+      count, reset_ms = fixed_window_step(keys[i], now, windows[i], 0)
+      fw_counts[i] = count
     end
-    return fixed_window_step(key, value or nil, now, windows[i], hits[i], limits[i], charge)
+    local denied = count + h > limit
+    if charge and h > 0 then count, reset_ms = fixed_window_step(keys[i], now, windows[i], h) end
+    reset_ms = reset_ms or windows[i] - now % windows[i]
+    return count, fw_max(0, limit - count), reset_ms, denied and reset_ms or 0, denied and 1 or 0,
+      count >= limit and reset_ms or 0
   end
   STEPS[1] = fixed_window
 end

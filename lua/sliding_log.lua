@@ -32,4 +32,4 @@ local function step(i, pending, charge)
   return sliding_log_step(KEYS[i], now, call.windows[i], call.hits[i], call.limits[i], pending, charge)
 end
 
-return run_call(call, step, false)
+return run_call(call, step)

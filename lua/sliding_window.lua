@@ -29,4 +29,4 @@ local function step(i, pending, charge)
   return sliding_window_step(KEYS[i], now, call.windows[i], call.hits[i], call.limits[i], pending, charge)
 end
 
-return run_call(call, step, false)
+return run_call(call, step)

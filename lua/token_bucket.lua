@@ -26,4 +26,4 @@ local function step(i, pending, charge)
   return token_bucket_step(call, i, KEYS[i], pending, charge)
 end
 
-return run_call(call, step, false)
+return run_call(call, step)

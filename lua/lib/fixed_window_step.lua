@@ -1,56 +1,61 @@
--- lib/fixed_window_step.lua: the fixed window's state and step, shared by lua/fixed_window.lua and
+-- lib/fixed_window_step.lua: the fixed window's storage, shared by lua/fixed_window.lua and
 -- lua/limit_list.lua so that a counter means the same to both (needs lib/int.lua first).
+--
+-- Layout (issue 20): one key per counter and window, "<counter>:<window start, epoch s>", holding
+-- the window's count as a plain integer, as the reference keeps one key per window. A hit is one
+-- INCRBY; the window's first hit also sets the key's expiry, PEXPIREAT at the end of the window
+-- after it (the reference's per-window keys live one window past their window too), so a clock
+-- that steps back across an edge still finds the count it left there. A call at time T always
+-- counts in the key of the window that holds T: the window is in the name, so a key that Redis
+-- has not expired yet is never taken for a later window's. The window's key appends to the
+-- counter's name, after its hash tag: it lives in the counter's slot.
+--
+-- An older floodgate kept the counter in "<counter>" itself, as "<s>:<c>:<p>" (s the start of the
+-- latest window counted in, epoch ms, c its count, p the count of the window before) or, older
+-- still, a plain integer (the current window's count). A window with no key yet starts from what
+-- that value holds for it, so a rolling upgrade keeps the counts the old pods made up to then
+-- (a plain integer, which names no window, is removed once taken).
+--
 -- Provides
---   fixed_window_step(key, value, now, w, h, limit, charge) -> used, remaining, reset_ms,
---     retry_after_ms, denied, blocked_ms: with `value` the key's value as GET read it (nil: no
---     key), judges `h` hits at `now` in windows of `w` ms against `limit`, and when `charge`
---     writes the count (one SET, KEEPTTL or PXAT); see lua/fixed_window.lua for the layout and
---     the answers.
+--   fixed_window_step(base, now, w, h) -> count, reset_ms: counter `base`'s count in the window of
+--     `w` ms that holds `now`, after `h` more hits (h = 0: as it stands, nothing written), and
+--     the ms until that window ends (>= 1).
 
-local fw_match, fw_max, fw_rcall = string.match, math.max, redis.call
+local fw_format, fw_match, fw_rcall, fw_tonumber = string.format, string.match, redis.call, tonumber
 
-local function fixed_window_step(key, value, now, w, h, limit, charge)
-  local start = now - (now % w)
-  -- "<s>:<c>:<p>", read as numbers and as the stored text of s and p (reused by a write that
-  -- keeps them); a plain integer (an older floodgate's key) is the count of the current window.
-  local stored, c, p, vs, vp = nil, 0, 0, nil, nil
+local function fixed_window_step(base, now, w, h)
+  local start = now - now % w
+  local key = fw_format('%s:%d', base, start / 1000)
+  local count
+  if h > 0 then
+    count = fw_rcall('INCRBY', key, h)
+    -- Not the window's first hit here (a count of 0 is never stored): the common case.
+    if count ~= h then return count, start + w - now end
+  else
+    count = fw_rcall('GET', key)
+    if count then return fw_tonumber(count), start + w - now end
+  end
+  -- The window has no count here before this call: an older floodgate's value may hold one,
+  -- the count of s = start, the previous count when s = start + w (the clock stepped back one
+  -- window), none past its expiry (s + 2w).
+  local before, plain = 0, false
+  local value = fw_rcall('GET', base)
   if value then
-    local vc
-    vs, vc, vp = fw_match(value, '^(%d+):(%d+):(%d+)$')
-    if vs ~= nil then
-      stored, c, p = tonumber(vs), tonumber(vc), tonumber(vp)
-    elseif fw_match(value, '^%d+$') then
-      stored, c = start, tonumber(value)
+    local vs, vc, vp = fw_match(value, '^(%d+):(%d+):(%d+)$')
+    if vs == nil then
+      -- A plain integer names no window: taken once, for this one, and removed when charged.
+      before = fw_tonumber(fw_match(value, '^%d+$')) or 0
+      plain = before > 0
+    else
+      local s = fw_tonumber(vs)
+      if s + 2 * w > now then
+        if s == start then before = fw_tonumber(vc) elseif s == start + w then before = fw_tonumber(vp) end
+      end
     end
   end
-  -- Past its expiry the state is gone, whether or not redis has removed the key yet.
-  if stored ~= nil and stored + 2 * w <= now then stored, c, p, vs = nil, 0, 0, nil end
-  local count = 0
-  if stored == start then
-    count = c
-  elseif stored == start + w then
-    count = p
-  end
-  local denied = count + h > limit
-  if charge and h > 0 then
-    count = count + h
-    -- One SET per write. A value in the "s:c:p" form got its expiry, s + 2W, with the SET that
-    -- started window s, so a write that keeps s keeps the TTL (KEEPTTL: no expiry to format
-    -- and store again), and the common case, a later hit in window s, reuses the stored start
-    -- and previous count as they are. A new window, or a plain integer, sets it (PXAT).
-    if stored == start and vs ~= nil then
-      fw_rcall('SET', key, vs .. ':' .. int(count) .. ':' .. vp, 'KEEPTTL')
-    elseif stored == start + w then
-      fw_rcall('SET', key, vs .. ':' .. int(c) .. ':' .. int(count), 'KEEPTTL')
-    elseif stored == nil or stored <= start then
-      local before = 0
-      if stored == start then before = p elseif stored == start - w then before = c end
-      fw_rcall('SET', key, int(start) .. ':' .. int(count) .. ':' .. int(before), 'PXAT', int(start + 2 * w))
-    end
-  end
-  local reset_ms = start + w - now
-  local retry_ms, blocked_ms = 0, 0
-  if denied then retry_ms = reset_ms end
-  if count >= limit then blocked_ms = reset_ms end
-  return count, fw_max(0, limit - count), reset_ms, retry_ms, denied and 1 or 0, blocked_ms
+  if h == 0 then return before, start + w - now end
+  if before > 0 then count = fw_rcall('INCRBY', key, before) end
+  if plain then fw_rcall('DEL', base) end
+  fw_rcall('PEXPIREAT', key, int(start + 2 * w))
+  return count, start + w - now
 end

@@ -1,17 +1,11 @@
 -- lib/read_call.lua: the one call protocol of every script in lua/.
 -- Provides
---   read_call(script, named) -> call, nil; or nil, an error reply "ERR <script>: ..." to return
---     as is. `named`: the script also takes mode 3 (below).
+--   read_call(script) -> call, nil; or nil, an error reply "ERR <script>: ..." to return as is.
+-- (lua/fixed_window.lua has a leaner protocol of its own, with a mode 3 for merged calls.)
 --
 -- KEYS[i]     counter i (i = 1..n); all keys of one call share a hash slot. A key may appear
 --             more than once in a call (see lib/run_call.lua for how that is judged).
--- ARGV[1]     mode: 0 = count, 1 = stop, 2 = look (lib/run_call.lua says what each does);
---             3 = count, the counters named in ARGV (a Redis Cluster node's merged call, issue
---             20): KEYS[1] is the first counter, declared only to route the call to its node;
---             each counter's name comes first of its arguments (5 ARGV a key, ARGV[5i-3] the
---             name) and the counters may be of any slot of the node. A counter the node does
---             not serve (its slot moved) is the script's to answer as such.
---             call.keys holds the counters' names in every mode.
+-- ARGV[1]     mode: 0 = count, 1 = stop, 2 = look (lib/run_call.lua says what each does).
 -- ARGV[4i-2]  hits_i: integer >= 0 for KEYS[i]; 0 = peek (never creates or changes the key).
 -- ARGV[4i-1]  limit_i: integer >= 0, requests per window.
 -- ARGV[4i]    window_i: window length in whole seconds (>= 1).
@@ -23,7 +17,7 @@
 -- call.windows[i] (in ms), call.bursts[i]. Every number is a whole number that a double holds
 -- exactly; rules are bounded at load so that every product the scripts form stays below 2^53.
 
-local function read_call(script, named)
+local function read_call(script)
   -- Locals: a global or a field is a table lookup on every use, and this runs for 4 ARGV a key.
   local argv, tonumber, floor = ARGV, tonumber, math.floor
   -- A whole number >= min that a double holds exactly; nil otherwise (also for nan and inf).
@@ -36,26 +30,17 @@ local function read_call(script, named)
   end
 
   local mode = whole(1, 0)
-  if mode ~= 0 and mode ~= 1 and mode ~= 2 and not (named and mode == 3) then
-    return nil, redis.error_reply('ERR ' .. script .. ': mode (ARGV[1]) must be ' .. (named and '0, 1, 2 or 3' or '0, 1 or 2'))
+  if mode ~= 0 and mode ~= 1 and mode ~= 2 then
+    return nil, redis.error_reply('ERR ' .. script .. ': mode (ARGV[1]) must be 0, 1 or 2')
   end
-  -- ARGV per key: 4 numbers, after the key's name in mode 3.
-  local width = mode == 3 and 5 or 4
   local nargs = #ARGV
   local n = #KEYS
-  if mode == 3 then
-    n = math.floor((nargs - 1) / 5)
-    if n < 1 or #KEYS ~= 1 or (nargs ~= 5 * n + 1 and nargs ~= 5 * n + 2) then
-      return nil, redis.error_reply(string.format(
-        'ERR %s: mode 3 needs 1 key and 5 ARGV per counter after the mode (and an optional pinned now), got %d keys and %d ARGV',
-        script, #KEYS, nargs))
-    end
-  elseif nargs ~= 4 * n + 1 and nargs ~= 4 * n + 2 then
+  if nargs ~= 4 * n + 1 and nargs ~= 4 * n + 2 then
     return nil, redis.error_reply(string.format(
       'ERR %s: %d keys need %d or %d ARGV, got %d', script, n, 4 * n + 1, 4 * n + 2, nargs))
   end
   local now
-  if nargs == width * n + 2 then
+  if nargs == 4 * n + 2 then
     now = whole(nargs, 0)
     if now == nil then
       return nil, redis.error_reply('ERR ' .. script .. ': pinned now (last ARGV) must be epoch milliseconds')
@@ -64,16 +49,10 @@ local function read_call(script, named)
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-  local keys = KEYS
-  if mode == 3 then
-    keys = {}
-    mode = 0
-  end
   local hits, limits, windows, bursts = {}, {}, {}, {}
-  local call = { n = n, mode = mode, now = now, keys = keys, hits = hits, limits = limits, windows = windows, bursts = bursts }
+  local call = { n = n, mode = mode, now = now, keys = KEYS, hits = hits, limits = limits, windows = windows, bursts = bursts }
   for i = 1, n do
-    local first = width * i - 2
-    if width == 5 then keys[i] = argv[first - 1] end
+    local first = 4 * i - 2
     local h, l, w, b = tonumber(argv[first]), tonumber(argv[first + 1]), tonumber(argv[first + 2]), tonumber(argv[first + 3])
     -- whole(), inline: the common case costs no function call.
     if not (h and l and w and b and h >= 0 and l >= 0 and w >= 1 and b >= 0

@@ -1,6 +1,6 @@
 -- lib/run_call.lua: the modes of the call protocol and its one reply shape.
 -- Provides
---   run_call(call, step, counts_every_hit) -> the script's reply.
+--   run_call(call, step) -> the script's reply.
 --
 -- `call` comes from lib/read_call.lua. `step(i, pending, charge)` is the script's algorithm for
 -- key i and returns six integers:
@@ -10,32 +10,27 @@
 --                               occurrences of the same key in this call would add
 --   blocked_ms                  how long from now the state after this step denies every
 --                               request with hits >= 1, whatever its size; 0 when not certain
--- or, for a counter of a mode-3 call (lib/read_call.lua) that this Redis Cluster node does not
--- serve, 0, 0, 0, 0, 2, 0: nothing read or written; the caller sends it again to its slot.
--- `counts_every_hit` (fixed_window) charges hits also when they are denied, and judges each
--- occurrence of a repeated key on its own, both like the reference. The other algorithms charge
--- only admitted hits; for them a key with limit 0 never reaches `step`: every hit is denied, a
--- peek allowed, nothing read or written, and reset, Retry-After and blocked are one window.
+-- The algorithms here charge only admitted hits (lua/fixed_window.lua, which counts every hit
+-- like the reference, has a protocol of its own); a key with limit 0 never reaches `step`: every
+-- hit is denied, a peek allowed, nothing read or written, and reset, Retry-After and blocked are
+-- one window.
 --
 -- Modes (ARGV[1]):
 --   0 count  each key in turn is judged and charged (a repeated key sees the earlier charge).
---   2 look   each key is judged, nothing is charged; a repeated key of an admitted-hits
---            algorithm is judged with the hits of its earlier admitted occurrences pending.
+--   2 look   each key is judged, nothing is charged; a repeated key is judged with the hits of
+--            its earlier admitted occurrences pending.
 --   1 stop   STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: look first; when no key is denied, count;
---            else charge only the denied keys (which only fixed_window does: the reference's
---            rule, every key that would go over is incremented and the others are held back,
---            each held-back key answered, in order, with the count the charges before it left
---            and no hits of its own) and answer the others with their look.
+--            else charge nothing (a denied hit is never charged here) and answer the look.
 --
 -- Returns     a flat array of 6n integers; key i fills positions 6i-5 .. 6i:
 --             used_i, remaining_i, reset_ms_i, retry_after_ms_i (0 when allowed), denied_i (1
---             or 0; 2: not served by this node, see above), blocked_ms_i.
+--             or 0), blocked_ms_i.
 
-local function run_call(call, step, counts_every_hit)
+local function run_call(call, step)
   local out = {}
   local function judge(i, pending, charge)
     local u, r, reset, retry, denied, blocked
-    if call.limits[i] == 0 and not counts_every_hit then
+    if call.limits[i] == 0 then
       local w = call.windows[i]
       denied = call.hits[i] > 0 and 1 or 0
       u, r, reset, retry, blocked = 0, 0, w, denied * w, w
@@ -51,31 +46,17 @@ local function run_call(call, step, counts_every_hit)
     for i = 1, call.n do judge(i, 0, true) end
     return out
   end
-  local pending, denied, any_denied = {}, {}, false
+  local pending, any_denied = {}, false
   for i = 1, call.n do
     local key = call.keys[i]
     if judge(i, pending[key] or 0, false) then
-      denied[i], any_denied = true, true
-    elseif not counts_every_hit then
+      any_denied = true
+    else
       pending[key] = (pending[key] or 0) + call.hits[i]
     end
   end
-  if call.mode == 2 then return out end
-  if not any_denied then
+  if call.mode == 1 and not any_denied then
     for i = 1, call.n do judge(i, 0, true) end
-  elseif counts_every_hit then
-    -- In request order, as the reference's one pipeline of INCRBY: a held-back key is answered
-    -- with the count that this call's earlier increments left, judged without its own hits.
-    for i = 1, call.n do
-      if denied[i] then
-        judge(i, 0, true)
-      else
-        local h = call.hits[i]
-        call.hits[i] = 0
-        judge(i, 0, false)
-        call.hits[i] = h
-      end
-    end
   end
   return out
 end

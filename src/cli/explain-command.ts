@@ -34,6 +34,7 @@ export interface DescriptorExplanation {
    */
   readonly outcome: 'counted' | 'unlimited' | 'no-limit' | 'no-match' | 'replaced';
   readonly rule?: RateLimitRule;
+  /** The counter's Redis key; a fixed window's counts are in `<redisKey>:<window start, epoch s>`, one key per window. */
   readonly redisKey?: string;
   /** A `rate_limits` list (ours): each limit and its counter's Redis key; `rule` and `redisKey` are the first's. */
   readonly limits?: readonly { readonly rule: RateLimitRule; readonly redisKey: string }[];
@@ -153,6 +154,14 @@ function describeRule(r: RateLimitRule): string {
   );
 }
 
+/**
+ * The Redis key an operator finds for `rule`'s counter `redisKey`: a fixed window keeps one key
+ * per window, the counter's name plus `:<window start, epoch s>` (lua/lib/fixed_window_step.lua).
+ */
+function shownKey(rule: RateLimitRule, redisKey: string): string {
+  return rule.algorithm === 'fixed_window' ? `${redisKey}:<window start, epoch s>` : redisKey;
+}
+
 /** The limit (or each limit of a list) and its counter's Redis key. */
 function describeCounted(e: DescriptorExplanation): string {
   const limits = e.limits ?? [{ rule: e.rule as RateLimitRule, redisKey: e.redisKey as string }];
@@ -160,7 +169,7 @@ function describeCounted(e: DescriptorExplanation): string {
   if (e.limits !== undefined) {
     out += `  rate_limits: ${limits.length} limits, all or nothing (a hit is admitted when every limit admits it, and charged to all or none)\n`;
   }
-  for (const l of limits) out += `  ${describeRule(l.rule)}\n  redis key: ${l.redisKey}\n`;
+  for (const l of limits) out += `  ${describeRule(l.rule)}\n  redis key: ${shownKey(l.rule, l.redisKey)}\n`;
   return out;
 }
 

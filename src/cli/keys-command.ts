@@ -9,8 +9,8 @@ export const KEYS_USAGE = `usage: floodgate keys [--redis <url> [--cluster | --s
 
 Walks every counter key under the prefix with SCAN, a bounded COUNT per call and a pause
 between calls, and reports keys without a TTL and keys of an unknown shape (not
-'<prefix>rl:{...}:<algorithm>:<seconds>' holding its algorithm's type, nor a policy key
-'<prefix>rl:{...}:policy:state|routes|prints'). Control characters in key names are shown
+'<prefix>rl:{...}:<algorithm>:<seconds>', for a fixed window also with ':<window start>',
+holding its algorithm's type, nor a policy key '<prefix>rl:{...}:policy:state|routes|prints'). Control characters in key names are shown
 escaped (\\n, \\xHH). Exits 0 when nothing is left to report, 1 otherwise, 2 when Redis
 cannot be reached.
 

@@ -36,7 +36,11 @@ const POLICY_SHAPE = new RegExp(String.raw`^rl:${POLICY_TAG}:policy:(state|route
 // `<prefix>rl:{<tag>}:<algorithm>:<windowSeconds>` (see limiter/counter-key.ts): the whole key, so
 // `rl:session:alice` or `rl:{session:alice}:fixed_window:60` (no `=`) of another application
 // sharing the `rl:` namespace (CACHE_KEY_PREFIX is empty by default) is never taken for ours.
-const SHAPE = new RegExp(String.raw`^rl:${COUNTER_TAG}:(fixed_window|gcra|sliding_window|token_bucket|sliding_log):([1-9]\d{0,9})$`);
+// A fixed window keeps one key per window, the counter's name plus `:<window start, epoch s>`
+// (lua/lib/fixed_window_step.lua, issue 20); the counter's own name without it is where an older
+// floodgate kept it, which a rolling upgrade may leave behind: both are ours. No other algorithm's
+// key takes that suffix (checked in counterKeyShape).
+const SHAPE = new RegExp(String.raw`^rl:${COUNTER_TAG}:(fixed_window|gcra|sliding_window|token_bucket|sliding_log):([1-9]\d{0,9})(:\d{1,12})?$`);
 
 /** The pattern SCAN matches for every key floodgate may write under `prefix`. */
 export function counterKeyPattern(prefix: string): string {
@@ -58,6 +62,7 @@ export function counterKeyShape(prefix: string, key: string, redisType: string):
   const m = SHAPE.exec(rest);
   if (m === null) return undefined;
   const algorithm = m[1] as Algorithm;
+  if (m[3] !== undefined && algorithm !== 'fixed_window') return undefined;
   if (TYPE_OF[algorithm] !== redisType) return undefined;
   return { algorithm, windowSeconds: Number(m[2]) };
 }

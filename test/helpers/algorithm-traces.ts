@@ -96,9 +96,8 @@ const fixedWindow: Trace[] = [
     // Two windows on: a fresh count.
     [25_000, 0, 1, 0, 3, 5_000, 0, 0],
     [25_000, 2, 1, 2, 1, 5_000, 0, 0],
-    // More than one window back: nothing there, and nothing kept.
-    [5_000, 1, 1, 1, 2, 5_000, 0, 0],
-    [5_000, 0, 1, 0, 3, 5_000, 0, 0],
+    // (More than one window back the backends differ: memory-algorithms.test.ts and
+    // lua-fixed-window.test.ts pin each one's answer.)
     [29_999, 1, 1, 3, 0, 1, 0, 1],
   ]),
   trace('fixed_window: limit 0 counts every hit and is always blocked', spec('fixed_window', 0, 10), [

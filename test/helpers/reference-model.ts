@@ -258,12 +258,27 @@ function judge(state: State | undefined, c: ModelCheck, now: number, pending: nu
 export class ReferenceModel {
   private readonly states = new Map<string, State>();
 
+  /**
+   * @param fixedWindowKeys how a fixed window's counts are kept: 'latest two' (the memory
+   * backend: the latest window written and the one before, in one state) or 'each window' (Redis,
+   * lua/lib/fixed_window_step.lua: a key per window, as the reference's, each kept until the
+   * clock reaches the end of the window after it). The two differ only when the clock steps
+   * back: by two windows or more, 'latest two' keeps no count of the window stepped into, 'each
+   * window' keeps it in that window's own key.
+   */
+  constructor(private readonly fixedWindowKeys: 'latest two' | 'each window' = 'latest two') {}
+
+  /** The state `c` is judged against at `now`: its counter's, or with 'each window' its window's. */
+  private stateKey(c: ModelCheck, now: number): string {
+    return c.algorithm === 'fixed_window' && this.fixedWindowKeys === 'each window' ? `${c.key}@${startOf(now, c.windowMs)}` : c.key;
+  }
+
   call(checks: readonly ModelCheck[], now: number, stop: boolean): ModelResult[] {
     this.expire(now);
     const charge = (c: ModelCheck): ModelResult => {
-      const { result, next } = judge(this.states.get(c.key), c, now, 0, true);
+      const { result, next } = judge(this.states.get(this.stateKey(c, now)), c, now, 0, true);
       if (next === null) return result;
-      if (next !== undefined) this.states.set(c.key, next);
+      if (next !== undefined) this.states.set(this.stateKey(c, now), next);
       return result;
     };
     if (!stop) return checks.map(charge);
@@ -274,7 +289,7 @@ export class ReferenceModel {
     return looked.map((r, i) => {
       const c = checks[i]!;
       if (c.algorithm !== 'fixed_window') return r;
-      return r.allowed ? judge(this.states.get(c.key), { ...c, hits: 0 }, now, 0, false).result : charge(c);
+      return r.allowed ? judge(this.states.get(this.stateKey(c, now)), { ...c, hits: 0 }, now, 0, false).result : charge(c);
     });
   }
 
@@ -289,8 +304,8 @@ export class ReferenceModel {
   callUnits(units: readonly (readonly ModelCheck[])[], now: number, stop: boolean): ModelResult[] {
     this.expire(now);
     const charge = (c: ModelCheck): ModelResult => {
-      const { result, next } = judge(this.states.get(c.key), c, now, 0, true);
-      if (next) this.states.set(c.key, next);
+      const { result, next } = judge(this.states.get(this.stateKey(c, now)), c, now, 0, true);
+      if (next) this.states.set(this.stateKey(c, now), next);
       return result;
     };
     if (!stop) {
@@ -307,7 +322,7 @@ export class ReferenceModel {
     return looked.map((r, i) => {
       const c = all[i]!;
       if (!single[i] || c.algorithm !== 'fixed_window') return r;
-      return r.allowed ? judge(this.states.get(c.key), { ...c, hits: 0 }, now, 0, false).result : charge(c);
+      return r.allowed ? judge(this.states.get(this.stateKey(c, now)), { ...c, hits: 0 }, now, 0, false).result : charge(c);
     });
   }
 
@@ -333,9 +348,9 @@ export class ReferenceModel {
   private lookAt(checks: readonly ModelCheck[], now: number): ModelResult[] {
     const pending = new Map<string, number>();
     return checks.map((c) => {
-      const { result, next } = judge(this.states.get(c.key), c, now, pending.get(c.key) ?? 0, false);
+      const { result, next } = judge(this.states.get(this.stateKey(c, now)), c, now, pending.get(c.key) ?? 0, false);
       // Nothing is charged; a bucket may only live longer (a lowered limit).
-      if (next) this.states.set(c.key, next);
+      if (next) this.states.set(this.stateKey(c, now), next);
       if (result.allowed && c.algorithm !== 'fixed_window') pending.set(c.key, (pending.get(c.key) ?? 0) + c.hits);
       return result;
     });

@@ -129,22 +129,27 @@ test("--fix changes only keys whose whole shape is floodgate's; other keys under
   const own = await startStandalone();
   try {
     const ours = 'rl:{shop:user=ann}:fixed_window:60';
+    // A fixed window's own key (issue 20): the counter's name and its window's start.
+    const oursWindow = 'rl:{shop:user=ann}:fixed_window:60:1700000040';
     const others = [
       'rl:session:alice',
       'rl:quota:bob',
       'rl:{session:alice}:fixed_window:60',
       'rl:{a}:fixed_window:60:x',
       'rl:{shop:user=a=b}:gcra:60',
+      'rl:{shop:user=ann}:gcra:60:1700000040',
     ];
     await own.command('SET', ours, '1');
+    await own.command('SET', oursWindow, '1');
     for (const key of others) await own.command('SET', key, 'theirs');
     const fixed = await runCli(['keys', '--redis', own.url, '--fix', '--pause', '0']);
     const ttls = async () => Object.fromEntries(await Promise.all(others.map(async (k) => [k, Number(await own.command('TTL', k))] as const)));
     console.log(`--fix with an empty prefix: ${JSON.stringify(await ttls())}`);
     expect(fixed.stdout).toContain(`no-ttl ${ours} (string) -> ttl 120s\n`);
+    expect(fixed.stdout).toContain(`no-ttl ${oursWindow} (string) -> ttl 120s\n`);
     expect(await ttls()).toEqual(Object.fromEntries(others.map((k) => [k, -1])));
     expect(fixed.stdout).toContain(`no-ttl,unknown-shape rl:session:alice (string)\n`);
-    expect(fixed.stdout.endsWith('scanned 6 keys on 1 node: 6 without TTL, 5 of unknown shape, 1 fixed\n')).toBe(true);
+    expect(fixed.stdout.endsWith('scanned 8 keys on 1 node: 8 without TTL, 6 of unknown shape, 2 fixed\n')).toBe(true);
     // Only when asked explicitly.
     expect(await runCli(['keys', '--redis', own.url, '--fix-unknown'])).toMatchObject({
       code: 2,

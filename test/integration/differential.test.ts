@@ -32,9 +32,14 @@ const CHUNK = 500;
 // Redis expires a key on its own clock; with a pinned clock the test expires, before each call,
 // every key of the trace whose expiry time has passed on the pinned clock, as Redis would have.
 const EXPIRE_ON_PINNED_CLOCK = `
+local function expire(key)
+  local at = redis.call('PEXPIRETIME', key)
+  if at >= 0 and at <= tonumber(ARGV[1]) then redis.call('DEL', key) end
+end
 for i = 1, #KEYS do
-  local at = redis.call('PEXPIRETIME', KEYS[i])
-  if at >= 0 and at <= tonumber(ARGV[1]) then redis.call('DEL', KEYS[i]) end
+  expire(KEYS[i])
+  -- The fixed window's keys, one per window (lua/lib/fixed_window_step.lua).
+  for _, key in ipairs(redis.call('KEYS', KEYS[i] .. ':*')) do expire(key) end
 end
 return 0`;
 
@@ -145,7 +150,10 @@ describe('differential: reference model, memory backend and Lua scripts agree on
       const seed = SEED + ALGORITHMS.indexOf(algorithm);
       console.info(`differential ${algorithm}: ${STEPS} steps, seed ${SEED} (DIFF_STEPS, DIFF_SEED to change)`);
       const trace = makeTrace(algorithm, seed, STEPS);
-      const model = new ReferenceModel();
+      // Memory keeps a fixed window's latest two windows, Redis a key per window: they differ only
+      // when the clock steps back two windows or more (ReferenceModel's constructor).
+      const model = new ReferenceModel('latest two');
+      const redisModel = new ReferenceModel('each window');
       const clock = { now: 0 };
       const memory = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 3_600_000 });
       const script = scripts[algorithm];
@@ -153,10 +161,12 @@ describe('differential: reference model, memory backend and Lua scripts agree on
       const keyOf = (counter: number, spec: LimitSpec) => `diff:{${algorithm}-${seed}}:${counter}:${spec.windowSeconds}`;
 
       const expected: ModelResult[][] = [];
+      const expectedOfRedis: ModelResult[][] = [];
       const fromMemory: ModelResult[][] = [];
       for (const st of trace) {
         clock.now = st.now;
         expected.push(model.call(modelChecks(algorithm, st), st.now, st.stop));
+        expectedOfRedis.push(redisModel.call(modelChecks(algorithm, st), st.now, st.stop));
         // The memory backend sweeps expired counters every second; here at every step, as the
         // time passing on the pinned clock expires the keys in redis.
         memory.sweep();
@@ -171,7 +181,7 @@ describe('differential: reference model, memory backend and Lua scripts agree on
         for (const st of trace.slice(first, first + CHUNK)) {
           const keys = st.checks.map((c) => keyOf(c.counter, c.spec));
           const args: (number | string)[] = [script.mode(st.stop ? 'stop' : 'count')];
-          for (const c of st.checks) script.pushArgs(args, { counter: { domain: 'diff', entries: [] }, spec: c.spec, hits: c.hits });
+          for (const c of limitChecks(st)) script.pushArgs(args, c);
           args.push(st.now);
           pipeline.evalsha(expireSha, allKeys.length, ...allKeys, st.now);
           pipeline.evalsha(shas[algorithm]!, keys.length, ...keys, ...args);
@@ -181,22 +191,31 @@ describe('differential: reference model, memory backend and Lua scripts agree on
           const [err, reply] = replies[j]!;
           if (err) throw err;
           const st = trace[first + (j - 1) / 2]!;
-          fromRedis.push(st.checks.map((_, k) => plain(script.decode(reply as number[], k))));
+          const checks = limitChecks(st);
+          fromRedis.push(checks.map((c, k) => plain(script.decode(reply as number[], k, c, st.stop ? 'stop' : 'count'))));
         }
       }
 
       let denied = 0;
       let blocked = 0;
+      let keptByEachWindow = 0;
       for (let i = 0; i < trace.length; i++) {
         const want = expected[i]!;
-        if (JSON.stringify(fromMemory[i]) !== JSON.stringify(want) || JSON.stringify(fromRedis[i]) !== JSON.stringify(want)) {
-          const message = `${describeTrace(algorithm, trace, i)}\nmodel:  ${JSON.stringify(want)}\nmemory: ${JSON.stringify(fromMemory[i])}\nredis:  ${JSON.stringify(fromRedis[i])}`;
+        const wantOfRedis = expectedOfRedis[i]!;
+        if (JSON.stringify(fromMemory[i]) !== JSON.stringify(want) || JSON.stringify(fromRedis[i]) !== JSON.stringify(wantOfRedis)) {
+          const message = `${describeTrace(algorithm, trace, i)}\nmodel:  ${JSON.stringify(want)}\nmemory: ${JSON.stringify(fromMemory[i])}\nmodel (each window): ${JSON.stringify(wantOfRedis)}\nredis:  ${JSON.stringify(fromRedis[i])}`;
           expect.fail(message);
         }
+        if (JSON.stringify(want) !== JSON.stringify(wantOfRedis)) keptByEachWindow++;
         denied += want.filter((r) => !r.allowed).length;
         blocked += want.filter((r) => r.blockedForMs > 0).length;
       }
-      console.info(`differential ${algorithm}: ${trace.length} steps agree (${denied} denials, ${blocked} blocked answers)`);
+      console.info(
+        `differential ${algorithm}: ${trace.length} steps agree (${denied} denials, ${blocked} blocked answers; ${keptByEachWindow} answers where a key per window differs from the latest two)`,
+      );
+      // The clock's steps back reach the corner where the two layouts differ (fixed_window only).
+      if (algorithm === 'fixed_window') expect(keptByEachWindow).toBeGreaterThan(0);
+      else expect(keptByEachWindow).toBe(0);
       // The trace is worth something only if it reaches the interesting answers.
       expect(denied).toBeGreaterThan(trace.length / 20);
       expect(blocked).toBeGreaterThan(trace.length / 20);
@@ -289,7 +308,7 @@ describe("differential through the local over-limit cache: every answer is the c
         {
           name: 'redis',
           cache: new OverLimitCache(redisLimiter, { maxBytes: CACHE_BYTES, now: () => clock.now }),
-          model: new ReferenceModel(),
+          model: new ReferenceModel('each window'),
           // Sent on the limiter's own connection, so it runs before the limiter's script call.
           beforeCall: (now) => void client.evalsha(expireSha, allKeys.length, ...allKeys, now),
           fromCache: 0,
@@ -438,7 +457,8 @@ describe('differential: rate_limits lists (issue 21) on the memory backend and t
       const client = new Redis({ host: server.host, port: server.port, maxRetriesPerRequest: 1 });
       const redisLimiter = new RedisLimiter({ client, keyPrefix: prefix, pinnedNow: () => clock.now });
       const allKeys = [...new Set(trace.flatMap((st) => listLimitChecks(st).map((c) => counterKey(prefix, c.counter, c.spec))))];
-      const model = new ReferenceModel();
+      const model = new ReferenceModel('latest two');
+      const redisModel = new ReferenceModel('each window');
       let denied = 0;
       let refusedWithAnAdmittingLimit = 0;
       try {
@@ -447,6 +467,7 @@ describe('differential: rate_limits lists (issue 21) on the memory backend and t
           clock.now = st.now;
           const units = listModelUnits(st);
           const want = model.callUnits(units, st.now, st.stop);
+          const wantOfRedis = redisModel.callUnits(units, st.now, st.stop);
           memory.sweep();
           const fromMemory = memory.checkNow(listLimitChecks(st), st.stop).map(plain);
           // Sent on the limiter's own connection, so it runs before the limiter's script call.
@@ -454,7 +475,7 @@ describe('differential: rate_limits lists (issue 21) on the memory backend and t
           const fromRedis = (
             await redisLimiter.check(listLimitChecks(st), { deadline: Date.now() + 10_000, stopIncrementWhenOverLimit: st.stop })
           ).map(plain);
-          if (JSON.stringify(fromMemory) !== JSON.stringify(want) || JSON.stringify(fromRedis) !== JSON.stringify(want)) {
+          if (JSON.stringify(fromMemory) !== JSON.stringify(want) || JSON.stringify(fromRedis) !== JSON.stringify(wantOfRedis)) {
             const lines = trace
               .slice(Math.max(0, i - 30), i + 1)
               .map(
@@ -462,7 +483,7 @@ describe('differential: rate_limits lists (issue 21) on the memory backend and t
                   `  ${Math.max(0, i - 30) + k}: t=${t.now - TRACE_START}${t.stop ? ' STOP' : ''} ${t.units.map((u) => `#${u.descriptor} ${u.hits}h [${u.specs.map((sp) => `L${sp.limit} B${sp.burst}`).join(' ')}]`).join(', ')}`,
               );
             expect.fail(
-              `lists, seed ${SEED}, step ${i}:\n${lines.join('\n')}\nmodel:  ${JSON.stringify(want)}\nmemory: ${JSON.stringify(fromMemory)}\nredis:  ${JSON.stringify(fromRedis)}`,
+              `lists, seed ${SEED}, step ${i}:\n${lines.join('\n')}\nmodel:  ${JSON.stringify(want)}\nmemory: ${JSON.stringify(fromMemory)}\nmodel (each window): ${JSON.stringify(wantOfRedis)}\nredis:  ${JSON.stringify(fromRedis)}`,
             );
           }
           denied += want.filter((r) => !r.allowed).length;

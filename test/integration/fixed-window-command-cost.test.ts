@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
+import { fixedWindowKey } from '../helpers/fixed-window-value';
 import { standaloneTarget, type ScriptTarget } from '../helpers/script-targets';
 
 const WINDOW_S = 60;
@@ -32,7 +33,7 @@ describe('fixed_window.lua: Redis commands per key', () => {
 
   /** One count-mode call of `keys`, one hit each, at the pinned time `now`. */
   const count = (keys: readonly string[], now: number) =>
-    t.client.evalsha(sha, keys.length, ...keys, 0, ...keys.flatMap(() => [1, 1_000_000, WINDOW_S, 0]), now);
+    t.client.evalsha(sha, keys.length, ...keys, 0, ...keys.flatMap(() => [1, 1_000_000, WINDOW_S]), now);
 
   /** The commands that `run` makes the script call (EVALSHA itself left out). */
   async function commandsOf(run: () => Promise<unknown>): Promise<Record<string, number>> {
@@ -44,21 +45,22 @@ describe('fixed_window.lua: Redis commands per key', () => {
     return calls;
   }
 
-  it('a hit in the window of the stored value is one GET and one SET, its expiry kept as it is', async () => {
+  it("a hit in a window already counted is one INCRBY, the window's expiry kept as it is", async () => {
     const edge = (Math.floor(Date.now() / WINDOW_MS) + 10) * WINDOW_MS;
     const keys = Array.from({ length: 5 }, (_, i) => `cost:{${randomUUID()}}:${i}`);
     for (const key of keys) await count([key], edge + 1);
-    const expiries = await Promise.all(keys.map((k) => t.client.call('PEXPIRETIME', k)));
+    const windowKeys = keys.map((k) => fixedWindowKey(k, WINDOW_S, edge));
+    const expiries = await Promise.all(windowKeys.map((k) => t.client.call('PEXPIRETIME', k)));
     const calls = await commandsOf(async () => {
       for (let n = 0; n < 4; n++) await count(keys, edge + 100 + n);
     });
-    // 4 calls × 5 keys.
-    expect(calls).toEqual({ get: 20, set: 20 });
-    expect(await Promise.all(keys.map((k) => t.client.call('PEXPIRETIME', k)))).toEqual(expiries);
+    // 4 calls × 5 keys: the reference's INCRBY without its EXPIRE.
+    expect(calls).toEqual({ incrby: 20 });
+    expect(await Promise.all(windowKeys.map((k) => t.client.call('PEXPIRETIME', k)))).toEqual(expiries);
     expect(expiries.every((e) => e === edge + 2 * WINDOW_MS)).toBe(true);
   });
 
-  it('the first hit of a window is one GET and one SET that carries the expiry', async () => {
+  it("the first hit of a window is one INCRBY, one GET of an older floodgate's key and one PEXPIREAT", async () => {
     const edge = (Math.floor(Date.now() / WINDOW_MS) + 20) * WINDOW_MS;
     const fresh = `cost:{${randomUUID()}}:fresh`;
     const rolled = `cost:{${randomUUID()}}:rolled`;
@@ -67,8 +69,24 @@ describe('fixed_window.lua: Redis commands per key', () => {
       await count([fresh], edge + 5);
       await count([rolled], edge + 5);
     });
-    expect(calls).toEqual({ get: 2, set: 2 });
-    expect(await t.client.call('PEXPIRETIME', fresh)).toBe(edge + 2 * WINDOW_MS);
-    expect(await t.client.call('PEXPIRETIME', rolled)).toBe(edge + 2 * WINDOW_MS);
+    expect(calls).toEqual({ incrby: 2, get: 2, pexpireat: 2 });
+    expect(await t.client.call('PEXPIRETIME', fixedWindowKey(fresh, WINDOW_S, edge))).toBe(edge + 2 * WINDOW_MS);
+    expect(await t.client.call('PEXPIRETIME', fixedWindowKey(rolled, WINDOW_S, edge))).toBe(edge + 2 * WINDOW_MS);
+    // The window before keeps its own key and expiry.
+    expect(await t.client.call('PEXPIRETIME', fixedWindowKey(rolled, WINDOW_S, edge - 1))).toBe(edge + WINDOW_MS);
+  });
+
+  it('a look is one GET a key, and one more for a window not counted yet', async () => {
+    const edge = (Math.floor(Date.now() / WINDOW_MS) + 30) * WINDOW_MS;
+    const [counted, fresh] = [`cost:{${randomUUID()}}:counted`, `cost:{${randomUUID()}}:fresh`];
+    await count([counted], edge + 1);
+    const calls = await commandsOf(() =>
+      Promise.all([
+        t.client.evalsha(sha, 1, counted, 2, 1, 1_000_000, WINDOW_S, edge + 2),
+        t.client.evalsha(sha, 1, fresh, 2, 1, 1_000_000, WINDOW_S, edge + 2),
+      ]),
+    );
+    expect(calls).toEqual({ get: 3 });
+    expect(await t.client.exists(fixedWindowKey(fresh, WINDOW_S, edge))).toBe(0);
   });
 });

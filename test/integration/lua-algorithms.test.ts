@@ -4,7 +4,9 @@ import type { LimitSpec } from '../../src/domain/limit-spec';
 import type { LimitResult } from '../../src/limiter/limiter';
 import type { AlgorithmState } from '../../src/limiter/memory/memory-algorithm';
 import { memoryAlgorithms } from '../../src/limiter/memory/memory-algorithms';
+import { algorithmScripts, type CallPass } from '../../src/limiter/redis/algorithm-scripts';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
+import { fixedWindowKey } from '../helpers/fixed-window-value';
 import { clusterTarget, standaloneTarget, type ScriptClient as Client, type ScriptTarget } from '../helpers/script-targets';
 import { ALGORITHM_TRACES, TRACE_START, comparable, randomSteps, seededRandom } from '../helpers/algorithm-traces';
 
@@ -15,6 +17,9 @@ type Name = (typeof ALGORITHMS)[number];
 const MODE_EACH = 0;
 const MODE_ALL_OR_NOTHING = 1;
 const MODE_LOOK = 2;
+const PASS_OF: Readonly<Record<number, CallPass>> = { [MODE_EACH]: 'count', [MODE_ALL_OR_NOTHING]: 'stop', [MODE_LOOK]: 'look' };
+// Each script's protocol is the limiter's to speak: its arguments in, its results out.
+const SCRIPTS = algorithmScripts();
 
 interface Call {
   hits: number;
@@ -36,21 +41,15 @@ async function runScript(
   calls: readonly Call[],
   now?: number,
 ): Promise<LimitResult[]> {
+  const script = SCRIPTS[calls[0]!.spec.algorithm];
+  const checks = calls.map((c) => ({ counter: { domain: 'alg', entries: [] }, spec: c.spec, hits: c.hits }));
   const argv: (string | number)[] = [mode];
-  for (const c of calls) argv.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
+  for (const c of checks) script.pushArgs(argv, c);
   if (now !== undefined) argv.push(now);
   const reply = (await client.evalsha(sha, keys.length, ...keys, ...argv)) as unknown[];
-  expect(reply).toHaveLength(6 * keys.length);
+  expect(reply).toHaveLength(script.replyWidth * keys.length);
   for (const v of reply) expect(Number.isInteger(v)).toBe(true);
-  const r = reply as number[];
-  return keys.map((_, i) => ({
-    allowed: r[6 * i + 4] === 0,
-    used: r[6 * i]!,
-    remaining: r[6 * i + 1]!,
-    resetMs: r[6 * i + 2]!,
-    retryAfterMs: r[6 * i + 3]!,
-    blockedForMs: r[6 * i + 5]!,
-  }));
+  return checks.map((c, i) => script.decode(reply as number[], i, c, PASS_OF[mode]!));
 }
 
 /** Keys of one call share one hash tag, so they live in one cluster slot. */
@@ -115,11 +114,10 @@ describe.each([
 
   // fixed_window shares the scripted traces; a denial is charged there (every hit counts).
   it.each(ALGORITHM_TRACES.fixed_window.map((tr) => [tr.name, tr] as const))(
-    'fixed_window.lua trace "%s": the scripted results; the key expires when the window after the latest ends',
+    'fixed_window.lua trace "%s": the scripted results; each window\'s key expires when the window after it ends',
     async (_n, trace) => {
       const [key] = keysFor(1) as [string];
       const w = trace.spec.windowSeconds * 1000;
-      let latest = 0;
       for (const [i, step] of trace.steps.entries()) {
         const now = TRACE_START + step.at;
         const [result] = await runScript(
@@ -131,8 +129,9 @@ describe.each([
         );
         expect(comparable(result!, step.expected), `step ${i} (at ${step.at}, hits ${step.hits})`).toEqual(step.expected);
         if (step.hits > 0) {
-          latest = Math.max(latest, now - (now % w));
-          expect(Number(await t.client.call('PEXPIRETIME', key)), `step ${i}`).toBe(latest + 2 * w);
+          const start = now - (now % w);
+          const windowKey = fixedWindowKey(key, trace.spec.windowSeconds, now);
+          expect(Number(await t.client.call('PEXPIRETIME', windowKey)), `step ${i}`).toBe(start + 2 * w);
         }
       }
     },

@@ -2,8 +2,10 @@ import { randomUUID } from 'node:crypto';
 import Redis from 'ioredis';
 import { startCluster } from '../harness/redis-servers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { algorithmScripts, type CallPass } from '../../src/limiter/redis/algorithm-scripts';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
-import { fixedWindowCount } from '../helpers/fixed-window-value';
+import type { LimitCheck } from '../../src/limiter/limiter';
+import { fixedWindowKey } from '../helpers/fixed-window-value';
 import { clusterTarget, standaloneTarget, type ScriptClient as Client, type ScriptTarget } from '../helpers/script-targets';
 
 const SOURCE = readLuaScript('fixed_window');
@@ -11,6 +13,9 @@ const SOURCE = readLuaScript('fixed_window');
 const MODE_COUNT_ALL = 0;
 const MODE_STOP = 1;
 const MODE_LOOK = 2;
+const PASS_OF: Readonly<Record<number, CallPass>> = { [MODE_COUNT_ALL]: 'count', [MODE_STOP]: 'stop', [MODE_LOOK]: 'look' };
+// The script's protocol is the limiter's to speak (arguments in, judgement from the reply).
+const FIXED_WINDOW = algorithmScripts().fixed_window;
 
 interface Counter {
   hits: number;
@@ -41,21 +46,21 @@ async function fixedWindow(
   pinnedNowMs?: number,
 ): Promise<Result[]> {
   const argv: (string | number)[] = [mode];
-  // burst (the 4th integer of the protocol) is ignored by fixed_window.
-  for (const c of counters) argv.push(c.hits, c.limit, c.windowSeconds, 0);
+  const checks = counters.map((c): LimitCheck => ({
+    counter: { domain: 'fw', entries: [] },
+    spec: { algorithm: 'fixed_window', limit: c.limit, windowSeconds: c.windowSeconds, burst: 0 },
+    hits: c.hits,
+  }));
+  for (const c of checks) FIXED_WINDOW.pushArgs(argv, c);
   if (pinnedNowMs !== undefined) argv.push(pinnedNowMs);
   const reply = (await client.evalsha(sha, keys.length, ...keys, ...argv)) as unknown[];
-  expect(reply).toHaveLength(6 * keys.length);
+  expect(reply).toHaveLength(FIXED_WINDOW.replyWidth * keys.length);
   for (const v of reply) expect(Number.isInteger(v)).toBe(true);
-  const values = reply as number[];
-  return keys.map((_, i) => ({
-    count: values[6 * i]!,
-    remaining: values[6 * i + 1]!,
-    resetMs: values[6 * i + 2]!,
-    // retry_after_ms (6i+3) is reset_ms when over, checked in the shared traces.
-    over: values[6 * i + 4] === 1,
-    blockedMs: values[6 * i + 5]!,
-  }));
+  return checks.map((c, i) => {
+    const r = FIXED_WINDOW.decode(reply as number[], i, c, PASS_OF[mode]!);
+    // retryAfterMs is resetMs when over, checked in the shared traces.
+    return { count: r.used, remaining: r.remaining, resetMs: r.resetMs, over: !r.allowed, blockedMs: r.blockedForMs ?? 0 };
+  });
 }
 
 /** Keys of one call share one hash tag, so they live in one cluster slot. */
@@ -82,6 +87,17 @@ describe.each([
   const call = (keys: readonly string[], mode: number, counters: readonly Counter[], now?: number) =>
     fixedWindow({ client: t.client, sha: t.sha.fixed_window! }, keys, mode, counters, now);
 
+  /** The window keys of counter `base` (lib/fixed_window_step.lua), the latest window first. */
+  const windowKeysOf = async (base: string): Promise<string[]> =>
+    (await t.allKeys())
+      .filter((k) => k.startsWith(`${base}:`))
+      .sort((a, b) => Number(b.slice(base.length + 1)) - Number(a.slice(base.length + 1)));
+  /** The count in `base`'s latest window; null when it has none. */
+  const storedCount = async (base: string): Promise<number | null> => {
+    const [latest] = await windowKeysOf(base);
+    return latest === undefined ? null : Number(await t.client.get(latest));
+  };
+
   beforeAll(async () => {
     t = await makeTarget();
   }, 90_000);
@@ -98,7 +114,7 @@ describe.each([
     expect(seen.map((r) => r.over)).toEqual([false, false, false, true, true]);
     const [big] = await call([key], MODE_COUNT_ALL, [one(7, 3)]);
     expect(big).toMatchObject({ count: 12, remaining: 0, over: true });
-    expect(fixedWindowCount(await t.client.get(key))).toBe(12);
+    expect(await storedCount(key)).toBe(12);
   });
 
   it('checks several counters of one slot in one call, each with its own limit and window', async () => {
@@ -112,7 +128,7 @@ describe.each([
     ]);
     const windows = [1, 60, 3600];
     for (const [i, key] of keys.entries()) {
-      const ttl = await t.client.pttl(key);
+      const ttl = await t.client.pttl((await windowKeysOf(key))[0]!);
       const w = windows[i]! * 1000;
       expect(ttl).toBeGreaterThan(w);
       expect(ttl).toBeLessThanOrEqual(2 * w);
@@ -132,21 +148,22 @@ describe.each([
     const [key] = keysFor(1) as [string];
     const [first] = await call([key], MODE_COUNT_ALL, [one(1, 5, 60)], nextWindow + 12_345);
     expect(first).toEqual({ count: 1, remaining: 4, resetMs: windowMs - 12_345, over: false, blockedMs: 0 });
-    expect(await t.client.call('PEXPIRETIME', key)).toBe(nextWindow + 2 * windowMs);
+    const windowKey = fixedWindowKey(key, 60, nextWindow);
+    expect(await t.client.call('PEXPIRETIME', windowKey)).toBe(nextWindow + 2 * windowMs);
     // Later calls of the same window keep that expiry.
     const [second] = await call([key], MODE_COUNT_ALL, [one(1, 5, 60)], nextWindow + 50_000);
     expect(second).toEqual({ count: 2, remaining: 3, resetMs: 10_000, over: false, blockedMs: 0 });
-    expect(await t.client.call('PEXPIRETIME', key)).toBe(nextWindow + 2 * windowMs);
+    expect(await t.client.call('PEXPIRETIME', windowKey)).toBe(nextWindow + 2 * windowMs);
   });
 
   it('counts a call at exactly the window end in the next window, while the old key still exists', async () => {
-    // Redis expires a key only once now > its expiry; the window is in the value, not the TTL.
+    // Redis expires a key only once now > its expiry; the window is in the key's name, not its TTL.
     const windowMs = 1000;
     const edge = (Math.floor(Date.now() / windowMs) + 100) * windowMs;
     const [key] = keysFor(1) as [string];
     expect((await call([key], MODE_COUNT_ALL, [one(1, 1, 1)], edge - 1))[0]).toMatchObject({ count: 1, over: false, blockedMs: 1 });
     expect((await call([key], MODE_COUNT_ALL, [one(1, 1, 1)], edge - 1))[0]).toMatchObject({ count: 2, over: true });
-    expect(await t.client.exists(key)).toBe(1);
+    expect(await t.client.exists(fixedWindowKey(key, 1, edge - 1))).toBe(1);
     expect((await call([key], MODE_COUNT_ALL, [one(1, 1, 1)], edge))[0]).toEqual({
       count: 1,
       remaining: 0,
@@ -154,6 +171,25 @@ describe.each([
       over: false,
       blockedMs: 1000,
     });
+  });
+
+  it("counts a clock more than one window back in that window's own key, while Redis has not expired it (as the reference's keys)", async () => {
+    // The memory backend keeps only the latest two windows (memory-algorithms.test.ts).
+    const w = 10_000;
+    const edge = (Math.floor(Date.now() / w) + 10) * w;
+    const [key] = keysFor(1) as [string];
+    expect((await call([key], MODE_COUNT_ALL, [one(2, 3, 10)], edge))[0]!.count).toBe(2);
+    expect((await call([key], MODE_COUNT_ALL, [one(2, 3, 10)], edge + 25_000))[0]!.count).toBe(2);
+    expect((await call([key], MODE_COUNT_ALL, [one(1, 3, 10)], edge + 5_000))[0]).toEqual({
+      count: 3,
+      remaining: 0,
+      resetMs: 5_000,
+      over: false,
+      blockedMs: 5_000,
+    });
+    expect((await call([key], MODE_COUNT_ALL, [one(0, 3, 10)], edge + 5_000))[0]!.count).toBe(3);
+    expect(await t.client.call('PEXPIRETIME', fixedWindowKey(key, 10, edge))).toBe(edge + 2 * w);
+    expect((await call([key], MODE_COUNT_ALL, [one(1, 3, 10)], edge + 29_999))[0]!.count).toBe(3);
   });
 
   it('aligns windows to the epoch', async () => {
@@ -173,32 +209,55 @@ describe.each([
     expect((await call([key], MODE_COUNT_ALL, [one(1, 5, 1)]))[0]!.count).toBe(1);
     // Gone once the window after that one has ended too.
     await new Promise((resolve) => setTimeout(resolve, 2020));
-    expect(await t.client.exists(key)).toBe(0);
+    expect(await windowKeysOf(key)).toEqual([]);
   });
 
   it('peeks without creating or changing a key', async () => {
     const [absent, present] = keysFor(2) as [string, string];
     const [peeked] = await call([absent], MODE_COUNT_ALL, [one(0, 4)]);
     expect(peeked).toMatchObject({ count: 0, remaining: 4, over: false });
-    expect(await t.client.exists(absent)).toBe(0);
+    expect(await t.allKeys()).not.toContainEqual(expect.stringContaining(absent));
 
     await call([present], MODE_COUNT_ALL, [one(5, 4)]);
-    const ttl = await t.client.pttl(present);
+    const [windowKey] = await windowKeysOf(present);
+    const ttl = await t.client.pttl(windowKey!);
     const [again] = await call([present], MODE_COUNT_ALL, [one(0, 4)]);
     expect(again).toMatchObject({ count: 5, remaining: 0, over: true });
-    expect(fixedWindowCount(await t.client.get(present))).toBe(5);
-    expect(await t.client.pttl(present)).toBeLessThanOrEqual(ttl);
+    expect(await storedCount(present)).toBe(5);
+    expect(await t.client.pttl(windowKey!)).toBeLessThanOrEqual(ttl);
   });
 
-  it('gives an old key without expiry one (no key is ever left without a TTL)', async () => {
+  it("takes an older floodgate's plain-integer count as the current window's, once, and leaves no key without a TTL", async () => {
     const [key] = keysFor(1) as [string];
     await t.client.set(key, '7');
     expect(await t.client.pttl(key)).toBe(-1);
-    // A plain integer (an older floodgate's key) is taken as the count of the current window.
+    // Peeked: counted, nothing written.
+    expect((await call([key], MODE_COUNT_ALL, [one(0, 10)]))[0]!.count).toBe(7);
+    expect(await t.client.get(key)).toBe('7');
+    // The first hit moves it into the window's key (with its expiry) and removes it: a plain
+    // integer names no window, so it must not count again in the next one.
     expect((await call([key], MODE_COUNT_ALL, [one(1, 10)]))[0]!.count).toBe(8);
-    const ttl = await t.client.pttl(key);
+    expect(await t.client.exists(key)).toBe(0);
+    expect(await storedCount(key)).toBe(8);
+    const ttl = await t.client.pttl((await windowKeysOf(key))[0]!);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(2 * 3_600_000);
+  });
+
+  it('keeps an older floodgate\'s "start:count:previous" counts through a rolling upgrade, each for its own window', async () => {
+    const w = 60_000;
+    const start = (Math.floor(Date.now() / w) + 50) * w;
+    const [current, stepped, stale] = keysFor(3) as [string, string, string];
+    // Written by an older pod: window `start` holds 5, the one before 2.
+    for (const k of [current, stepped, stale]) await t.client.set(k, `${start}:5:2`, 'PXAT', start + 2 * w);
+    expect((await call([current], MODE_COUNT_ALL, [one(1, 10, 60)], start + 10))[0]!.count).toBe(6);
+    expect((await call([current], MODE_COUNT_ALL, [one(1, 10, 60)], start + 20))[0]!.count).toBe(7);
+    // The clock one window back: the previous count.
+    expect((await call([stepped], MODE_COUNT_ALL, [one(1, 10, 60)], start - 10))[0]!.count).toBe(3);
+    // The window after: the old value holds nothing for it.
+    expect((await call([stale], MODE_COUNT_ALL, [one(1, 10, 60)], start + w + 10))[0]!.count).toBe(1);
+    // The old pods' value is left as it is (they may still be counting in it).
+    expect(await t.client.get(current)).toBe(`${start}:5:2`);
   });
 
   it('stop mode: increments each key that would go over and holds back the others (the reference), all of them otherwise', async () => {
@@ -209,16 +268,16 @@ describe.each([
       [0, 10, false],
       [3, 0, true],
     ]);
-    expect(await t.client.exists(a)).toBe(0);
-    expect(fixedWindowCount(await t.client.get(b))).toBe(3);
+    expect(await windowKeysOf(a)).toEqual([]);
+    expect(await storedCount(b)).toBe(3);
 
     const passed = await call([a, b], MODE_STOP, [one(1, 10), one(0, 5)]);
     expect(passed.map((r) => [r.count, r.over])).toEqual([
       [1, false],
       [3, false],
     ]);
-    expect(fixedWindowCount(await t.client.get(a))).toBe(1);
-    expect(await t.client.pttl(a)).toBeGreaterThan(0);
+    expect(await storedCount(a)).toBe(1);
+    expect(await t.client.pttl((await windowKeysOf(a))[0]!)).toBeGreaterThan(0);
 
     // A peeked key that is already over holds back the others too: the request is denied anyway.
     const peekOver = await call([a, b], MODE_STOP, [one(1, 10), one(0, 2)]);
@@ -226,7 +285,7 @@ describe.each([
       [1, false],
       [3, true],
     ]);
-    expect(fixedWindowCount(await t.client.get(a))).toBe(1);
+    expect(await storedCount(a)).toBe(1);
   });
 
   it("stop mode: the issue's example, counts 8/10 and 3/10 and 5 hits on both end at 13 and 3", async () => {
@@ -238,7 +297,7 @@ describe.each([
       [3, 7, false],
       [6, 0, true],
     ]);
-    expect((await t.client.mget(a, b, c)).map(fixedWindowCount)).toEqual([13, 3, 6]);
+    expect([await storedCount(a), await storedCount(b), await storedCount(c)]).toEqual([13, 3, 6]);
   });
 
   it('look mode judges every key and charges none', async () => {
@@ -249,8 +308,8 @@ describe.each([
       [0, true],
       [2, true],
     ]);
-    expect(await t.client.exists(a)).toBe(0);
-    expect(fixedWindowCount(await t.client.get(b))).toBe(2);
+    expect(await windowKeysOf(a)).toEqual([]);
+    expect(await storedCount(b)).toBe(2);
   });
 
   it('is atomic: 200 concurrent EVALSHA calls with limit 50 see counts 1..200 exactly once', async () => {
@@ -262,7 +321,7 @@ describe.each([
     expect(results.map((r) => r.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
     expect(results.filter((r) => !r.over)).toHaveLength(50);
     expect(results.filter((r) => !r.over).every((r) => r.count <= 50)).toBe(true);
-    expect(fixedWindowCount(await t.client.get(key))).toBe(200);
+    expect(await storedCount(key)).toBe(200);
   });
 
   it('is atomic in stop mode: under concurrency exactly `limit` requests get through', async () => {
@@ -273,21 +332,24 @@ describe.each([
     const results = await Promise.all(calls);
     expect(results.filter((r) => !r[0]!.over && !r[1]!.over)).toHaveLength(30);
     // The 90 others went over on the tight key, which counts them (the reference's rule).
-    expect((await t.client.mget(...keys)).map(fixedWindowCount)).toEqual([30, 120]);
+    expect([await storedCount(keys[0]!), await storedCount(keys[1]!)]).toEqual([30, 120]);
   });
 
   it('rejects malformed arguments with a clear error', async () => {
     const [key] = keysFor(1) as [string];
     const sha = t.sha.fixed_window!;
-    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60)).rejects.toThrow(/fixed_window: 1 keys need 5 or 6 ARGV, got 4/);
-    await expect(t.client.evalsha(sha, 1, key, 0, 'x', 10, 60, 0)).rejects.toThrow(/key 1 needs integer hits/);
-    await expect(t.client.evalsha(sha, 1, key, 0, 1.5, 10, 60, 0)).rejects.toThrow(/key 1 needs integer hits/);
-    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 0, 0)).rejects.toThrow(/window >= 1/);
-    await expect(t.client.evalsha(sha, 1, key, 4, 1, 10, 60, 0)).rejects.toThrow(/mode \(ARGV\[1\]\) must be 0, 1, 2 or 3/);
-    // Mode 3 names its counters in ARGV (5 a counter) and declares one key.
-    await expect(t.client.evalsha(sha, 1, key, 3, 1, 10, 60, 0)).rejects.toThrow(/mode 3 needs 1 key and 5 ARGV per counter/);
-    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, 0, 'soon')).rejects.toThrow(/pinned now/);
-    expect(await t.client.exists(key)).toBe(0);
+    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10)).rejects.toThrow(/fixed_window: 1 keys need 4 or 5 ARGV, got 3/);
+    await expect(t.client.evalsha(sha, 1, key, 0, 'x', 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
+    await expect(t.client.evalsha(sha, 1, key, 0, 1.5, 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
+    await expect(t.client.evalsha(sha, 1, key, 0, 1, -1, 60)).rejects.toThrow(/limit >= 0/);
+    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 0)).rejects.toThrow(/window >= 1/);
+    await expect(t.client.evalsha(sha, 1, key, 4, 1, 10, 60)).rejects.toThrow(/mode \(ARGV\[1\]\) must be 0, 1, 2 or 3/);
+    // Mode 3 names its counters in ARGV (4 a counter) and declares one key.
+    await expect(t.client.evalsha(sha, 1, key, 3, 1, 10, 60)).rejects.toThrow(/mode 3 needs 1 key and 4 ARGV per counter/);
+    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, 'soon')).rejects.toThrow(/pinned now/);
+    // A malformed second counter: the first is not counted either.
+    await expect(t.client.evalsha(sha, 2, key, key, 0, 1, 10, 60, 1, 10, 'x')).rejects.toThrow(/key 2 needs integer hits/);
+    expect(await t.allKeys()).not.toContainEqual(expect.stringContaining(key));
   });
 
   it('leaves no key without a TTL after a random load', async () => {
@@ -317,7 +379,7 @@ describe('fixed_window.lua key routing', () => {
     const node = cluster.masters()[0]!;
     const client = new Redis({ host: node.host, port: node.port, maxRetriesPerRequest: 1 });
     try {
-      await expect(client.eval(SOURCE, 2, 'fw:{x}:a', 'fw:{y}:a', 0, 1, 1, 60, 0, 1, 1, 60, 0)).rejects.toThrow(/CROSSSLOT/);
+      await expect(client.eval(SOURCE, 2, 'fw:{x}:a', 'fw:{y}:a', 0, 1, 1, 60, 1, 1, 60)).rejects.toThrow(/CROSSSLOT/);
     } finally {
       client.disconnect();
       await cluster.stop();

@@ -196,10 +196,10 @@ describe('cluster master killed while calls flow', () => {
       const key = [...keys.keys()].find((k) => k.includes(`{fo:k=${v}}`));
       expect(key, v).toBeDefined();
       const node = keys.get(key!)!;
-      const before = fixedWindowCount(await node.command('GET', key!))!;
+      const before = (await fixedWindowCount(node, key!))!;
       const res = await client.shouldRateLimit(oneDescriptor('fo', { k: v }), 1000);
       expect(res.statuses[0]!.limit_remaining).toBe(LIMIT - before - 1);
-      expect(fixedWindowCount(await node.command('GET', key!))).toBe(before + 1);
+      expect(await fixedWindowCount(node, key!)).toBe(before + 1);
     }
   });
 });

@@ -51,7 +51,7 @@ describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
     const first = await t.client.shouldRateLimit(hot);
     expect(first.overall_code).toBe('OVER_LIMIT');
     const [key] = await scanKeys(redis, 'lc_');
-    expect(fixedWindowCount(await redis.command('GET', key!))).toBe(3);
+    expect(await fixedWindowCount(redis, key!)).toBe(3);
     expect(await overLocal()).toBe(0);
 
     // From now on the cache answers: the counter in Redis does not move.
@@ -61,7 +61,7 @@ describe('LOCAL_CACHE_SIZE_IN_BYTES through the server', () => {
       expect(res.statuses[0]!.limit_remaining).toBe(0);
       expect(Number(res.statuses[0]!.duration_until_reset!.seconds)).toBeGreaterThan(0);
     }
-    expect(fixedWindowCount(await redis.command('GET', key!))).toBe(3);
+    expect(await fixedWindowCount(redis, key!)).toBe(3);
     expect(await overLocal()).toBe(5);
 
     // Redis gone: the hot key still answers OVER_LIMIT from the cache, fast; a key that is not
@@ -207,7 +207,7 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     const [cached] = await run([at('hot', two)]);
     expect(cached).toMatchObject({ allowed: false, remaining: 0, fromLocalCache: true });
     const [key] = await scanKeys(redis, prefix);
-    expect(fixedWindowCount(await redis.command('GET', key!))).toBe(3);
+    expect(await fixedWindowCount(redis, key!)).toBe(3);
     // A peek goes to Redis: the count it reports is Redis' own.
     const [peek] = await run([at('hot', two, 0)]);
     expect(peek!.fromLocalCache).toBeUndefined();
@@ -239,11 +239,9 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     const [peek] = await run([at('other', ten, 0)]);
     expect(peek!.used).toBe(5);
     expect(
-      fixedWindowCount(
-        await redis.command(
-          'GET',
-          (await scanKeys(redis, prefix)).find((k) => k.includes('other'))!,
-        ),
+      await fixedWindowCount(
+        redis,
+        (await scanKeys(redis, prefix)).find((k) => k.includes('other'))!,
       ),
     ).toBe(5);
     // Not locked: 5 more hits are admitted by Redis.

@@ -44,7 +44,7 @@ function expectAllExpire(ttls: Map<string, number>): void {
   expect(orphans, 'keys without a TTL (PTTL -1) or gone between SCAN and PTTL (-2)').toEqual([]);
   for (const [key, ttl] of ttls) {
     // Never longer than two of the key's windows (a fixed window is kept until the window after
-    // it ends): `...rl:{orphans:h=...}:fixed_window:3600`.
+    // it ends): `...rl:{orphans:h=...}:fixed_window:3600:<window start>`.
     const unit = /\{orphans:(\w)=/.exec(key)![1]!;
     expect(ttl, key).toBeLessThanOrEqual(2 * WINDOW_MS[unit]!);
   }

@@ -5,6 +5,7 @@ import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { within } from '../harness/wait';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { awayFromWindowEdge, scanKeys } from './redis-backend-helpers';
+import { fixedWindowKey } from '../helpers/fixed-window-value';
 
 const RULES = `
 domain: ps
@@ -42,6 +43,7 @@ describe('REDIS_PERSECOND', () => {
   test('SECOND counters live on the per-second Redis, the others on the main one', async () => {
     // Both calls of the per-second counter fall into one second.
     await awayFromWindowEdge(1, 600);
+    const now = Date.now();
     const request = {
       domain: 'ps',
       descriptors: ['s', 'm', 'h'].map((key) => ({ entries: [{ key, value: 'x' }] })),
@@ -53,8 +55,12 @@ describe('REDIS_PERSECOND', () => {
 
     const onMain = (await scanKeys(main, 'ps_')).sort();
     const onPerSecond = await scanKeys(perSecond, 'ps_');
-    expect(onPerSecond).toEqual(['ps_rl:{ps:s=x}:fixed_window:1']);
-    expect(onMain).toEqual(['ps_rl:{ps:h=x}:fixed_window:3600', 'ps_rl:{ps:m=x}:fixed_window:60']);
+    // One key per counter and window (issue 20): the windows of `now`, the calls falling in its second.
+    expect(onPerSecond).toEqual([fixedWindowKey('ps_rl:{ps:s=x}:fixed_window:1', 1, now)]);
+    expect(onMain).toEqual([
+      fixedWindowKey('ps_rl:{ps:h=x}:fixed_window:3600', 3600, now),
+      fixedWindowKey('ps_rl:{ps:m=x}:fixed_window:60', 60, now),
+    ]);
     const ttl = Number(await perSecond.command('PTTL', onPerSecond[0]!));
     // Either still kept (a fixed window lives until the window after it ends), or expired in the
     // meantime: never without a TTL.

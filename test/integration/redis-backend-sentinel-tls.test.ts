@@ -52,7 +52,7 @@ describe('REDIS_TYPE=SENTINEL with REDIS_TLS', () => {
     for (let i = 0; i < 3; i++) remaining.push((await timedCall(t.client, oneDescriptor('st', { k: 'a' }), 2000)).remaining);
     expect(remaining).toEqual([2, 1, 0]);
     const [key] = await scanKeys(harness.master, 'stls_');
-    expect(fixedWindowCount(await harness.master.command('GET', key!))).toBe(3);
+    expect(await fixedWindowCount(harness.master, key!)).toBe(3);
   });
 
   test('with a wrong sentinel password the backend stays unhealthy (the sentinel checks REDIS_SENTINEL_AUTH)', async () => {

@@ -74,7 +74,7 @@ describe('Redis over mutual TLS, with an ACL user (REDIS_TLS*, REDIS_AUTH user:p
     expect(remaining).toEqual([2, 1, 0, 0]);
     expect((await timedCall(t.client, oneDescriptor('tls', { k: 'a' }), 2000)).code).toBe('OVER_LIMIT');
     // The counter really is in Redis.
-    expect(fixedWindowCount(await redis.command('GET', 'tls_rl:{tls:k=a}:fixed_window:3600'))).toBe(5);
+    expect(await fixedWindowCount(redis, 'tls_rl:{tls:k=a}:fixed_window:3600')).toBe(5);
   });
 
   test('with the default user password only (REDIS_AUTH password)', async () => {

@@ -28,6 +28,6 @@ describe('Redis on a unix socket', () => {
     const codes = [];
     for (let i = 0; i < 3; i++) codes.push((await timedCall(t.client, oneDescriptor('u', { k: 'v' }), 2000)).code);
     expect(codes).toEqual(['OK', 'OK', 'OVER_LIMIT']);
-    expect(fixedWindowCount(await redis.command('GET', 'sock_rl:{u:k=v}:fixed_window:3600'))).toBe(3);
+    expect(await fixedWindowCount(redis, 'sock_rl:{u:k=v}:fixed_window:3600')).toBe(3);
   });
 });

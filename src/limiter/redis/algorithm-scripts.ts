@@ -23,17 +23,14 @@ const MODES: Readonly<Record<CallPass, number>> = { count: 0, stop: 1, look: 2 }
  */
 export const NAMED_COUNT_MODE = 3;
 
-/** denied in a reply: the node does not serve this counter's slot (a mode-3 call only). */
+/** denied in a lib/run_call.lua-shaped reply: the node does not serve this counter's slot (a mode-3 call only). */
 const NOT_SERVED_HERE = 2;
 
-/** True when one of the first `count` counters of a reply was not served by the node the call went to. */
-export function anyNotServedHere(reply: readonly number[], count: number): boolean {
-  for (let j = 0; j < count; j++) if (reply[j * REPLY_WIDTH + 4] === NOT_SERVED_HERE) return true;
-  return false;
-}
-
-/** Integers per key in every script's reply: used, remaining, reset, retry, denied, blocked. */
+/** Integers per key in a lib/run_call.lua-shaped reply: used, remaining, reset, retry, denied, blocked. */
 export const REPLY_WIDTH = 6;
+
+/** Integers per key in lua/fixed_window.lua's reply: count, reset. */
+export const FIXED_WINDOW_REPLY_WIDTH = 2;
 
 /** Decorates a script once, when the table is built (tracing wraps each call in a span); identity otherwise. */
 export type WrapScript = (script: LuaScript, name: string) => LuaScript;
@@ -62,19 +59,21 @@ export interface AlgorithmScript {
   pushGroupHeader(args: (number | string)[], size: number): void;
   /** Appends the ARGV of one check. */
   pushArgs(args: (number | string)[], check: LimitCheck): void;
-  /** The result of key j of the reply. */
-  decode(reply: readonly number[], j: number): LimitResult;
+  /** The result of key j of the reply, for `check` sent in a call for `pass`. */
+  decode(reply: readonly number[], j: number, check: LimitCheck, pass: CallPass): LimitResult;
+  /** True when one of the first `count` counters of a mode-3 reply was not served by the node the call went to. */
+  anyNotServedHere(reply: readonly number[], count: number): boolean;
 }
 
-function algorithmScript(name: Algorithm | 'limit_list', countsEveryHit: boolean, wrap: WrapScript): AlgorithmScript {
+/** A script of lib/read_call.lua's protocol: its reply says the whole judgement, six integers a key. */
+function algorithmScript(name: Algorithm | 'limit_list', wrap: WrapScript): AlgorithmScript {
   return {
     script: wrap(loadLuaScript(name), name),
     replyWidth: REPLY_WIDTH,
-    // fixed_window: each key is one read and write in turn, a key that appears twice counts
-    // twice. The others could be merged too, but stay one call per request.
-    coalescible: countsEveryHit,
-    countsEveryHit,
-    namedCounters: countsEveryHit,
+    // Could be merged too, but stay one call per request (fixed_window and limit_list merge).
+    coalescible: false,
+    countsEveryHit: false,
+    namedCounters: false,
     mode: (pass) => MODES[pass],
     pushGroupHeader() {},
     pushArgs(args, c) {
@@ -91,6 +90,50 @@ function algorithmScript(name: Algorithm | 'limit_list', countsEveryHit: boolean
         blockedForMs: reply[at + 5],
       };
     },
+    anyNotServedHere(reply, count) {
+      for (let j = 0; j < count; j++) if (reply[j * REPLY_WIDTH + 4] === NOT_SERVED_HERE) return true;
+      return false;
+    },
+  };
+}
+
+/**
+ * lua/fixed_window.lua, whose lean protocol (issue 20) sends hits, limit and window a counter and
+ * answers the window's count and reset: the judgement the other scripts make in Lua is made
+ * here, from the count. Each key is one INCRBY in turn, a key that appears twice counts twice,
+ * so concurrent count-mode calls merge, also across a cluster node's slots (mode 3).
+ */
+function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
+  return {
+    script: wrap(loadLuaScript('fixed_window'), 'fixed_window'),
+    replyWidth: FIXED_WINDOW_REPLY_WIDTH,
+    coalescible: true,
+    countsEveryHit: true,
+    namedCounters: true,
+    mode: (pass) => MODES[pass],
+    pushGroupHeader() {},
+    pushArgs(args, c) {
+      args.push(c.hits, c.spec.limit, c.spec.windowSeconds);
+    },
+    decode(reply, j, check, pass) {
+      const used = reply[j * FIXED_WINDOW_REPLY_WIDTH] as number;
+      const resetMs = reply[j * FIXED_WINDOW_REPLY_WIDTH + 1] as number;
+      const limit = check.spec.limit;
+      // A look charged nothing: its hits come on top of the count.
+      const denied = (pass === 'look' ? used + check.hits : used) > limit;
+      return {
+        allowed: !denied,
+        used,
+        remaining: used < limit ? limit - used : 0,
+        resetMs,
+        retryAfterMs: denied ? resetMs : 0,
+        blockedForMs: used >= limit ? resetMs : 0,
+      };
+    },
+    anyNotServedHere(reply, count) {
+      for (let j = 0; j < count; j++) if (reply[j * FIXED_WINDOW_REPLY_WIDTH] === -1) return true;
+      return false;
+    },
   };
 }
 
@@ -100,11 +143,11 @@ function algorithmScript(name: Algorithm | 'limit_list', countsEveryHit: boolean
  */
 export function algorithmScripts(wrap: WrapScript = (script) => script): Readonly<Record<Algorithm, AlgorithmScript>> {
   return {
-    fixed_window: algorithmScript('fixed_window', true, wrap),
-    sliding_window: algorithmScript('sliding_window', false, wrap),
-    token_bucket: algorithmScript('token_bucket', false, wrap),
-    gcra: algorithmScript('gcra', false, wrap),
-    sliding_log: algorithmScript('sliding_log', false, wrap),
+    fixed_window: fixedWindowScript(wrap),
+    sliding_window: algorithmScript('sliding_window', wrap),
+    token_bucket: algorithmScript('token_bucket', wrap),
+    gcra: algorithmScript('gcra', wrap),
+    sliding_log: algorithmScript('sliding_log', wrap),
   };
 }
 
@@ -119,7 +162,7 @@ const LIST_ALGORITHM = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i + 1])) 
  * denied hit, so STOP mode holds it back like an admitted-hits algorithm.
  */
 export function limitListScript(wrap: WrapScript = (script) => script): AlgorithmScript {
-  const decodeAs = algorithmScript('limit_list', false, wrap);
+  const decodeAs = algorithmScript('limit_list', wrap);
   return {
     ...decodeAs,
     coalescible: true,

@@ -5,15 +5,7 @@ import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
 import { CircuitBreaker } from './circuit-breaker';
 import { checkKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
-import {
-  algorithmScripts,
-  anyNotServedHere,
-  limitListScript,
-  NAMED_COUNT_MODE,
-  type AlgorithmScript,
-  type CallPass,
-  type WrapScript,
-} from './algorithm-scripts';
+import { algorithmScripts, limitListScript, NAMED_COUNT_MODE, type AlgorithmScript, type CallPass, type WrapScript } from './algorithm-scripts';
 import { CallCoalescer, type CoalescerOptions } from './call-coalescer';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
 import type { BreakerState, RedisCallObserver } from '../../metrics/redis-call-observer';
@@ -315,7 +307,10 @@ export class RedisLimiter implements Limiter {
       keysInArgs: byNode,
     };
     const decode = (reply: number[]): void => {
-      for (let j = 0; j < group.indexes.length; j++) out[group.indexes[j] as number] = algorithm.decode(reply, j);
+      for (let j = 0; j < group.indexes.length; j++) {
+        const i = group.indexes[j] as number;
+        out[i] = algorithm.decode(reply, j, checks[i] as LimitCheck, pass);
+      }
     };
     if (byNode) {
       // Merged with the node's other slots' calls; when the node does not serve this slot (it
@@ -324,7 +319,9 @@ export class RedisLimiter implements Limiter {
       // next minute's calls.
       return this.coalescer
         .run(call, true)
-        .then((reply) => (anyNotServedHere(reply, group.indexes.length) ? this.notServedHere(checks, group, deadline, out) : decode(reply)));
+        .then((reply) =>
+          algorithm.anyNotServedHere(reply, group.indexes.length) ? this.notServedHere(checks, group, deadline, out) : decode(reply),
+        );
     }
     return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then(decode);
   }

@@ -34,9 +34,9 @@ describe('every limit of a list is shown', () => {
         '  api_key=k1: key only, any value (api.api_key)\n' +
         '  rate_limits: 3 limits, all or nothing (a hit is admitted when every limit admits it, and charged to all or none)\n' +
         "  rule api.api_key 'burst': 10 per 1 s (SECOND), algorithm fixed_window\n" +
-        '  redis key: p_rl:{api:api_key=k1}:fixed_window:1\n' +
+        '  redis key: p_rl:{api:api_key=k1}:fixed_window:1:<window start, epoch s>\n' +
         "  rule api.api_key 'daily': 1000 per 86400 s (DAY), algorithm fixed_window\n" +
-        '  redis key: p_rl:{api:api_key=k1}:fixed_window:86400\n' +
+        '  redis key: p_rl:{api:api_key=k1}:fixed_window:86400:<window start, epoch s>\n' +
         "  rule api.api_key 'minute_x5_token_bucket': 200 per 300 s (MINUTE), algorithm token_bucket, burst 50\n" +
         '  redis key: p_rl:{api:api_key=k1}:token_bucket:300\n' +
         '  shadow mode: no\n',

@@ -65,6 +65,21 @@ describe.each([...ALL_ALGORITHMS])('MemoryLimiter %s traces', (algorithm) => {
   });
 });
 
+it('MemoryLimiter fixed_window: a clock more than one window back finds no count there and keeps none (the latest two windows are kept)', () => {
+  // Redis keeps a key per window instead (lua-fixed-window.test.ts pins that corner there).
+  const { limiter, clock } = setup();
+  const s = spec('fixed_window', 3, 10);
+  const at = (ms: number, hits: number) => {
+    clock.now = TRACE_START + ms;
+    return limiter.checkNow([check('a', s, hits)], false)[0]!;
+  };
+  expect(at(0, 2).used).toBe(2);
+  expect(at(25_000, 2).used).toBe(2);
+  expect(at(5_000, 1)).toMatchObject({ allowed: true, used: 1, remaining: 2, resetMs: 5_000 });
+  expect(at(5_000, 0)).toMatchObject({ allowed: true, used: 0, remaining: 3 });
+  expect(at(29_999, 1)).toMatchObject({ used: 3, remaining: 0, resetMs: 1 });
+});
+
 describe.each(ALGORITHMS)('MemoryLimiter %s', (algorithm) => {
   it('a peek never creates state; a denied or peeked call never changes it', () => {
     const { limiter, clock } = setup();

@@ -40,6 +40,41 @@ describe('counterKeyShape', () => {
     }
   });
 
+  test('a fixed window keeps one key per window, "<counter>:<window start, epoch s>" (issue 20)', () => {
+    const key = counterKey(
+      'p:',
+      { domain: 'd', entries: [{ key: 'k', value: 'v' }] },
+      { algorithm: 'fixed_window', limit: 1, windowSeconds: 60, burst: 1 },
+    );
+    for (const start of ['0', '1700000040', '999999999999']) {
+      expect(counterKeyShape('p:', `${key}:${start}`, 'string'), start).toEqual({ algorithm: 'fixed_window', windowSeconds: 60 });
+      expect(counterKeyShape('p:', `${key}:${start}`, 'hash'), start).toBeUndefined();
+    }
+    // The counter's own key, as an older floodgate kept it: a rolling upgrade may leave it behind.
+    expect(counterKeyShape('p:', key, 'string')).toEqual({ algorithm: 'fixed_window', windowSeconds: 60 });
+    expect(counterKeyShape('p:', 'p:rl:{shop:api_key=partner-42}:fixed_window:1:1700000040', 'string')).toEqual({
+      algorithm: 'fixed_window',
+      windowSeconds: 1,
+    });
+  });
+
+  test('a window start is for the fixed window only, and a number of at most 12 digits', () => {
+    for (const [algorithm, type] of [
+      ['gcra', 'string'],
+      ['sliding_window', 'hash'],
+      ['token_bucket', 'hash'],
+      ['sliding_log', 'zset'],
+    ] as const) {
+      const key = counterKey('p:', { domain: 'd', entries: [{ key: 'k', value: 'v' }] }, { algorithm, limit: 1, windowSeconds: 60, burst: 1 });
+      expect(counterKeyShape('p:', key, type), algorithm).toEqual({ algorithm, windowSeconds: 60 });
+      expect(counterKeyShape('p:', `${key}:1700000040`, type), algorithm).toBeUndefined();
+    }
+    for (const suffix of [':', ':1000000000000', ':-1', ':17e8', ':1700000040:1', ':1700000040 ']) {
+      const key = `p:rl:{d:k=v}:fixed_window:60${suffix}`;
+      expect(counterKeyShape('p:', key, 'string'), key).toBeUndefined();
+    }
+  });
+
   test('other keys are of unknown shape', () => {
     for (const key of [
       'p:rl:garbage',
