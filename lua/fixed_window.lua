@@ -66,7 +66,7 @@ else
 end
 
 -- Every counter read and checked before any is counted: a malformed call changes nothing.
-local hits, limits, windows = {}, {}, {}
+local hits, hit_texts, limits, windows = {}, {}, {}, {}
 for i = 1, n do
   local at = width * i - 1
   if width == 4 then keys[i] = argv[at - 1] end
@@ -76,13 +76,13 @@ for i = 1, n do
       and h == floor(h) and l == floor(l) and w == floor(w)) then
     return refuse('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, at, at + 2)
   end
-  hits[i], limits[i], windows[i] = h, l, w * 1000
+  hits[i], hit_texts[i], limits[i], windows[i] = h, argv[at], l, w * 1000
 end
 
 local out = {}
 -- Counter i's count after `h` more hits (0: as it stands), answered in `out`.
 local function tally(i, h)
-  local count, reset_ms = fixed_window_step(keys[i], now, windows[i], h)
+  local count, reset_ms = fixed_window_step(keys[i], now, windows[i], h, hit_texts[i])
   out[2 * i - 1], out[2 * i] = count, reset_ms
   return count
 end

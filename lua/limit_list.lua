@@ -69,7 +69,7 @@ if mode == 3 then
 end
 -- The whole call is read and checked before any list runs. The shape lib/bucket_step.lua
 -- reads; `used[a]`: some key of the call counts with algorithm a; `ends[l]`: list l's last key.
-local algorithms, hits, limits, windows, bursts, used, ends = {}, {}, {}, {}, {}, {}, {}
+local algorithms, hits, hit_texts, limits, windows, bursts, used, ends = {}, {}, {}, {}, {}, {}, {}, {}
 local at, taken = 2, 0 -- the next ARGV to read; the keys of the lists read so far
 -- In mode 3 the lists end where ARGV does (or one before it: a pinned now).
 while taken < n and (mode ~= 3 or at < nargs) do
@@ -101,6 +101,7 @@ while taken < n and (mode ~= 3 or at < nargs) do
       if keys[j] == key then return refuse('list %d holds one counter twice (KEYS[%d] and KEYS[%d])', list, j, i) end
     end
     algorithms[i], hits[i], limits[i], windows[i], bursts[i], used[a] = a, h, l, w * 1000, b, true
+    hit_texts[i] = argv[first + 1]
   end
   taken, at = taken + m, at + width * m + 1
   ends[list] = taken
@@ -138,11 +139,11 @@ if used[1] then
     local h, limit = hits[i], limits[i]
     local count, reset_ms = fw_counts[i], nil
     if count == nil then
-      count, reset_ms = fixed_window_step(keys[i], now, windows[i], 0)
+      count, reset_ms = fixed_window_step(keys[i], now, windows[i], 0, '0')
       fw_counts[i] = count
     end
     local denied = count + h > limit
-    if charge and h > 0 then count, reset_ms = fixed_window_step(keys[i], now, windows[i], h) end
+    if charge and h > 0 then count, reset_ms = fixed_window_step(keys[i], now, windows[i], h, hit_texts[i]) end
     reset_ms = reset_ms or windows[i] - now % windows[i]
     return count, fw_max(0, limit - count), reset_ms, denied and reset_ms or 0, denied and 1 or 0,
       count >= limit and reset_ms or 0

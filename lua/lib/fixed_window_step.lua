@@ -17,18 +17,27 @@
 -- (a plain integer, which names no window, is removed once taken).
 --
 -- Provides
---   fixed_window_step(base, now, w, h) -> count, reset_ms: counter `base`'s count in the window of
---     `w` ms that holds `now`, after `h` more hits (h = 0: as it stands, nothing written), and
---     the ms until that window ends (>= 1).
+--   fixed_window_step(base, now, w, h, h_text) -> count, reset_ms: counter `base`'s count in the
+--     window of `w` ms that holds `now`, after `h` more hits (h = 0: as it stands, nothing
+--     written), and the ms until that window ends (>= 1). `h_text`: h as the call's ARGV wrote it
+--     (a whole number), passed to INCRBY as it is: a Lua number would be printed as a double.
 
 local fw_format, fw_match, fw_rcall, fw_tonumber = string.format, string.match, redis.call, tonumber
+-- ":<window start, epoch s>" per window length, for this call's `now` (a script's top-level
+-- locals live for one call): formatted once, not once a key.
+local fw_suffixes = {}
 
-local function fixed_window_step(base, now, w, h)
+local function fixed_window_step(base, now, w, h, h_text)
   local start = now - now % w
-  local key = fw_format('%s:%d', base, start / 1000)
+  local suffix = fw_suffixes[w]
+  if suffix == nil then
+    suffix = fw_format(':%d', start / 1000)
+    fw_suffixes[w] = suffix
+  end
+  local key = base .. suffix
   local count
   if h > 0 then
-    count = fw_rcall('INCRBY', key, h)
+    count = fw_rcall('INCRBY', key, h_text)
     -- Not the window's first hit here (a count of 0 is never stored): the common case.
     if count ~= h then return count, start + w - now end
   else

@@ -153,8 +153,8 @@ describe('lua/lib', () => {
 
   it('fixed_window_step builds a window key only by appending to the counter name, after its hash tag (its slot)', () => {
     const code = fs.readFileSync(path.join(libDir, 'fixed_window_step.lua'), 'utf8');
-    const built = [...code.matchAll(/fw_format\(([^)]*)\)/g)].map((m) => m[1]);
-    expect(built).toEqual(["'%s:%d', base, start / 1000"]);
+    expect([...code.matchAll(/fw_format\(([^)]*)\)/g)].map((m) => m[1])).toEqual(["':%d', start / 1000"]);
+    expect([...code.matchAll(/local key = (.*)/g)].map((m) => m[1])).toEqual(['base .. suffix']);
   });
 
   it('read_call documents the 4-integer argument layout per key that the limiter sends', () => {
