@@ -1,9 +1,10 @@
 -- limit_list: `rate_limits` lists (issue 21), each decided as one unit, several lists in one
 -- atomic call (call-coalescer.ts merges the lists of concurrent requests into one call, as it
 -- merges other scripts' keys). The lists run in order, each on its own: every limit of a list is
--- judged first, without charging; the hits are then charged to every counter of the list when
--- all admit them, and to none when any denies, whatever the algorithms (a fixed window
--- included, which outside a list counts every hit). A list sees what the lists before it
+-- judged first; the hits are then charged to every counter of the list when all admit them, and
+-- to none when any denies, whatever the algorithms (a fixed window included, which outside a
+-- list counts every hit). A fixed window is charged while it is judged and the charge taken
+-- back when the list is refused (one INCRBY, not a GET and an INCRBY): atomic, so the same. A list sees what the lists before it
 -- charged, so lists that share a counter are judged exactly as separate calls in that order
 -- would judge them. One TIME read serves the whole call. The steps are those of
 -- lua/<algorithm>.lua, one per algorithm, over the same key layouts: the same code, from
@@ -32,7 +33,7 @@
 -- Returns     as lib/run_call.lua: 6n integers, key i's used, remaining, reset_ms,
 --             retry_after_ms, denied, blocked_ms. After a list's charge, each of its keys' state
 --             after it; after a refusal (or a look), each key's judgement of its own hits, nothing
---             written. A malformed call is refused whole (an `ERR limit_list: ...` error reply)
+--             charged. A malformed call is refused whole (an `ERR limit_list: ...` error reply)
 --             before any list runs.
 
 -- @include lib/int.lua
@@ -127,28 +128,48 @@ local call = { n = n, now = now, algorithms = algorithms, hits = hits, limits = 
 -- closure made on every call).
 local STEPS = {}
 
+-- Takes back the tentative charges of a refused list (fixed windows only; see below).
+local fw_undo = nil
+
 if used[1] then
-  -- lib/fixed_window_step.lua. The look's count is kept per index, not per key, and is still
-  -- the key's when the charge comes: an index belongs to one list, read first by that list's
-  -- look, after every earlier list is done; between that look and the list's charge only the
-  -- list's other counters are written, and a list holds a counter once. (A key in two lists is
-  -- two indexes, each read in its own turn.)
-  local fw_counts, fw_max = {}, math.max
+  -- lib/fixed_window_step.lua. When the call may charge (not mode 2), a hit is charged in the
+  -- look already, one INCRBY instead of a GET now and an INCRBY later, and undone (fw_undo) when
+  -- the list is refused: the call is atomic, so no one sees the tentative count. The look's
+  -- answer is the count before it; the charge pass, which comes only when every limit of the
+  -- list admitted, answers the count after it. An index belongs to one list and a list holds a
+  -- counter once, so what is kept per index is still the key's when the charge or undo comes.
+  local fw_before, fw_charged, fw_keys, fw_max = {}, {}, {}, math.max
 
   local function fixed_window(i, charge)
-    local h, limit = hits[i], limits[i]
-    local count, reset_ms = fw_counts[i], nil
-    if count == nil then
-      count, reset_ms = fixed_window_step(keys[i], now, windows[i], 0, '0')
-      fw_counts[i] = count
+    local h, limit, w = hits[i], limits[i], windows[i]
+    local count
+    if charge then
+      count = fw_charged[i] or fw_before[i]
+    elseif mode ~= 2 and h > 0 then
+      local after, _, key = fixed_window_step(keys[i], now, w, h, hit_texts[i])
+      fw_charged[i], fw_before[i], fw_keys[i] = after, after - h, key
+      count = after - h
+    else
+      count = fixed_window_step(keys[i], now, w, 0, '0')
+      fw_before[i] = count
     end
-    local denied = count + h > limit
-    if charge and h > 0 then count, reset_ms = fixed_window_step(keys[i], now, windows[i], h, hit_texts[i]) end
-    reset_ms = reset_ms or windows[i] - now % windows[i]
+    local denied = not charge and count + h > limit
+    local reset_ms = w - now % w
     return count, fw_max(0, limit - count), reset_ms, denied and reset_ms or 0, denied and 1 or 0,
       count >= limit and reset_ms or 0
   end
   STEPS[1] = fixed_window
+
+  -- The list `first..last` was refused: its tentative fixed-window charges are taken back (a
+  -- count back at 0 is removed: a count of 0 is never stored).
+  fw_undo = function(first, last)
+    for i = first, last do
+      if fw_charged[i] ~= nil then
+        if redis.call('DECRBY', fw_keys[i], hit_texts[i]) == 0 then redis.call('DEL', fw_keys[i]) end
+        fw_charged[i] = nil
+      end
+    end
+  end
 end
 
 if used[2] then
@@ -210,15 +231,16 @@ local function look(first, last)
   return any_denied
 end
 
--- The look of a mode-3 call's list, which may be of a slot this node does not serve (it
--- moved): then the list's first command fails, before anything of it is written (its counters
--- share a slot, and every step reads before it writes), and the list is answered denied = 2.
--- Returns served, any_denied. (Redis 7 raises a table, Redis 6 its text.)
+-- The look of a list; returns served, any_denied. A mode-3 call's list may be of a slot this
+-- node does not serve (it moved): then the list's first command fails, before anything of it is
+-- written (its counters share a slot), and the list is answered denied = 2. A look that fails
+-- takes its tentative charges back first, so a failed list leaves nothing written. (Redis 7
+-- raises a table, Redis 6 its text.)
 local function look_here(first, last)
-  if mode ~= 3 then return true, look(first, last) end
   local ok, res = pcall(look, first, last)
   if ok then return true, res end
-  if not_served_here(type(res) == 'table' and res.err or tostring(res)) then return false, false end
+  if fw_undo then fw_undo(first, last) end
+  if mode == 3 and not_served_here(type(res) == 'table' and res.err or tostring(res)) then return false, false end
   error(res)
 end
 
@@ -234,6 +256,8 @@ for l = 1, #ends do
     end
   elseif mode ~= 2 and not any_denied then
     for i = first, last do judge(i, true) end
+  elseif mode ~= 2 and fw_undo then
+    fw_undo(first, last)
   end
   first = last + 1
 end

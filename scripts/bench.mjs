@@ -11,7 +11,7 @@
 //
 // Settings (environment): BENCH_DURATION (s, 3; QUICK 2), BENCH_ROUNDS (5; QUICK 1),
 // BENCH_WARMUP (s, 1.5), BENCH_CONCURRENCY (50), BENCH_CONNECTIONS (4),
-// BENCH_BACKENDS (memory,redis,cluster), BENCH_SCENARIOS (uniform,multi3,hot; limit1,limit2 with
+// BENCH_BACKENDS (memory,redis,cluster), BENCH_SCENARIOS (uniform,multi3,hot; limit1,limit1s,limit2 with
 // BENCH_ENV="RUNTIME_ROOT=$PWD/bench/rules-lists", floodgate only),
 // BENCH_LATENCY (1: also the latency mode at half the saturated throughput; 0 to skip),
 // BENCH_ENV (extra server settings, e.g. "WORKERS=2"),
@@ -98,6 +98,8 @@ const REQUESTS = {
   // Issue 21, with the rules of bench/rules-lists (floodgate only): 10,000 keys, one limit each,
   // against 10,000 keys with a `rate_limits` list of two limits each.
   limit1: { domain: 'bench', descriptors: [{ entries: [{ key: 'one', value: `o${key}` }] }] },
+  // The list's first limit (per second) alone: what the list adds beyond its windows.
+  limit1s: { domain: 'bench', descriptors: [{ entries: [{ key: 'one_second', value: `s${key}` }] }] },
   limit2: { domain: 'bench', descriptors: [{ entries: [{ key: 'two', value: `w${key}` }] }] },
 };
 

@@ -12,15 +12,20 @@
 --
 -- An older floodgate kept the counter in "<counter>" itself, as "<s>:<c>:<p>" (s the start of the
 -- latest window counted in, epoch ms, c its count, p the count of the window before) or, older
--- still, a plain integer (the current window's count). A window with no key yet starts from what
--- that value holds for it, so a rolling upgrade keeps the counts the old pods made up to then
--- (a plain integer, which names no window, is removed once taken).
+-- still, a plain integer (the current window's count). For windows longer than a minute, a
+-- window with no key yet starts from what that value holds for it, so a rolling upgrade keeps the
+-- counts the old pods made up to then (a plain integer, which names no window, is removed once
+-- taken): a day's quota is not granted twice. A window of a minute or less starts afresh, as at
+-- a switch from the reference: its first hits are the most frequent (a per-second counter's
+-- every hit may be one), and one GET more on each would cost more than one extra window's worth
+-- of hits at an upgrade.
 --
 -- Provides
---   fixed_window_step(base, now, w, h, h_text) -> count, reset_ms: counter `base`'s count in the
---     window of `w` ms that holds `now`, after `h` more hits (h = 0: as it stands, nothing
---     written), and the ms until that window ends (>= 1). `h_text`: h as the call's ARGV wrote it
---     (a whole number), passed to INCRBY as it is: a Lua number would be printed as a double.
+--   fixed_window_step(base, now, w, h, h_text) -> count, reset_ms, key: counter `base`'s count in
+--     the window of `w` ms that holds `now`, after `h` more hits (h = 0: as it stands, nothing
+--     written), the ms until that window ends (>= 1), and the window's key. `h_text`: h as the
+--     call's ARGV wrote it (a whole number), passed to INCRBY as it is: a Lua number would be
+--     printed as a double.
 
 local fw_format, fw_match, fw_rcall, fw_tonumber = string.format, string.match, redis.call, tonumber
 -- ":<window start, epoch s>" per window length, for this call's `now` (a script's top-level
@@ -39,16 +44,16 @@ local function fixed_window_step(base, now, w, h, h_text)
   if h > 0 then
     count = fw_rcall('INCRBY', key, h_text)
     -- Not the window's first hit here (a count of 0 is never stored): the common case.
-    if count ~= h then return count, start + w - now end
+    if count ~= h then return count, start + w - now, key end
   else
     count = fw_rcall('GET', key)
-    if count then return fw_tonumber(count), start + w - now end
+    if count then return fw_tonumber(count), start + w - now, key end
   end
-  -- The window has no count here before this call: an older floodgate's value may hold one,
-  -- the count of s = start, the previous count when s = start + w (the clock stepped back one
-  -- window), none past its expiry (s + 2w).
+  -- The window has no count here before this call: for a window longer than a minute, an older
+  -- floodgate's value may hold one, the count of s = start, the previous count when s = start +
+  -- w (the clock stepped back one window), none past its expiry (s + 2w).
   local before, plain = 0, false
-  local value = fw_rcall('GET', base)
+  local value = w > 60000 and fw_rcall('GET', base)
   if value then
     local vs, vc, vp = fw_match(value, '^(%d+):(%d+):(%d+)$')
     if vs == nil then
@@ -62,9 +67,9 @@ local function fixed_window_step(base, now, w, h, h_text)
       end
     end
   end
-  if h == 0 then return before, start + w - now end
+  if h == 0 then return before, start + w - now, key end
   if before > 0 then count = fw_rcall('INCRBY', key, before) end
   if plain then fw_rcall('DEL', base) end
   fw_rcall('PEXPIREAT', key, int(start + 2 * w))
-  return count, start + w - now
+  return count, start + w - now, key
 end

@@ -60,23 +60,32 @@ describe('fixed_window.lua: Redis commands per key', () => {
     expect(expiries.every((e) => e === edge + 2 * WINDOW_MS)).toBe(true);
   });
 
-  it("the first hit of a window is one INCRBY, one GET of an older floodgate's key and one PEXPIREAT", async () => {
+  it("the first hit of a window is the reference's INCRBY and expiry; a window longer than a minute also reads an older floodgate's key once", async () => {
     const edge = (Math.floor(Date.now() / WINDOW_MS) + 20) * WINDOW_MS;
     const fresh = `cost:{${randomUUID()}}:fresh`;
     const rolled = `cost:{${randomUUID()}}:rolled`;
+    const hourly = `cost:{${randomUUID()}}:hourly`;
     await count([rolled], edge - 1);
     const calls = await commandsOf(async () => {
       await count([fresh], edge + 5);
       await count([rolled], edge + 5);
     });
-    expect(calls).toEqual({ incrby: 2, get: 2, pexpireat: 2 });
+    expect(calls).toEqual({ incrby: 2, pexpireat: 2 });
     expect(await t.client.call('PEXPIRETIME', fixedWindowKey(fresh, WINDOW_S, edge))).toBe(edge + 2 * WINDOW_MS);
     expect(await t.client.call('PEXPIRETIME', fixedWindowKey(rolled, WINDOW_S, edge))).toBe(edge + 2 * WINDOW_MS);
     // The window before keeps its own key and expiry.
     expect(await t.client.call('PEXPIRETIME', fixedWindowKey(rolled, WINDOW_S, edge - 1))).toBe(edge + WINDOW_MS);
+
+    const hour = 3_600_000;
+    const hourEdge = (Math.floor(Date.now() / hour) + 1) * hour;
+    const hourCalls = await commandsOf(async () => {
+      await t.client.evalsha(sha, 1, hourly, 0, 1, 1_000_000, 3600, hourEdge + 5);
+      await t.client.evalsha(sha, 1, hourly, 0, 1, 1_000_000, 3600, hourEdge + 6);
+    });
+    expect(hourCalls).toEqual({ incrby: 2, get: 1, pexpireat: 1 });
   });
 
-  it('a look is one GET a key, and one more for a window not counted yet', async () => {
+  it('a look is one GET a key', async () => {
     const edge = (Math.floor(Date.now() / WINDOW_MS) + 30) * WINDOW_MS;
     const [counted, fresh] = [`cost:{${randomUUID()}}:counted`, `cost:{${randomUUID()}}:fresh`];
     await count([counted], edge + 1);
@@ -86,7 +95,49 @@ describe('fixed_window.lua: Redis commands per key', () => {
         t.client.evalsha(sha, 1, fresh, 2, 1, 1_000_000, WINDOW_S, edge + 2),
       ]),
     );
-    expect(calls).toEqual({ get: 3 });
+    expect(calls).toEqual({ get: 2 });
     expect(await t.client.exists(fixedWindowKey(fresh, WINDOW_S, edge))).toBe(0);
+  });
+});
+
+describe('limit_list.lua: Redis commands per fixed-window key of a list', () => {
+  let t: ScriptTarget;
+  let sha: string;
+
+  beforeAll(async () => {
+    t = await standaloneTarget({ limit_list: readLuaScript('limit_list') });
+    sha = t.sha.limit_list!;
+  }, 60_000);
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  async function commandsOf(run: () => Promise<unknown>): Promise<Record<string, number>> {
+    await t.client.config('RESETSTAT');
+    await run();
+    const calls = await commandCalls(t);
+    delete calls.evalsha;
+    delete calls['config|resetstat'];
+    return calls;
+  }
+
+  /** One count-mode call of one list of fixed windows of 60 s and 3600 s with `limits`, `hits` each. */
+  const list = (keys: readonly [string, string], limits: readonly [number, number], hits: number, now: number) =>
+    t.client.evalsha(sha, 2, ...keys, 0, 2, 1, hits, limits[0], 60, 0, 1, hits, limits[1], 3600, 0, now);
+
+  it('an admitted list is one INCRBY a key; a refused one takes its charges back, leaving no count and no new key', async () => {
+    const edge = (Math.floor(Date.now() / 3_600_000) + 1) * 3_600_000;
+    const tag = randomUUID();
+    const keys = [`list:{${tag}}:burst`, `list:{${tag}}:daily`] as const;
+    await list(keys, [100, 100], 1, edge + 1);
+    expect(await commandsOf(() => list(keys, [100, 100], 1, edge + 2))).toEqual({ incrby: 2 });
+    // Refused by the daily limit (2 + 5 > 5): both charges taken back.
+    expect(await commandsOf(() => list(keys, [100, 5], 5, edge + 3))).toEqual({ incrby: 2, decrby: 2 });
+    const windowKeys = [fixedWindowKey(keys[0], 60, edge), fixedWindowKey(keys[1], 3600, edge)];
+    expect(await t.client.mget(...windowKeys)).toEqual(['2', '2']);
+    // A refused list in a window not counted yet leaves no key behind.
+    const fresh = [`list:{${tag}}:burst2`, `list:{${tag}}:daily2`] as const;
+    await list(fresh, [100, 0], 1, edge + 4);
+    expect(await t.client.exists(fixedWindowKey(fresh[0], 60, edge), fixedWindowKey(fresh[1], 3600, edge))).toBe(0);
   });
 });
