@@ -24,8 +24,8 @@
 --             serve (its slot moved, or the server refuses keys of several slots in one script)
 --             is answered count -1, nothing read or written: the caller sends it again through
 --             its slot.
--- ARGV[3i-1 .. 3i+1]  counter i's hits (>= 0), limit (>= 0; read in stop mode), window (whole
---             seconds >= 1). In mode 3 four a counter, its name first: ARGV[4i-2 .. 4i+1].
+-- ARGV[3i-1 .. 3i+1]  counter i's hits (>= 0, in plain decimal digits), limit (>= 0; read in
+--             stop mode), window (whole seconds >= 1). In mode 3 four a counter, its name first: ARGV[4i-2 .. 4i+1].
 -- ARGV[last]  optional, tests only: "now" in epoch milliseconds. Without it the clock is redis
 --             TIME, read once per call.
 -- Returns     2 integers a counter: count (the window's count after this call; -1: not served
@@ -35,7 +35,7 @@
 -- @include lib/fixed_window_step.lua
 -- @include lib/not_served_here.lua
 
-local argv, keys, floor, tonumber = ARGV, KEYS, math.floor, tonumber
+local argv, keys, floor, tonumber, find = ARGV, KEYS, math.floor, tonumber, string.find
 local nargs, n = #ARGV, #KEYS
 local function refuse(...)
   return redis.error_reply('ERR fixed_window: ' .. string.format(...))
@@ -70,13 +70,16 @@ local hits, hit_texts, limits, windows = {}, {}, {}, {}
 for i = 1, n do
   local at = width * i - 1
   if width == 4 then keys[i] = argv[at - 1] end
-  local h, l, w = tonumber(argv[at]), tonumber(argv[at + 1]), tonumber(argv[at + 2])
+  -- The hits go to INCRBY as written (lib/fixed_window_step.lua): plain decimal digits only.
+  local h_text = argv[at]
+  local h = (h_text == '0' or find(h_text, '^[1-9]%d*$')) and tonumber(h_text)
+  local l, w = tonumber(argv[at + 1]), tonumber(argv[at + 2])
   if not (h and l and w and h >= 0 and l >= 0 and w >= 1
       and h < 9007199254740992 and l < 9007199254740992 and w < 9007199254740992
       and h == floor(h) and l == floor(l) and w == floor(w)) then
     return refuse('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, at, at + 2)
   end
-  hits[i], hit_texts[i], limits[i], windows[i] = h, argv[at], l, w * 1000
+  hits[i], hit_texts[i], limits[i], windows[i] = h, h_text, l, w * 1000
 end
 
 local out = {}

@@ -87,7 +87,11 @@ while taken < n and (mode ~= 3 or at < nargs) do
       keys[i] = argv[first]
       first = first + 1
     end
-    local a, h, l, w, b = tonumber(argv[first]), tonumber(argv[first + 1]), tonumber(argv[first + 2]), tonumber(argv[first + 3]), tonumber(argv[first + 4])
+    -- A fixed window's hits go to INCRBY as written (lib/fixed_window_step.lua): plain decimal
+    -- digits only, for every algorithm alike.
+    local h_text = argv[first + 1]
+    local h = (h_text == '0' or string.find(h_text, '^[1-9]%d*$')) and tonumber(h_text)
+    local a, l, w, b = tonumber(argv[first]), tonumber(argv[first + 2]), tonumber(argv[first + 3]), tonumber(argv[first + 4])
     -- whole(), inline: the common case costs no function call.
     if not (a and h and l and w and b and a >= 1 and a <= 5 and h >= 0 and l >= 0 and w >= 1 and b >= 0
         and h < 9007199254740992 and l < 9007199254740992 and w < 9007199254740992 and b < 9007199254740992
@@ -102,7 +106,7 @@ while taken < n and (mode ~= 3 or at < nargs) do
       if keys[j] == key then return refuse('list %d holds one counter twice (KEYS[%d] and KEYS[%d])', list, j, i) end
     end
     algorithms[i], hits[i], limits[i], windows[i], bursts[i], used[a] = a, h, l, w * 1000, b, true
-    hit_texts[i] = argv[first + 1]
+    hit_texts[i] = h_text
   end
   taken, at = taken + m, at + width * m + 1
   ends[list] = taken

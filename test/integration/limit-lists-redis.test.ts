@@ -170,6 +170,12 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         );
         // A valid first list before a malformed second one: the call is refused before anything runs.
         await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, ALG.fixed_window, -1, 10, 60, 10])).rejects.toThrow('ERR limit_list: key 2 needs');
+        // Hits go to INCRBY as written: only plain decimal digits are taken.
+        for (const written of ['1.0', '01', '1e0']) {
+          await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, ALG.fixed_window, written, 10, 60, 10]), written).rejects.toThrow(
+            'ERR limit_list: key 2 needs',
+          );
+        }
         expect(await client.exists(k('a'), k('b'))).toBe(0);
         // No keys, no lists: an empty reply.
         expect(await script.run(client, [], [0])).toEqual([]);

@@ -352,6 +352,10 @@ describe.each([
     await expect(t.client.evalsha(sha, 1, key, 0, 1, 10)).rejects.toThrow(/fixed_window: 1 keys need 4 or 5 ARGV, got 3/);
     await expect(t.client.evalsha(sha, 1, key, 0, 'x', 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
     await expect(t.client.evalsha(sha, 1, key, 0, 1.5, 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
+    // Hits go to INCRBY as written: only plain decimal digits are taken.
+    for (const written of ['1.0', '01', '1e0', ' 1', '0x1']) {
+      await expect(t.client.evalsha(sha, 2, key, key, 0, 1, 10, 60, written, 10, 60), written).rejects.toThrow(/key 2 needs integer hits/);
+    }
     await expect(t.client.evalsha(sha, 1, key, 0, 1, -1, 60)).rejects.toThrow(/limit >= 0/);
     await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 0)).rejects.toThrow(/window >= 1/);
     await expect(t.client.evalsha(sha, 1, key, 4, 1, 10, 60)).rejects.toThrow(/mode \(ARGV\[1\]\) must be 0, 1, 2 or 3/);
