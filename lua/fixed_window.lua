@@ -9,8 +9,10 @@
 --   remaining   max(0, limit - count);  retry_after_ms = reset_ms when denied, else 0
 --   blocked_ms  reset_ms once count >= limit, else 0
 --
--- KEYS[i]     counter i's name (each window's key is derived from it); all keys of one call
---             share a hash slot. A key may appear more than once: each occurrence is judged on
+-- KEYS[i]     counter i's window key as the caller's clock places the call,
+--             "<counter>:<window start, epoch s>" (lib/fixed_window_step.lua: Redis' TIME decides
+--             the window; the declared key routes the call, also while its slot migrates); all
+--             keys of one call share a hash slot. A key may appear more than once: each occurrence is judged on
 --             its own and, in count mode, charged in turn, as the reference's pipeline of INCRBY.
 -- ARGV[1]     mode: 0 = count: each counter in turn charged its hits (hits 0: read only);
 --             1 = stop (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, the reference's rule): every

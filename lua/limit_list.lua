@@ -13,7 +13,8 @@
 -- against the reference model).
 --
 -- KEYS[1]     the first list's first counter. KEYS holds the counters of list 1, then those of
---             list 2, and so on; KEYS[i] (i = 1..n) as lua/<algorithm_i>.lua stores it. All in
+--             list 2, and so on; KEYS[i] (i = 1..n) as lua/<algorithm_i>.lua takes it (a fixed
+--             window's: its window key, lib/fixed_window_step.lua). All in
 --             one slot (a list's counters share the descriptor's hash tag). A counter appears at
 --             most once in a list (refused otherwise); it may appear in several lists.
 -- ARGV[1]     mode: 0 = decide and charge each list all or none, 2 = look (judge only, charge

@@ -10,6 +10,14 @@
 -- has not expired yet is never taken for a later window's. The window's key appends to the
 -- counter's name, after its hash tag: it lives in the counter's slot.
 --
+-- The caller declares the window's key, as its own clock places the call (KEYS, or a mode-3
+-- call's names): in a Redis Cluster a slot being migrated is served where its declared keys are,
+-- so the key that holds the count must be the declared one (declaring the counter's name, which
+-- holds nothing, sent every call of a migrating slot to the importing node, which counted
+-- afresh and then refused the migration of the real key, BUSYKEY). Redis' TIME still decides:
+-- when it places the call in another window (clock skew, or a call at an edge), the step counts
+-- in that window's key, derived from the declared one.
+--
 -- An older floodgate kept the counter in "<counter>" itself, as "<s>:<c>:<p>" (s the start of the
 -- latest window counted in, epoch ms, c its count, p the count of the window before) or, older
 -- still, a plain integer (the current window's count). For windows longer than a minute, a
@@ -21,25 +29,27 @@
 -- of hits at an upgrade.
 --
 -- Provides
---   fixed_window_step(base, now, w, h, h_text) -> count, reset_ms, key: counter `base`'s count in
---     the window of `w` ms that holds `now`, after `h` more hits (h = 0: as it stands, nothing
---     written), the ms until that window ends (>= 1), and the window's key. `h_text`: h as the
+--   fixed_window_step(declared, now, w, h, h_text) -> count, reset_ms, key: the count of the
+--     counter whose window key the caller declared (`<counter>:<start s>`) in the window of `w`
+--     ms that holds `now`, after `h` more hits (h = 0: as it stands, nothing written), the ms
+--     until that window ends (>= 1), and the window's key. `h_text`: h as the
 --     call's ARGV wrote it (a whole number), passed to INCRBY as it is: a Lua number would be
 --     printed as a double.
 
-local fw_format, fw_match, fw_rcall, fw_tonumber = string.format, string.match, redis.call, tonumber
+local fw_format, fw_match, fw_sub, fw_rcall, fw_tonumber = string.format, string.match, string.sub, redis.call, tonumber
 -- ":<window start, epoch s>" per window length, for this call's `now` (a script's top-level
 -- locals live for one call): formatted once, not once a key.
 local fw_suffixes = {}
 
-local function fixed_window_step(base, now, w, h, h_text)
+local function fixed_window_step(declared, now, w, h, h_text)
   local start = now - now % w
   local suffix = fw_suffixes[w]
   if suffix == nil then
     suffix = fw_format(':%d', start / 1000)
     fw_suffixes[w] = suffix
   end
-  local key = base .. suffix
+  local key = declared
+  if fw_sub(declared, -#suffix) ~= suffix then key = (fw_match(declared, '^(.*):%d+$') or declared) .. suffix end
   local count
   if h > 0 then
     count = fw_rcall('INCRBY', key, h_text)
@@ -52,8 +62,14 @@ local function fixed_window_step(base, now, w, h, h_text)
   -- The window has no count here before this call: for a window longer than a minute, an older
   -- floodgate's value may hold one, the count of s = start, the previous count when s = start +
   -- w (the clock stepped back one window), none past its expiry (s + 2w).
-  local before, plain = 0, false
-  local value = w > 60000 and fw_rcall('GET', base)
+  -- (A value of another type there is not an older floodgate's: redis.pcall, and nothing taken.)
+  local before, plain, base = 0, false, nil
+  local value = nil
+  if w > 60000 then
+    base = fw_match(key, '^(.*):%d+$')
+    value = redis.pcall('GET', base)
+    if type(value) ~= 'string' then value = nil end
+  end
   if value then
     local vs, vc, vp = fw_match(value, '^(%d+):(%d+):(%d+)$')
     if vs == nil then

@@ -61,6 +61,15 @@ export function counterKey(prefix: string, counter: CounterId, spec: LimitSpec):
   return redisKey(prefix, counterIdentity(counter, spec));
 }
 
+/**
+ * The key of a fixed-window counter's window that holds `nowMs` (lua/lib/fixed_window_step.lua):
+ * `<counter key>:<window start, epoch s>`, in the counter's hash slot.
+ */
+export function fixedWindowKey(counterKey: string, windowSeconds: number, nowMs: number): string {
+  const w = windowSeconds * 1000;
+  return counterKey + ':' + (nowMs - (nowMs % w)) / 1000;
+}
+
 /** counterKey of `check`'s counter, from its memoised identity. */
 export function checkKey(prefix: string, check: LimitCheck): string {
   return redisKey(prefix, identityOf(check));

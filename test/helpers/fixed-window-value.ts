@@ -10,11 +10,7 @@ function send(node: CommandSender, ...args: (string | number)[]): Promise<unknow
   return 'command' in node ? node.command(...args) : node.call(...args);
 }
 
-/** The key of `counter`'s window of `windowSeconds` that holds `nowMs`. */
-export function fixedWindowKey(counter: string, windowSeconds: number, nowMs: number): string {
-  const w = windowSeconds * 1000;
-  return `${counter}:${(nowMs - (nowMs % w)) / 1000}`;
-}
+export { fixedWindowKey } from '../../src/limiter/counter-key';
 
 /** The window keys of `counter` on `node` (KEYS: tests only), latest window first. */
 export async function fixedWindowKeys(node: CommandSender, counter: string): Promise<string[]> {

@@ -179,9 +179,10 @@ describe('differential: reference model, memory backend and Lua scripts agree on
       for (let first = 0; first < trace.length; first += CHUNK) {
         const pipeline = redis.pipeline();
         for (const st of trace.slice(first, first + CHUNK)) {
-          const keys = st.checks.map((c) => keyOf(c.counter, c.spec));
+          const checks = limitChecks(st);
+          const keys = st.checks.map((c, k) => script.declaredKey(keyOf(c.counter, c.spec), checks[k]!, st.now));
           const args: (number | string)[] = [script.mode(st.stop ? 'stop' : 'count')];
-          for (const c of limitChecks(st)) script.pushArgs(args, c);
+          for (const c of checks) script.pushArgs(args, c);
           args.push(st.now);
           pipeline.evalsha(expireSha, allKeys.length, ...allKeys, st.now);
           pipeline.evalsha(shas[algorithm]!, keys.length, ...keys, ...args);

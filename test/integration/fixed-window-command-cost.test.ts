@@ -43,7 +43,14 @@ describe('fixed_window.lua: Redis commands per key', () => {
 
   /** One count-mode call of `keys`, one hit each, at the pinned time `now`. */
   const count = (keys: readonly string[], now: number) =>
-    t.client.evalsha(sha(), keys.length, ...keys, 0, ...keys.flatMap(() => [1, 1_000_000, WINDOW_S]), now);
+    t.client.evalsha(
+      sha(),
+      keys.length,
+      ...keys.map((k) => fixedWindowKey(k, WINDOW_S, now)),
+      0,
+      ...keys.flatMap(() => [1, 1_000_000, WINDOW_S]),
+      now,
+    );
 
   it("a hit in a window already counted is one INCRBY, the window's expiry kept as it is", async () => {
     const edge = (Math.floor(Date.now() / WINDOW_MS) + 10) * WINDOW_MS;
@@ -79,8 +86,8 @@ describe('fixed_window.lua: Redis commands per key', () => {
     const hour = 3_600_000;
     const hourEdge = (Math.floor(Date.now() / hour) + 1) * hour;
     const hourCalls = await commandsOf(async () => {
-      await t.client.evalsha(sha(), 1, hourly, 0, 1, 1_000_000, 3600, hourEdge + 5);
-      await t.client.evalsha(sha(), 1, hourly, 0, 1, 1_000_000, 3600, hourEdge + 6);
+      await t.client.evalsha(sha(), 1, fixedWindowKey(hourly, 3600, hourEdge), 0, 1, 1_000_000, 3600, hourEdge + 5);
+      await t.client.evalsha(sha(), 1, fixedWindowKey(hourly, 3600, hourEdge), 0, 1, 1_000_000, 3600, hourEdge + 6);
     });
     expect(hourCalls).toEqual({ incrby: 2, get: 1, pexpireat: 1 });
   });
@@ -91,8 +98,8 @@ describe('fixed_window.lua: Redis commands per key', () => {
     await count([counted], edge + 1);
     const calls = await commandsOf(() =>
       Promise.all([
-        t.client.evalsha(sha(), 1, counted, 2, 1, 1_000_000, WINDOW_S, edge + 2),
-        t.client.evalsha(sha(), 1, fresh, 2, 1, 1_000_000, WINDOW_S, edge + 2),
+        t.client.evalsha(sha(), 1, fixedWindowKey(counted, WINDOW_S, edge), 2, 1, 1_000_000, WINDOW_S, edge + 2),
+        t.client.evalsha(sha(), 1, fixedWindowKey(fresh, WINDOW_S, edge), 2, 1, 1_000_000, WINDOW_S, edge + 2),
       ]),
     );
     expect(calls).toEqual({ get: 2 });
@@ -103,7 +110,25 @@ describe('fixed_window.lua: Redis commands per key', () => {
 describe('limit_list.lua: Redis commands per fixed-window key of a list', () => {
   /** One count-mode call of one list of fixed windows of 60 s and 3600 s with `limits`, `hits` each. */
   const list = (keys: readonly [string, string], limits: readonly [number, number], hits: number, now: number) =>
-    t.client.evalsha(t.sha.limit_list!, 2, ...keys, 0, 2, 1, hits, limits[0], 60, 0, 1, hits, limits[1], 3600, 0, now);
+    t.client.evalsha(
+      t.sha.limit_list!,
+      2,
+      fixedWindowKey(keys[0], 60, now),
+      fixedWindowKey(keys[1], 3600, now),
+      0,
+      2,
+      1,
+      hits,
+      limits[0],
+      60,
+      0,
+      1,
+      hits,
+      limits[1],
+      3600,
+      0,
+      now,
+    );
 
   it('an admitted list is one INCRBY a key; a refused one takes its charges back, leaving no count and no new key', async () => {
     const edge = (Math.floor(Date.now() / 3_600_000) + 1) * 3_600_000;

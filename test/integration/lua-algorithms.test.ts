@@ -46,7 +46,8 @@ async function runScript(
   const argv: (string | number)[] = [mode];
   for (const c of checks) script.pushArgs(argv, c);
   if (now !== undefined) argv.push(now);
-  const reply = (await client.evalsha(sha, keys.length, ...keys, ...argv)) as unknown[];
+  const declared = keys.map((k, i) => script.declaredKey(k, checks[i]!, now ?? Date.now()));
+  const reply = (await client.evalsha(sha, keys.length, ...declared, ...argv)) as unknown[];
   expect(reply).toHaveLength(script.replyWidth * keys.length);
   for (const v of reply) expect(Number.isInteger(v)).toBe(true);
   return checks.map((c, i) => script.decode(reply as number[], i, c, PASS_OF[mode]!));

@@ -53,7 +53,9 @@ async function fixedWindow(
   }));
   for (const c of checks) FIXED_WINDOW.pushArgs(argv, c);
   if (pinnedNowMs !== undefined) argv.push(pinnedNowMs);
-  const reply = (await client.evalsha(sha, keys.length, ...keys, ...argv)) as unknown[];
+  // Each counter's window key, as this process' clock places the call (lib/fixed_window_step.lua).
+  const declared = keys.map((k, i) => FIXED_WINDOW.declaredKey(k, checks[i]!, pinnedNowMs ?? Date.now()));
+  const reply = (await client.evalsha(sha, keys.length, ...declared, ...argv)) as unknown[];
   expect(reply).toHaveLength(FIXED_WINDOW.replyWidth * keys.length);
   for (const v of reply) expect(Number.isInteger(v)).toBe(true);
   return checks.map((c, i) => {
@@ -190,6 +192,28 @@ describe.each([
     expect((await call([key], MODE_COUNT_ALL, [one(0, 3, 10)], edge + 5_000))[0]!.count).toBe(3);
     expect(await t.client.call('PEXPIRETIME', fixedWindowKey(key, 10, edge))).toBe(edge + 2 * w);
     expect((await call([key], MODE_COUNT_ALL, [one(1, 3, 10)], edge + 29_999))[0]!.count).toBe(3);
+  });
+
+  it("counts in Redis' window when the caller's clock declared another window's key", async () => {
+    const w = 60_000;
+    const edge = (Math.floor(Date.now() / w) + 3) * w;
+    const [key] = keysFor(1) as [string];
+    const sha = t.sha.fixed_window!;
+    // The caller's clock is 1 ms behind: it declares the window before the edge.
+    expect(await t.client.evalsha(sha, 1, fixedWindowKey(key, 60, edge - 1), 0, 2, 10, 60, edge)).toEqual([2, w]);
+    expect(await t.client.get(fixedWindowKey(key, 60, edge))).toBe('2');
+    expect(await t.client.exists(fixedWindowKey(key, 60, edge - 1))).toBe(0);
+    // Declared as Redis' clock places it: the same key.
+    expect(await t.client.evalsha(sha, 1, fixedWindowKey(key, 60, edge), 0, 1, 10, 60, edge + 5)).toEqual([3, w - 5]);
+  });
+
+  it("ignores a value of another type at the counter's name: the window counts, with its expiry", async () => {
+    const [key] = keysFor(1) as [string];
+    await t.client.hset(key, 'a', '1');
+    expect((await call([key], MODE_COUNT_ALL, [one(1, 10)]))[0]!.count).toBe(1);
+    expect((await call([key], MODE_COUNT_ALL, [one(1, 10)]))[0]!.count).toBe(2);
+    expect(await t.client.pttl((await windowKeysOf(key))[0]!)).toBeGreaterThan(0);
+    await t.client.del(key);
   });
 
   it('aligns windows to the epoch', async () => {

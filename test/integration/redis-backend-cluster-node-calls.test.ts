@@ -125,6 +125,49 @@ describe.each([
   }, 60_000);
 });
 
+describe('a slot being migrated (redis-cli --cluster reshard), its keys not moved yet', () => {
+  const tight = { algorithm: 'fixed_window' as const, limit: 3, windowSeconds: 3600, burst: 0 };
+  const day = { algorithm: 'fixed_window' as const, limit: 100, windowSeconds: 86_400, burst: 0 };
+  const one = (value: string): LimitCheck[] => [{ ...check(value, 1), spec: tight }];
+  const hourAndDay = (value: string): LimitCheck[] => [
+    { ...check(value, 1), spec: tight, listSize: 2 },
+    { ...check(value, 1), spec: day },
+  ];
+
+  test.each([
+    ['one limit', one],
+    ['a rate_limits list of an hour and a day', hourAndDay],
+  ] as const)(
+    '%s: a counter over its limit stays over, and the keys migrate',
+    async (_shape, request) => {
+      const masters = cluster.masters();
+      const value = `mig-${request === one ? 'one' : 'list'}`;
+      const slot = keySlot(keyOf(value));
+      const source = await ownerOf(masters[0]!, masters, slot);
+      const target = masters.find((m) => m !== source)!;
+      const limiter = await newLimiter();
+      const allowed = async () =>
+        (await limiter.check(request(value), { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false })).every((r) => r.allowed);
+      try {
+        expect([await allowed(), await allowed(), await allowed(), await allowed()]).toEqual([true, true, true, false]);
+        await target.command('CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
+        await source.command('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
+        // The counts are on `source` still: its calls must run there, not start afresh on `target`.
+        expect([await allowed(), await allowed(), await allowed()]).toEqual([false, false, false]);
+        const keys = (await source.command('CLUSTER', 'GETKEYSINSLOT', slot, 1000)) as string[];
+        expect(keys.length).toBeGreaterThan(0);
+        // Nothing of the slot was written on `target` meanwhile, so the keys move (no BUSYKEY).
+        expect(await source.command('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...keys)).toBe('OK');
+        for (const m of masters) await m.command('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
+        expect(await allowed()).toBe(false);
+      } finally {
+        await limiter.close();
+      }
+    },
+    60_000,
+  );
+});
+
 describe("a node's mode-3 call", () => {
   test("a node's mode-3 call counts the named counters of its slots, and answers one of another master's slot as not served, writing nothing", async () => {
     const masters = cluster.masters();

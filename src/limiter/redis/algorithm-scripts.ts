@@ -1,4 +1,5 @@
 import { ALGORITHMS, type Algorithm } from '../../domain/algorithm';
+import { fixedWindowKey } from '../counter-key';
 import type { LimitCheck, LimitResult } from '../limiter';
 import { loadLuaScript, type LuaScript } from './lua-script';
 
@@ -59,6 +60,12 @@ export interface AlgorithmScript {
   pushGroupHeader(args: (number | string)[], size: number): void;
   /** Appends the ARGV of one check. */
   pushArgs(args: (number | string)[], check: LimitCheck): void;
+  /**
+   * The key a call declares for `check`'s counter `counterKey` at `nowMs` (the caller's clock):
+   * where the counter's state lives, so that a Redis Cluster routes the call (also while its
+   * slot migrates) to the node that holds it. A fixed window's is its window's key.
+   */
+  declaredKey(counterKey: string, check: LimitCheck, nowMs: number): string;
   /** The result of key j of the reply, for `check` sent in a call for `pass`. */
   decode(reply: readonly number[], j: number, check: LimitCheck, pass: CallPass): LimitResult;
   /** True when one of the first `count` counters of a mode-3 reply was not served by the node the call went to. */
@@ -79,6 +86,7 @@ function algorithmScript(name: Algorithm | 'limit_list', wrap: WrapScript): Algo
     pushArgs(args, c) {
       args.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
     },
+    declaredKey: (counterKey) => counterKey,
     decode(reply, j) {
       const at = j * REPLY_WIDTH;
       return {
@@ -115,6 +123,7 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
     pushArgs(args, c) {
       args.push(c.hits, c.spec.limit, c.spec.windowSeconds);
     },
+    declaredKey: (counterKey, c, nowMs) => fixedWindowKey(counterKey, c.spec.windowSeconds, nowMs),
     decode(reply, j, check, pass) {
       const used = reply[j * FIXED_WINDOW_REPLY_WIDTH] as number;
       const resetMs = reply[j * FIXED_WINDOW_REPLY_WIDTH + 1] as number;
@@ -161,7 +170,10 @@ const LIST_ALGORITHM = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i + 1])) 
  * call decides each list in turn, as separate calls in that order would. It never charges a
  * denied hit, so STOP mode holds it back like an admitted-hits algorithm.
  */
-export function limitListScript(wrap: WrapScript = (script) => script): AlgorithmScript {
+export function limitListScript(
+  wrap: WrapScript = (script) => script,
+  scripts: Readonly<Record<Algorithm, AlgorithmScript>> = algorithmScripts(wrap),
+): AlgorithmScript {
   const decodeAs = algorithmScript('limit_list', wrap);
   return {
     ...decodeAs,
@@ -174,5 +186,7 @@ export function limitListScript(wrap: WrapScript = (script) => script): Algorith
     pushArgs(args, c) {
       args.push(LIST_ALGORITHM[c.spec.algorithm], c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
     },
+    // Each counter of a list is kept as its algorithm's script keeps it.
+    declaredKey: (counterKey, c, nowMs) => scripts[c.spec.algorithm].declaredKey(counterKey, c, nowMs),
   };
 }

@@ -81,7 +81,7 @@ export class RedisLimiter implements Limiter {
 
   constructor(private readonly options: RedisLimiterOptions) {
     this.scripts = algorithmScripts(options.wrapScript);
-    this.listScript = limitListScript(options.wrapScript);
+    this.listScript = limitListScript(options.wrapScript, this.scripts);
     this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
     this.coalescer = new CallCoalescer({ ...options.coalescing, ...(options.observer ? { observer: options.observer } : {}) });
     // A (re)connected client is worth trying at once, not after the breaker's open time.
@@ -93,7 +93,7 @@ export class RedisLimiter implements Limiter {
   }
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
-    const groups = this.group(checks);
+    const groups = this.group(checks, this.options.pinnedNow?.() ?? Date.now());
     try {
       admitOrThrow(groups);
     } catch (err) {
@@ -168,18 +168,20 @@ export class RedisLimiter implements Limiter {
     return breaker;
   }
 
-  private group(checks: readonly LimitCheck[]): SlotGroup[] {
+  /** The checks' script calls; `nowMs` (this process' clock) places each counter's declared key (AlgorithmScript.declaredKey). */
+  private group(checks: readonly LimitCheck[], nowMs: number): SlotGroup[] {
     const { client, perSecondClient, keyPrefix } = this.options;
     // A request has a handful of groups at most: a list searched in turn costs less than a Map.
     const groups: SlotGroup[] = [];
     for (let i = 0; i < checks.length; i++) {
       const check = checks[i] as LimitCheck;
       if (check.listSize !== undefined && check.listSize > 1) {
-        groups.push(this.listGroup(checks, i));
+        groups.push(this.listGroup(checks, i, nowMs));
         i += check.listSize - 1;
         continue;
       }
-      const key = checkKey(keyPrefix, check);
+      const algorithm = this.scripts[check.spec.algorithm];
+      const key = algorithm.declaredKey(checkKey(keyPrefix, check), check, nowMs);
       const side = perSecondClient !== undefined && check.spec.windowSeconds === 1 ? 1 : 0;
       const target = side === 1 ? (perSecondClient as RedisClient) : client;
       // Outside a cluster every key lives on one server: one script call for all of them.
@@ -226,13 +228,14 @@ export class RedisLimiter implements Limiter {
    * lists to one slot, of this request and of concurrent ones, share a batch key: the coalescer
    * sends them as one call, each list carrying its own header.
    */
-  private listGroup(checks: readonly LimitCheck[], first: number): SlotGroup {
+  private listGroup(checks: readonly LimitCheck[], first: number, nowMs: number): SlotGroup {
     const { client, keyPrefix } = this.options;
     const size = Math.min((checks[first] as LimitCheck).listSize as number, checks.length - first);
     const keys: string[] = [];
     const indexes: number[] = [];
     for (let i = first; i < first + size; i++) {
-      keys.push(checkKey(keyPrefix, checks[i] as LimitCheck));
+      const check = checks[i] as LimitCheck;
+      keys.push(this.listScript.declaredKey(checkKey(keyPrefix, check), check, nowMs));
       indexes.push(i);
     }
     const slot = client instanceof Cluster ? calculateSlot(keys[0] as string) : -1;

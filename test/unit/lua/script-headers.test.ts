@@ -151,10 +151,15 @@ describe('lua/lib', () => {
     });
   });
 
-  it('fixed_window_step builds a window key only by appending to the counter name, after its hash tag (its slot)', () => {
+  it('fixed_window_step counts in the declared window key, or builds one only by appending to the counter name, after its hash tag (its slot)', () => {
     const code = fs.readFileSync(path.join(libDir, 'fixed_window_step.lua'), 'utf8');
     expect([...code.matchAll(/fw_format\(([^)]*)\)/g)].map((m) => m[1])).toEqual(["':%d', start / 1000"]);
-    expect([...code.matchAll(/local key = (.*)/g)].map((m) => m[1])).toEqual(['base .. suffix']);
+    // The declared key, or (Redis' TIME in another window) the declared key's counter name plus
+    // TIME's window: nothing else.
+    expect([...code.matchAll(/local key = (.*)/g)].map((m) => m[1])).toEqual(['declared']);
+    expect([...code.matchAll(/\bkey = ([^=\n]*\.\.[^\n]*)/g)].map((m) => m[1])).toEqual([
+      "(fw_match(declared, '^(.*):%d+$') or declared) .. suffix end",
+    ]);
   });
 
   it('read_call documents the 4-integer argument layout per key that the limiter sends', () => {
