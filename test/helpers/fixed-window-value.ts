@@ -12,11 +12,16 @@ function send(node: CommandSender, ...args: (string | number)[]): Promise<unknow
 
 export { fixedWindowKey } from '../../src/limiter/counter-key';
 
+/** Of `keys`, the window keys of `counter`, latest window first. */
+export function windowKeysAmong(keys: readonly string[], counter: string): string[] {
+  const start = (k: string) => k.slice(counter.length + 1);
+  return keys.filter((k) => k.startsWith(`${counter}:`) && /^\d+$/.test(start(k))).sort((a, b) => Number(start(b)) - Number(start(a)));
+}
+
 /** The window keys of `counter` on `node` (KEYS: tests only), latest window first. */
 export async function fixedWindowKeys(node: CommandSender, counter: string): Promise<string[]> {
   const pattern = counter.replace(/[*?[\]\\]/g, '\\$&') + ':*';
-  const keys = ((await send(node, 'KEYS', pattern)) as unknown[]).map(String).filter((k) => /^\d+$/.test(k.slice(counter.length + 1)));
-  return keys.sort((a, b) => Number(b.slice(counter.length + 1)) - Number(a.slice(counter.length + 1)));
+  return windowKeysAmong(((await send(node, 'KEYS', pattern)) as unknown[]).map(String), counter);
 }
 
 // A window's own key, as SCAN finds it: `<prefix>rl:{...}:fixed_window:<window s>:<start s>`.

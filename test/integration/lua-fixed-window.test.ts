@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { algorithmScripts, type CallPass } from '../../src/limiter/redis/algorithm-scripts';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
 import type { LimitCheck } from '../../src/limiter/limiter';
-import { fixedWindowKey } from '../helpers/fixed-window-value';
+import { fixedWindowKey, windowKeysAmong } from '../helpers/fixed-window-value';
 import { clusterTarget, standaloneTarget, type ScriptClient as Client, type ScriptTarget } from '../helpers/script-targets';
 
 const SOURCE = readLuaScript('fixed_window');
@@ -90,10 +90,7 @@ describe.each([
     fixedWindow({ client: t.client, sha: t.sha.fixed_window! }, keys, mode, counters, now);
 
   /** The window keys of counter `base` (lib/fixed_window_step.lua), the latest window first. */
-  const windowKeysOf = async (base: string): Promise<string[]> =>
-    (await t.allKeys())
-      .filter((k) => k.startsWith(`${base}:`))
-      .sort((a, b) => Number(b.slice(base.length + 1)) - Number(a.slice(base.length + 1)));
+  const windowKeysOf = async (base: string): Promise<string[]> => windowKeysAmong(await t.allKeys(), base);
   /** The count in `base`'s latest window; null when it has none. */
   const storedCount = async (base: string): Promise<number | null> => {
     const [latest] = await windowKeysOf(base);

@@ -15,6 +15,7 @@ import { loadSettings } from '../../src/settings';
 import { keySlot, startCluster, type ClusterNode, type RedisClusterHarness } from '../harness/redis-servers';
 import { within } from '../harness/wait';
 import { fixedWindowCount } from '../helpers/fixed-window-value';
+import { scriptCalls } from './redis-backend-helpers';
 
 const PREFIX = 'mv_';
 const spec = { algorithm: 'fixed_window' as const, limit: 1000, windowSeconds: 3600, burst: 1000 };
@@ -43,16 +44,6 @@ async function moveSlot(slot: number, source: ClusterNode, target: ClusterNode, 
   const keys = (await source.command('CLUSTER', 'GETKEYSINSLOT', slot, 1000)) as string[];
   if (keys.length > 0) await source.command('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...keys);
   for (const m of masters) await m.command('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
-}
-
-/** EVALSHA and EVAL calls the masters have run (INFO commandstats). */
-async function scriptCalls(masters: ClusterNode[]): Promise<number> {
-  let total = 0;
-  for (const m of masters) {
-    const info = String(await m.command('INFO', 'commandstats'));
-    for (const match of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) total += Number(match[1]);
-  }
-  return total;
 }
 
 let cluster: RedisClusterHarness;

@@ -7,20 +7,11 @@ import type { LimitCheck } from '../../src/limiter/limiter';
 import { DEFAULT_MAX_KEYS_PER_CALL } from '../../src/limiter/redis/call-coalescer';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
-import { awayFromWindowEdge, CountingBreaker } from './redis-backend-helpers';
+import { awayFromWindowEdge, CountingBreaker, scriptCalls } from './redis-backend-helpers';
 import { within } from '../harness/wait';
 
 const spec = { algorithm: 'fixed_window' as const, limit: 50, windowSeconds: 3600, burst: 50 };
 const check = (value: string, hits = 1): LimitCheck => ({ counter: { domain: 'co', entries: [{ key: 'k', value }] }, spec, hits });
-
-async function evalCalls(nodes: { command(...a: string[]): Promise<unknown> }[]): Promise<number> {
-  let total = 0;
-  for (const node of nodes) {
-    const info = String(await node.command('INFO', 'commandstats'));
-    for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) total += Number(m[1]);
-  }
-  return total;
-}
 
 let standalone: RedisProcess;
 let cluster: RedisClusterHarness;
@@ -56,9 +47,9 @@ describe.each([
 
   test('200 concurrent requests for one counter: one or a few script calls, counts 1..200 each once', async () => {
     const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
-    const calls0 = await evalCalls(nodes());
+    const calls0 = await scriptCalls(nodes());
     const results = await Promise.all(Array.from({ length: 200 }, () => limiter.check([check('hot')], options)));
-    const calls = (await evalCalls(nodes())) - calls0;
+    const calls = (await scriptCalls(nodes())) - calls0;
     expect(results.map((r) => r[0]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
     expect(results.filter((r) => r[0]!.allowed)).toHaveLength(50);
     // Merged: far fewer script calls than requests (a NOSCRIPT retry may add one).
@@ -74,9 +65,9 @@ describe.each([
       { counter, spec: { algorithm: 'token_bucket', limit: 120, windowSeconds: 86_400, burst: 120 }, hits: 1 },
     ];
     const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
-    const calls0 = await evalCalls(nodes());
+    const calls0 = await scriptCalls(nodes());
     const results = await Promise.all(Array.from({ length: 200 }, () => limiter.check(request, options)));
-    const calls = (await evalCalls(nodes())) - calls0;
+    const calls = (await scriptCalls(nodes())) - calls0;
     const admitted = results.filter((r) => r[0]!.allowed && r[1]!.allowed);
     expect(admitted).toHaveLength(120);
     // All or nothing: the hour counted only the admitted lists, each once.
@@ -89,9 +80,9 @@ describe.each([
     const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
     const values = Array.from({ length: 200 }, (_, i) => `spread${i}`);
     await Promise.all(values.map((v) => limiter.check([check(v, 2)], options)));
-    const calls0 = await evalCalls(nodes());
+    const calls0 = await scriptCalls(nodes());
     const results = await Promise.all(values.map((v) => limiter.check([check(v, 3)], options)));
-    const calls = (await evalCalls(nodes())) - calls0;
+    const calls = (await scriptCalls(nodes())) - calls0;
     expect(results.map((r) => r[0]!.used)).toEqual(values.map(() => 5));
     // One call per node (a cluster's counters merged across the node's slots), as on a single
     // Redis; a NOSCRIPT retry may add one per node.
@@ -100,9 +91,9 @@ describe.each([
 
   test('REDIS_PIPELINE_LIMIT caps the keys of one merged call', async () => {
     const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
-    const calls0 = await evalCalls(nodes());
+    const calls0 = await scriptCalls(nodes());
     const results = await Promise.all(Array.from({ length: 100 }, () => limited.check([check('capped')], options)));
-    const calls = (await evalCalls(nodes())) - calls0;
+    const calls = (await scriptCalls(nodes())) - calls0;
     expect(results.map((r) => r[0]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
     expect(calls).toBeGreaterThanOrEqual(10);
     expect(calls).toBeLessThanOrEqual(12);
@@ -110,14 +101,14 @@ describe.each([
 
   test('REDIS_PIPELINE_WINDOW collects calls made over several event-loop turns', async () => {
     const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
-    const calls0 = await evalCalls(nodes());
+    const calls0 = await scriptCalls(nodes());
     const pending = [];
     for (let burst = 0; burst < 3; burst++) {
       for (let i = 0; i < 10; i++) pending.push(windowed.check([check('slow')], options));
       await new Promise((r) => setTimeout(r, 5));
     }
     const results = await Promise.all(pending);
-    const calls = (await evalCalls(nodes())) - calls0;
+    const calls = (await scriptCalls(nodes())) - calls0;
     expect(results.map((r) => r[0]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
     // Three bursts 5 ms apart fall into one 40 ms window (a NOSCRIPT retry may add one).
     expect(calls).toBeLessThanOrEqual(2);
@@ -143,11 +134,11 @@ describe.each([
         hits: 1,
       }));
       const options = { deadline: Date.now() + 20_000, stopIncrementWhenOverLimit: false };
-      const calls0 = await evalCalls(nodes());
+      const calls0 = await scriptCalls(nodes());
       const started = performance.now();
       const outcomes = await Promise.allSettled(Array.from({ length: 700 }, () => wide.check(request, options)));
       const ms = performance.now() - started;
-      const calls = (await evalCalls(nodes())) - calls0;
+      const calls = (await scriptCalls(nodes())) - calls0;
       const failed = outcomes.filter((o) => o.status === 'rejected');
       expect(failed.length, failed.length > 0 ? String((failed[0] as PromiseRejectedResult).reason) : '').toBe(0);
       const results = outcomes.map((o) => (o as PromiseFulfilledResult<Awaited<ReturnType<RedisLimiter['check']>>>).value);

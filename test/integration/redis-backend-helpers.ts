@@ -30,6 +30,16 @@ export async function scanKeys(node: RedisNode, prefix: string): Promise<string[
   throw new Error(`SCAN on ${node.url} did not finish`);
 }
 
+/** The EVALSHA and EVAL calls `nodes` have run (INFO commandstats): script calls, merged or not. */
+export async function scriptCalls(nodes: readonly RedisNode[]): Promise<number> {
+  let total = 0;
+  for (const node of nodes) {
+    const info = String(await node.command('INFO', 'commandstats'));
+    for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) total += Number(m[1]);
+  }
+  return total;
+}
+
 /** The PTTL of every key under `prefix` on `node`. */
 export async function pttls(node: RedisNode, prefix: string): Promise<Map<string, number>> {
   const out = new Map<string, number>();
