@@ -35,9 +35,10 @@
 
 -- @include lib/int.lua
 -- @include lib/fixed_window_step.lua
+-- @include lib/fixed_window_args.lua
 -- @include lib/not_served_here.lua
 
-local argv, keys, floor, tonumber, find = ARGV, KEYS, math.floor, tonumber, string.find
+local argv, keys, floor, tonumber = ARGV, KEYS, math.floor, tonumber
 local nargs, n = #ARGV, #KEYS
 local function refuse(...)
   return redis.error_reply('ERR fixed_window: ' .. string.format(...))
@@ -72,16 +73,12 @@ local hits, hit_texts, limits, windows = {}, {}, {}, {}
 for i = 1, n do
   local at = width * i - 1
   if width == 4 then keys[i] = argv[at - 1] end
-  -- The hits go to INCRBY as written (lib/fixed_window_step.lua): plain decimal digits only.
   local h_text = argv[at]
-  local h = (h_text == '0' or find(h_text, '^[1-9]%d*$')) and tonumber(h_text)
-  local l, w = tonumber(argv[at + 1]), tonumber(argv[at + 2])
-  if not (h and l and w and h >= 0 and l >= 0 and w >= 1
-      and h < 9007199254740992 and l < 9007199254740992 and w < 9007199254740992
-      and h == floor(h) and l == floor(l) and w == floor(w)) then
+  local h, l, w = fixed_window_args(h_text, argv[at + 1], argv[at + 2])
+  if h == nil then
     return refuse('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, at, at + 2)
   end
-  hits[i], hit_texts[i], limits[i], windows[i] = h, h_text, l, w * 1000
+  hits[i], hit_texts[i], limits[i], windows[i] = h, h_text, l, w
 end
 
 local out = {}

@@ -1,4 +1,5 @@
--- limit_list: `rate_limits` lists (issue 21), each decided as one unit, several lists in one
+-- limit_list: `rate_limits` lists (issue 21) that mix algorithms (a list of fixed windows only
+-- goes to lua/fixed_window_list.lua, leaner), each decided as one unit, several lists in one
 -- atomic call (call-coalescer.ts merges the lists of concurrent requests into one call, as it
 -- merges other scripts' keys). The lists run in order, each on its own: every limit of a list is
 -- judged first; the hits are then charged to every counter of the list when all admit them, and

@@ -1,5 +1,6 @@
--- lib/fixed_window_step.lua: the fixed window's storage, shared by lua/fixed_window.lua and
--- lua/limit_list.lua so that a counter means the same to both (needs lib/int.lua first).
+-- lib/fixed_window_step.lua: the fixed window's storage, shared by lua/fixed_window.lua,
+-- lua/fixed_window_list.lua and lua/limit_list.lua so that a counter means the same to all three
+-- (needs lib/int.lua first).
 --
 -- Layout (issue 20): one key per counter and window, "<counter>:<window start, epoch s>", holding
 -- the window's count as a plain integer, as the reference keeps one key per window. A hit is one

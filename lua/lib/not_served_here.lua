@@ -1,5 +1,6 @@
 -- lib/not_served_here.lua: the errors of a counter a Redis Cluster node will not count in a call
--- that names its counters in ARGV (mode 3 of lib/read_call.lua and of lua/limit_list.lua).
+-- that names its counters in ARGV (mode 3 of lua/fixed_window.lua, lua/fixed_window_list.lua and
+-- lua/limit_list.lua).
 -- Provides
 --   not_served_here(err) -> true when `err` (an error reply's text, or nil) says the key's slot
 --     is not this node's (it moved, or is moving), or that the server refuses a script keys of

@@ -370,7 +370,8 @@ interface ListStep {
 
 /**
  * Four descriptors with a list of mixed algorithms (never two on one counter), two with one
- * limit; a list's limit is sometimes counted alone, on the same key.
+ * limit, two with a list of fixed windows; a list's limit is sometimes counted alone, on the
+ * same key.
  */
 function makeListTrace(seed: number, steps: number): { descriptors: ListDescriptor[]; trace: ListStep[] } {
   const random = seededRandom(seed);
@@ -385,6 +386,16 @@ function makeListTrace(seed: number, steps: number): { descriptors: ListDescript
       specs.push({ algorithm, windowSeconds, limit: 1 + random(5), burst: 1 + random(6) });
     }
     descriptors.push({ index, specs });
+  }
+  // Two lists of fixed windows only, which RedisLimiter sends to lua/fixed_window_list.lua (the
+  // others go to lua/limit_list.lua): one of two windows, one of three.
+  for (const size of [2, 3]) {
+    const windows = [1, 2, 5];
+    if (size === 2) windows.splice(random(3), 1);
+    descriptors.push({
+      index: descriptors.length,
+      specs: windows.map((windowSeconds) => ({ algorithm: 'fixed_window', windowSeconds, limit: 1 + random(5), burst: 1 })),
+    });
   }
   let now = TRACE_START + random(86_400_000);
   const trace: ListStep[] = [];

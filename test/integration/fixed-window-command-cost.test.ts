@@ -4,7 +4,9 @@
 // and the algorithm traces; this suite pins only how many commands it takes.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LimitCheck } from '../../src/limiter/limiter';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
+import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { fixedWindowKey } from '../helpers/fixed-window-value';
 import { standaloneTarget, type ScriptTarget } from '../helpers/script-targets';
 
@@ -144,5 +146,50 @@ describe('limit_list.lua: Redis commands per fixed-window key of a list', () => 
     const fresh = [`list:{${tag}}:burst2`, `list:{${tag}}:daily2`] as const;
     await list(fresh, [100, 0], 1, edge + 4);
     expect(await t.client.exists(fixedWindowKey(fresh[0], 60, edge), fixedWindowKey(fresh[1], 3600, edge))).toBe(0);
+  });
+});
+
+describe('a rate_limits list of fixed windows through RedisLimiter: Redis commands per list', () => {
+  const HOUR_MS = 3_600_000;
+
+  /** One request's list of a per-minute limit of `perMinute` and a per-hour limit of 100, one hit, on counter `id`. */
+  const listChecks = (id: string, perMinute: number): LimitCheck[] => [
+    {
+      counter: { domain: 'cost', entries: [{ key: 'id', value: id }] },
+      spec: { algorithm: 'fixed_window', limit: perMinute, windowSeconds: 60, burst: perMinute },
+      hits: 1,
+      listSize: 2,
+    },
+    {
+      counter: { domain: 'cost', entries: [{ key: 'id', value: id }] },
+      spec: { algorithm: 'fixed_window', limit: 100, windowSeconds: 3600, burst: 100 },
+      hits: 1,
+    },
+  ];
+
+  it('an admitted list is one INCRBY a counter; once a limit refuses, the counters after it are only read', async () => {
+    const edge = (Math.floor(Date.now() / HOUR_MS) + 2) * HOUR_MS;
+    let now = edge + 1;
+    const limiter = new RedisLimiter({ client: t.client, keyPrefix: `cost_${randomUUID()}_`, pinnedNow: () => now });
+    const id = randomUUID();
+    const check = (perMinute: number) =>
+      limiter.check(listChecks(id, perMinute), { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false });
+    // The limiter is not closed: it shares the suite's client.
+    await check(2);
+    now += 1;
+    const admitted = await commandsOf(() => check(2));
+    expect(admitted).toEqual({ incrby: 2 });
+    // The minute's 2 are spent: the first limit refuses, its charge is taken back, and the
+    // hour's counter is read, not charged and taken back.
+    now += 1;
+    let results: Awaited<ReturnType<typeof check>> = [];
+    const refused = await commandsOf(async () => {
+      results = await check(2);
+    });
+    expect(results.map((r) => [r.allowed, r.used])).toEqual([
+      [false, 2],
+      [true, 2],
+    ]);
+    expect(refused).toEqual({ incrby: 1, decrby: 1, get: 1 });
   });
 });

@@ -185,63 +185,227 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
     });
   });
 
-  test('200 concurrent requests whose lists share a counter, on the real clock: few script calls, exact counts, all or nothing', async () => {
-    const calls: string[] = [];
-    const limiter = new RedisLimiter({
-      client: connect(),
-      keyPrefix: `listc_${name}_${run}_`,
-      observer: { scriptCall: (s) => calls.push(s), refused: () => undefined },
-    });
-    try {
-      for (let i = 0; i < 250 && !limiter.isHealthy(); i++) await new Promise((r) => setTimeout(r, 20));
-      // The shared hour's fixed window must not roll over during the burst.
-      await awayFromWindowEdge(3600, 10_000);
-      const counter = { domain: 'listc', entries: [{ key: 'k', value: randomUUID() }] };
-      // List A = [shared 50/h, a 30/day], list B = [shared 50/h, b 40/day]: a and b would admit
-      // 70, the shared hour admits 50, so exactly 50 lists are admitted, whatever their order.
-      const shared: LimitSpec = { algorithm: 'fixed_window', limit: 50, windowSeconds: 3600, burst: 50 };
-      const a: LimitSpec = { algorithm: 'token_bucket', limit: 30, windowSeconds: 86_400, burst: 30 };
-      const b: LimitSpec = { algorithm: 'gcra', limit: 40, windowSeconds: 86_400, burst: 40 };
-      const list = (own: LimitSpec, hits = 1): LimitCheck[] => [
-        { counter, spec: shared, hits, listSize: 2 },
-        { counter, spec: own, hits },
-      ];
-      // A, B, or both in one request (two lists of one request that share a counter).
-      const requests = Array.from({ length: 200 }, (_, i) => (i % 3 === 0 ? list(a) : i % 3 === 1 ? list(b) : [...list(a), ...list(b)]));
-      const options = { deadline: Date.now() + 10_000, stopIncrementWhenOverLimit: false };
-      const answers = await Promise.all(requests.map((r) => limiter.check(r, options)));
-      const listCalls = calls.filter((s) => s === 'limit_list').length;
-
-      const admitted = { shared: [] as number[], a: [] as number[], b: [] as number[] };
-      answers.forEach((results, r) => {
-        const checks = requests[r]!;
-        for (let at = 0; at < checks.length; at += 2) {
-          const [first, second] = [results[at] as LimitResult, results[at + 1] as LimitResult];
-          // The list's own limit admits iff it had room; when both admit the list is charged.
-          if (first.allowed && second.allowed) {
-            admitted.shared.push(first.used);
-            (checks[at + 1]!.spec === a ? admitted.a : admitted.b).push(second.used);
-          }
+  describe('lua/fixed_window_list.lua: lists of fixed windows only, in the lean protocol', () => {
+    const fwl = loadLuaScript('fixed_window_list');
+    /** A fixed window of a list: its counter's name and its limit and window. */
+    type Window = { readonly name: string; readonly limit: number; readonly windowSeconds: number };
+    /** KEYS and ARGV of one fixed_window_list call of `lists` at `now`: each key its window's key, as RedisLimiter declares it. */
+    const fwlCall = (tag: string, mode: number, lists: readonly { limits: readonly Window[]; hits: number }[], now: number) => {
+      const keys: string[] = [];
+      const args: (number | string)[] = [mode];
+      for (const { limits, hits } of lists) {
+        args.push(limits.length);
+        for (const l of limits) {
+          keys.push(`ll:{${tag}}:${l.name}:fixed_window:${l.windowSeconds}:${(now - (now % (l.windowSeconds * 1000))) / 1000}`);
+          args.push(hits, l.limit, l.windowSeconds);
         }
-      });
-      const ints = (k: number) => Array.from({ length: k }, (_, i) => i + 1);
-      const sorted = (xs: number[]) => [...xs].sort((p, q) => p - q);
-      // Every admitted list took the next hit of each of its counters: each count once.
-      expect(sorted(admitted.shared)).toEqual(ints(50));
-      expect(sorted(admitted.a)).toEqual(ints(admitted.a.length));
-      expect(sorted(admitted.b)).toEqual(ints(admitted.b.length));
-      expect(admitted.a.length).toBeLessThanOrEqual(30);
-      expect(admitted.b.length).toBeLessThanOrEqual(40);
-      // Denied lists charged nothing: the counters hold exactly the admitted lists.
-      const peek = async (spec: LimitSpec) => (await limiter.check([{ counter, spec, hits: 0 }], options))[0]!.used;
-      expect(await peek(shared)).toBe(50);
-      expect(await peek(a)).toBe(admitted.a.length);
-      expect(await peek(b)).toBe(admitted.b.length);
-      // Merged: far fewer script calls than the 266 lists (a NOSCRIPT retry is the same call).
-      console.info(`lists (${name}): 200 requests, 266 lists, ${listCalls} limit_list calls`);
-      expect(listCalls).toBeLessThanOrEqual(10);
-    } finally {
-      await limiter.close();
-    }
+      }
+      args.push(now);
+      return { keys, args };
+    };
+
+    test('random merged calls answer and store as separate calls in that order, and as lua/limit_list.lua decides the same lists', async () => {
+      const client = connect();
+      try {
+        const pool: Window[] = [
+          { name: 'a', limit: 3, windowSeconds: 1 },
+          { name: 'b', limit: 5, windowSeconds: 2 },
+          { name: 'c', limit: 8, windowSeconds: 60 },
+          { name: 'd', limit: 12, windowSeconds: 3600 },
+        ];
+        const random = seededRandom(2112);
+        const [merged, separate, general] = [randomUUID(), randomUUID(), randomUUID()];
+        let now = T0 + 7000;
+        let denials = 0;
+        let charged = 0;
+        for (let round = 0; round < 80; round++) {
+          now += random(900);
+          const mode = random(10) < 2 ? 2 : 0;
+          const lists = Array.from({ length: 1 + random(6) }, () => {
+            const picked = new Set<Window>();
+            const size = 1 + random(3);
+            while (picked.size < size) picked.add(pool[random(pool.length)]!);
+            return { limits: [...picked], hits: random(4) };
+          });
+          const what = `round ${round}: ${JSON.stringify(lists.map((l) => [l.hits, l.limits.map((m) => m.name)]))}`;
+          const one = fwlCall(merged, mode, lists, now);
+          const mergedReply = await fwl.run(client, one.keys, one.args);
+          const separateReply: number[] = [];
+          for (const list of lists) {
+            const own = fwlCall(separate, mode, [list], now);
+            separateReply.push(...(await fwl.run(client, own.keys, own.args)));
+          }
+          expect(mergedReply, what).toEqual(separateReply);
+          // lua/limit_list.lua on the same lists: the same counts, denials and resets.
+          const theirs = listCall(
+            general,
+            mode,
+            lists.map((l) => ({ limits: l.limits.map((w) => ({ ...w, algorithm: 'fixed_window' as const, burst: 0 })), hits: l.hits })),
+            now,
+          );
+          const generalReply = await script.run(
+            client,
+            theirs.keys.map((k, i) => `${k}:fixed_window:x:${one.keys[i]!.split(':').at(-1)}`),
+            theirs.args,
+          );
+          const decoded: [number, number, number][] = [];
+          let k = 0;
+          for (const list of lists) {
+            for (const w of list.limits) {
+              const [count, reset] = [mergedReply[2 * k]!, mergedReply[2 * k + 1]!];
+              decoded.push([count, reset < 0 && count + list.hits > w.limit ? 1 : 0, Math.abs(reset)]);
+              if (reset > 0 && list.hits > 0) charged++;
+              k++;
+            }
+          }
+          const generalDecoded = decoded.map((_, j) => [generalReply[6 * j]!, generalReply[6 * j + 4]!, generalReply[6 * j + 2]!]);
+          expect(decoded, what).toEqual(generalDecoded);
+          denials += decoded.filter(([, denied]) => denied === 1).length;
+        }
+        // The trace both refuses and charges often enough to mean something.
+        expect(denials).toBeGreaterThan(30);
+        expect(charged).toBeGreaterThan(30);
+      } finally {
+        client.disconnect();
+      }
+    });
+
+    test('a list is refused at its first limit that would go over: the counters after it are only read, the charges before it taken back', async () => {
+      const client = connect();
+      try {
+        const tag = randomUUID();
+        const now = T0 + 3000;
+        const [second, minute, hour]: Window[] = [
+          { name: 's', limit: 10, windowSeconds: 1 },
+          { name: 'm', limit: 2, windowSeconds: 60 },
+          { name: 'h', limit: 100, windowSeconds: 3600 },
+        ];
+        const call = (hits: number) => fwlCall(tag, 0, [{ limits: [second!, minute!, hour!], hits }], now);
+        const first = call(2);
+        // Admitted: each count after the charge, each reset positive.
+        expect(await fwl.run(client, first.keys, first.args)).toEqual([2, 1000, 2, 57_000, 2, 3_597_000]);
+        // Refused by the minute (2 + 1 > 2): nothing charged, each count as it stood, resets negative.
+        const again = call(1);
+        expect(await fwl.run(client, again.keys, again.args)).toEqual([2, -1000, 2, -57_000, 2, -3_597_000]);
+        expect(await client.mget(...first.keys)).toEqual(['2', '2', '2']);
+        // A look charges nothing either, also when every limit admits.
+        const look = fwlCall(tag, 2, [{ limits: [second!, hour!], hits: 1 }], now);
+        expect(await fwl.run(client, look.keys, look.args)).toEqual([2, -1000, 2, -3_597_000]);
+        expect(await client.mget(...first.keys)).toEqual(['2', '2', '2']);
+      } finally {
+        client.disconnect();
+      }
+    });
+
+    test('malformed calls are refused with a clear error, and nothing is charged', async () => {
+      const client = connect();
+      try {
+        const tag = randomUUID();
+        const k = (s: string) => `ll:{${tag}}:${s}`;
+        const one = [1, 10, 60];
+        const bad = (keys: string[], args: (number | string)[]) => fwl.run(client, keys, args);
+        await expect(bad([k('a')], [1, 1, ...one])).rejects.toThrow('ERR fixed_window_list: mode (ARGV[1]) must be 0, 2 or 3');
+        await expect(bad([k('a'), k('b')], [3, 1, k('a'), ...one])).rejects.toThrow(
+          'ERR fixed_window_list: mode 3 declares 1 key (it routes the call), got 2',
+        );
+        await expect(bad([k('a')], [3])).rejects.toThrow('ERR fixed_window_list: mode 3 needs at least one list after the mode');
+        await expect(bad([k('a')], [0, 0, ...one])).rejects.toThrow(
+          'ERR fixed_window_list: list 1: key count (ARGV[2]) must be a whole number >= 1',
+        );
+        await expect(bad([k('a'), k('b')], [0, 3, ...one, ...one, ...one])).rejects.toThrow(
+          'ERR fixed_window_list: list 1: 3 keys from KEYS[1] run past the 2 keys',
+        );
+        await expect(bad([k('a'), k('b')], [0, 2, ...one, 1, 10])).rejects.toThrow(
+          'ERR fixed_window_list: list 1: 2 keys need ARGV[3..8], the call has 7 ARGV',
+        );
+        await expect(bad([k('a')], [0, 1, ...one, T0, 7])).rejects.toThrow(
+          'ERR fixed_window_list: the lists end at ARGV[5]; only a pinned now may follow them, got 2 ARGV',
+        );
+        await expect(bad([k('a')], [0, 1, ...one, -5])).rejects.toThrow(
+          'ERR fixed_window_list: pinned now (last ARGV) must be epoch milliseconds',
+        );
+        await expect(bad([k('a'), k('b'), k('b')], [0, 1, ...one, 2, ...one, ...one])).rejects.toThrow(
+          'ERR fixed_window_list: list 2 holds one counter twice (keys 2 and 3)',
+        );
+        // A valid first list before a malformed second one: refused before anything runs.
+        for (const written of ['1.0', '01', '1e0', '-1']) {
+          await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, written, 10, 60]), written).rejects.toThrow(
+            'ERR fixed_window_list: key 2 needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[7..9])',
+          );
+        }
+        await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, 1, 10, 0])).rejects.toThrow('ERR fixed_window_list: key 2 needs');
+        expect(await client.exists(k('a'), k('b'))).toBe(0);
+        expect(await fwl.run(client, [], [0])).toEqual([]);
+      } finally {
+        client.disconnect();
+      }
+    });
   });
+
+  test.each([
+    ['limit_list', 'token_bucket', 'gcra'],
+    ['fixed_window_list', 'fixed_window', 'fixed_window'],
+  ] as const)(
+    '200 concurrent requests whose lists share a counter, on the real clock: few %s calls, exact counts, all or nothing',
+    async (scriptName, ownA, ownB) => {
+      const calls: string[] = [];
+      const limiter = new RedisLimiter({
+        client: connect(),
+        keyPrefix: `listc_${name}_${run}_`,
+        observer: { scriptCall: (s) => calls.push(s), refused: () => undefined },
+      });
+      try {
+        for (let i = 0; i < 250 && !limiter.isHealthy(); i++) await new Promise((r) => setTimeout(r, 20));
+        // The shared hour's fixed window must not roll over during the burst.
+        await awayFromWindowEdge(3600, 10_000);
+        const counter = { domain: 'listc', entries: [{ key: 'k', value: randomUUID() }] };
+        // List A = [shared 50/h, a 30/day], list B = [shared 50/h, b 40/2 days]: a and b would
+        // admit 70, the shared hour admits 50, so exactly 50 lists are admitted, whatever their order.
+        const shared: LimitSpec = { algorithm: 'fixed_window', limit: 50, windowSeconds: 3600, burst: 50 };
+        const a: LimitSpec = { algorithm: ownA, limit: 30, windowSeconds: 86_400, burst: 30 };
+        const b: LimitSpec = { algorithm: ownB, limit: 40, windowSeconds: 172_800, burst: 40 };
+        const list = (own: LimitSpec, hits = 1): LimitCheck[] => [
+          { counter, spec: shared, hits, listSize: 2 },
+          { counter, spec: own, hits },
+        ];
+        // A, B, or both in one request (two lists of one request that share a counter).
+        const requests = Array.from({ length: 200 }, (_, i) => (i % 3 === 0 ? list(a) : i % 3 === 1 ? list(b) : [...list(a), ...list(b)]));
+        const options = { deadline: Date.now() + 10_000, stopIncrementWhenOverLimit: false };
+        const answers = await Promise.all(requests.map((r) => limiter.check(r, options)));
+        const listCalls = calls.filter((s) => s === scriptName).length;
+
+        const admitted = { shared: [] as number[], a: [] as number[], b: [] as number[] };
+        answers.forEach((results, r) => {
+          const checks = requests[r]!;
+          for (let at = 0; at < checks.length; at += 2) {
+            const [first, second] = [results[at] as LimitResult, results[at + 1] as LimitResult];
+            // The list's own limit admits iff it had room; when both admit the list is charged.
+            if (first.allowed && second.allowed) {
+              admitted.shared.push(first.used);
+              (checks[at + 1]!.spec === a ? admitted.a : admitted.b).push(second.used);
+            }
+          }
+        });
+        const ints = (k: number) => Array.from({ length: k }, (_, i) => i + 1);
+        const sorted = (xs: number[]) => [...xs].sort((p, q) => p - q);
+        // Every admitted list took the next hit of each of its counters: each count once.
+        expect(sorted(admitted.shared)).toEqual(ints(50));
+        expect(sorted(admitted.a)).toEqual(ints(admitted.a.length));
+        expect(sorted(admitted.b)).toEqual(ints(admitted.b.length));
+        expect(admitted.a.length).toBeLessThanOrEqual(30);
+        expect(admitted.b.length).toBeLessThanOrEqual(40);
+        // Denied lists charged nothing: the counters hold exactly the admitted lists.
+        const peek = async (spec: LimitSpec) => (await limiter.check([{ counter, spec, hits: 0 }], options))[0]!.used;
+        expect(await peek(shared)).toBe(50);
+        expect(await peek(a)).toBe(admitted.a.length);
+        expect(await peek(b)).toBe(admitted.b.length);
+        // Merged: far fewer script calls than the 266 lists (a NOSCRIPT retry is the same call).
+        console.info(`lists (${name}): 200 requests, 266 lists, ${listCalls} ${scriptName} calls`);
+        expect(listCalls).toBeGreaterThan(0);
+        expect(listCalls).toBeLessThanOrEqual(10);
+      } finally {
+        await limiter.close();
+      }
+    },
+  );
 });

@@ -21,10 +21,15 @@ const PREFIX = 'mv_';
 const spec = { algorithm: 'fixed_window' as const, limit: 1000, windowSeconds: 3600, burst: 1000 };
 const check = (value: string, hits: number): LimitCheck => ({ counter: { domain: 'mv', entries: [{ key: 'k', value }] }, spec, hits });
 const keyOf = (value: string) => checkKey(PREFIX, check(value, 1));
-/** A `rate_limits` list on one counter's descriptor: the same hour window and a day's token bucket. */
+/** A `rate_limits` list on one counter's descriptor: the same hour window and a day's token bucket (lua/limit_list.lua). */
 const list = (value: string, hits: number): LimitCheck[] => [
   { ...check(value, hits), listSize: 2 },
   { ...check(value, hits), spec: { algorithm: 'token_bucket', limit: 1000, windowSeconds: 86_400, burst: 1000 } },
+];
+/** A list of fixed windows only, the hour and a day (lua/fixed_window_list.lua). */
+const fixedWindowList = (value: string, hits: number): LimitCheck[] => [
+  { ...check(value, hits), listSize: 2 },
+  { ...check(value, hits), spec: { algorithm: 'fixed_window', limit: 1000, windowSeconds: 86_400, burst: 1000 } },
 ];
 
 /** The master that serves `slot`, from CLUSTER SLOTS as `node` reports it. */
@@ -69,6 +74,7 @@ async function newLimiter(): Promise<RedisLimiter> {
 describe.each([
   ['one limit', (value: string, hits: number) => [check(value, hits)]],
   ['a rate_limits list', list],
+  ['a rate_limits list of fixed windows', fixedWindowList],
 ] as const)('merged calls per cluster node, %s per request', (shape, request) => {
   test('slots that move to another master mid-run: every count exact, the moved counters found on the new master', async () => {
     const masters = cluster.masters();
@@ -77,7 +83,7 @@ describe.each([
     const values: string[] = [];
     const slots = new Set<number>();
     for (let i = 0; values.length < 20 && i < 100_000; i++) {
-      const value = `${shape === 'one limit' ? 'v' : 'l'}${i}`;
+      const value = `${shape === 'one limit' ? 'v' : shape === 'a rate_limits list' ? 'l' : 'f'}${i}`;
       const slot = keySlot(keyOf(value));
       if (slots.has(slot) || (await ownerOf(source, masters, slot)) !== source) continue;
       slots.add(slot);
@@ -187,6 +193,46 @@ describe("a node's mode-3 call", () => {
       const strict = (await client.eval(`#!lua\n${source}`, 1, named[0]!, ...argv)) as number[];
       expect([0, 1, 2].map((j) => strict[2 * j])).toEqual([4, -1, -1]);
       expect(await fixedWindowCount(here, named[1]!)).toBe(1);
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  test("lua/fixed_window_list.lua's mode-3 call decides each named list of its slots, and answers a list of another master's slot as not served, writing nothing", async () => {
+    const masters = cluster.masters();
+    const [here, there] = masters as [ClusterNode, ClusterNode];
+    let mine = '';
+    let foreign = '';
+    for (let i = 0; (mine === '' || foreign === '') && i < 100_000; i++) {
+      const tag = `fwl{n${i}}`;
+      const owner = await ownerOf(here, masters, keySlot(tag));
+      if (owner === here && mine === '') mine = tag;
+      else if (owner === there && foreign === '') foreign = tag;
+    }
+    const now = (Math.floor(Date.now() / 3_600_000) + 1) * 3_600_000 + 5;
+    const windowKey = (tag: string, w: number) => `${tag}:w${w}:${(now - (now % (w * 1000))) / 1000}`;
+    // Three lists, each of a minute and an hour: mine (admitted), the foreign one, mine again
+    // (refused by its minute limit of 3: 2 + 2 > 3).
+    const list = (tag: string, hits: number, minuteLimit: number) => [
+      2,
+      windowKey(tag, 60),
+      hits,
+      minuteLimit,
+      60,
+      windowKey(tag, 3600),
+      hits,
+      100,
+      3600,
+    ];
+    const argv = [3, ...list(mine, 2, 10), ...list(foreign, 1, 10), ...list(mine, 2, 3), now];
+    const client = new Redis({ host: here.host, port: here.port, maxRetriesPerRequest: 1 });
+    try {
+      const reply = (await client.eval(readLuaScript('fixed_window_list'), 1, windowKey(mine, 60), ...argv)) as number[];
+      // count, reset per key; reset < 0: the list charged nothing; count -1: not served here.
+      expect(reply).toEqual([2, 60_000 - 5, 2, 3_600_000 - 5, -1, 0, -1, 0, 2, -(60_000 - 5), 2, -(3_600_000 - 5)]);
+      expect(await there.command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(foreign))).toBe(0);
+      expect(await here.command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(foreign))).toBe(0);
+      expect(await client.mget(windowKey(mine, 60), windowKey(mine, 3600))).toEqual(['2', '2']);
     } finally {
       client.disconnect();
     }

@@ -129,21 +129,28 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
       const resetMs = reply[j * FIXED_WINDOW_REPLY_WIDTH + 1] as number;
       const limit = check.spec.limit;
       // A look charged nothing: its hits come on top of the count.
-      const denied = (pass === 'look' ? used + check.hits : used) > limit;
-      return {
-        allowed: !denied,
-        used,
-        remaining: used < limit ? limit - used : 0,
-        resetMs,
-        retryAfterMs: denied ? resetMs : 0,
-        blockedForMs: used >= limit ? resetMs : 0,
-      };
+      return fixedWindowResult(used, resetMs, limit, (pass === 'look' ? used + check.hits : used) > limit);
     },
-    anyNotServedHere(reply, count) {
-      for (let j = 0; j < count; j++) if (reply[j * FIXED_WINDOW_REPLY_WIDTH] === -1) return true;
-      return false;
-    },
+    anyNotServedHere: fixedWindowAnyNotServedHere,
   };
+}
+
+/** A fixed window's judgement from its count (`used`) and the ms until its window ends. */
+function fixedWindowResult(used: number, resetMs: number, limit: number, denied: boolean): LimitResult {
+  return {
+    allowed: !denied,
+    used,
+    remaining: used < limit ? limit - used : 0,
+    resetMs,
+    retryAfterMs: denied ? resetMs : 0,
+    blockedForMs: used >= limit ? resetMs : 0,
+  };
+}
+
+/** In lua/fixed_window.lua's reply (and fixed_window_list.lua's), count -1: the node does not serve that counter. */
+function fixedWindowAnyNotServedHere(reply: readonly number[], count: number): boolean {
+  for (let j = 0; j < count; j++) if (reply[j * FIXED_WINDOW_REPLY_WIDTH] === -1) return true;
+  return false;
 }
 
 /**
@@ -188,5 +195,39 @@ export function limitListScript(
     },
     // Each counter of a list is kept as its algorithm's script keeps it.
     declaredKey: (counterKey, c, nowMs) => scripts[c.spec.algorithm].declaredKey(counterKey, c, nowMs),
+  };
+}
+
+/**
+ * lua/fixed_window_list.lua: a `rate_limits` list whose every limit is a fixed window (issue 21),
+ * decided all or nothing in fixed_window.lua's lean protocol: hits, limit and window a counter,
+ * the window's count and reset back, the reset negative when the list charged nothing (refused,
+ * or a look). Each key is judged here from that: it denies when nothing was charged and its count
+ * and hits go over its limit. Groups are lists, each led by its key count, merged as limit_list's.
+ */
+export function fixedWindowListScript(wrap: WrapScript = (script) => script): AlgorithmScript {
+  return {
+    script: wrap(loadLuaScript('fixed_window_list'), 'fixed_window_list'),
+    replyWidth: FIXED_WINDOW_REPLY_WIDTH,
+    coalescible: true,
+    countsEveryHit: false,
+    namedCounters: true,
+    mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
+    pushGroupHeader(args, size) {
+      args.push(size);
+    },
+    pushArgs(args, c) {
+      args.push(c.hits, c.spec.limit, c.spec.windowSeconds);
+    },
+    declaredKey: (counterKey, c, nowMs) => fixedWindowKey(counterKey, c.spec.windowSeconds, nowMs),
+    decode(reply, j, check) {
+      const used = reply[j * FIXED_WINDOW_REPLY_WIDTH] as number;
+      const reset = reply[j * FIXED_WINDOW_REPLY_WIDTH + 1] as number;
+      const limit = check.spec.limit;
+      const charged = reset > 0;
+      const resetMs = charged ? reset : -reset;
+      return fixedWindowResult(used, resetMs, limit, !charged && used + check.hits > limit);
+    },
+    anyNotServedHere: fixedWindowAnyNotServedHere,
   };
 }

@@ -5,7 +5,15 @@ import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
 import { CircuitBreaker } from './circuit-breaker';
 import { checkKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
-import { algorithmScripts, limitListScript, NAMED_COUNT_MODE, type AlgorithmScript, type CallPass, type WrapScript } from './algorithm-scripts';
+import {
+  algorithmScripts,
+  fixedWindowListScript,
+  limitListScript,
+  NAMED_COUNT_MODE,
+  type AlgorithmScript,
+  type CallPass,
+  type WrapScript,
+} from './algorithm-scripts';
 import { CallCoalescer, type CoalescerOptions } from './call-coalescer';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
 import type { BreakerState, RedisCallObserver } from '../../metrics/redis-call-observer';
@@ -31,8 +39,8 @@ export interface RedisLimiterOptions {
 interface SlotGroup {
   readonly client: RedisClient;
   readonly algorithm: AlgorithmScript;
-  /** The script's name: an algorithm, or `limit_list` for a `rate_limits` list. */
-  readonly algorithmName: Algorithm | 'limit_list';
+  /** The script's name: an algorithm, or a `rate_limits` list's (`fixed_window_list`, `limit_list`). */
+  readonly algorithmName: ScriptName;
   /** Client side, slot and algorithm (a number: cheaper to look up than a string): calls with the same one may be merged. */
   readonly batchKey: number;
   /**
@@ -49,8 +57,11 @@ interface SlotGroup {
 
 /** Index of each algorithm's script in a batch key (fewer than 8 scripts: see group()). */
 const ALGORITHM_INDEX = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i])) as Readonly<Record<Algorithm, number>>;
-/** limit_list's index in a batch key, after the algorithms'. */
+type ScriptName = Algorithm | 'fixed_window_list' | 'limit_list';
+
+/** The list scripts' indexes in a batch key, after the algorithms'. */
 const LIST_INDEX = ALGORITHMS.length;
+const FIXED_WINDOW_LIST_INDEX = ALGORITHMS.length + 1;
 const SIDES = ['m|', 's|'] as const;
 /**
  * After a node's merged call came back with a counter it does not serve (a slot moved, or a
@@ -70,6 +81,7 @@ export const NODE_MERGE_PAUSE_MS = 60_000;
 export class RedisLimiter implements Limiter {
   private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>>;
   private readonly listScript: AlgorithmScript;
+  private readonly fixedWindowListScript: AlgorithmScript;
   /** Per side (main, per-second): node name → its breaker. */
   private readonly breakers: readonly [Map<string, CircuitBreaker>, Map<string, CircuitBreaker>] = [new Map(), new Map()];
   private readonly coalescer: CallCoalescer;
@@ -82,6 +94,7 @@ export class RedisLimiter implements Limiter {
   constructor(private readonly options: RedisLimiterOptions) {
     this.scripts = algorithmScripts(options.wrapScript);
     this.listScript = limitListScript(options.wrapScript, this.scripts);
+    this.fixedWindowListScript = fixedWindowListScript(options.wrapScript);
     this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
     this.coalescer = new CallCoalescer({ ...options.coalescing, ...(options.observer ? { observer: options.observer } : {}) });
     // A (re)connected client is worth trying at once, not after the breaker's open time.
@@ -223,19 +236,25 @@ export class RedisLimiter implements Limiter {
 
   /**
    * A `rate_limits` list starting at `first`: one group, decided all or nothing by
-   * lua/limit_list.lua. Its keys share the descriptor's hash tag, so one slot. It goes to the
-   * main client even with REDIS_PERSECOND: one atomic call cannot span two servers. Count-mode
-   * lists to one slot, of this request and of concurrent ones, share a batch key: the coalescer
-   * sends them as one call, each list carrying its own header.
+   * lua/fixed_window_list.lua when every limit is a fixed window (the lean protocol: issue 21's
+   * Redis CPU), else by lua/limit_list.lua. Its keys share the descriptor's hash tag, so one
+   * slot. It goes to the main client even with REDIS_PERSECOND: one atomic call cannot span two
+   * servers. Count-mode lists of one script to one slot, of this request and of concurrent ones,
+   * share a batch key: the coalescer sends them as one call, each list carrying its own header.
    */
   private listGroup(checks: readonly LimitCheck[], first: number, nowMs: number): SlotGroup {
     const { client, keyPrefix } = this.options;
     const size = Math.min((checks[first] as LimitCheck).listSize as number, checks.length - first);
+    let fixedWindows = true;
+    for (let i = first; i < first + size; i++) if ((checks[i] as LimitCheck).spec.algorithm !== 'fixed_window') fixedWindows = false;
+    const [script, name, index] = fixedWindows
+      ? [this.fixedWindowListScript, 'fixed_window_list' as const, FIXED_WINDOW_LIST_INDEX]
+      : [this.listScript, 'limit_list' as const, LIST_INDEX];
     const keys: string[] = [];
     const indexes: number[] = [];
     for (let i = first; i < first + size; i++) {
       const check = checks[i] as LimitCheck;
-      keys.push(this.listScript.declaredKey(checkKey(keyPrefix, check), check, nowMs));
+      keys.push(script.declaredKey(checkKey(keyPrefix, check), check, nowMs));
       indexes.push(i);
     }
     const slot = client instanceof Cluster ? calculateSlot(keys[0] as string) : -1;
@@ -243,11 +262,11 @@ export class RedisLimiter implements Limiter {
     const node = client instanceof Cluster ? (served ?? `slot ${slot}`) : 'server';
     return {
       client,
-      algorithm: this.listScript,
-      algorithmName: 'limit_list',
+      algorithm: script,
+      algorithmName: name,
       // As group()'s batch keys, on the main side (0).
-      batchKey: (slot + 1) * 2 * 8 + LIST_INDEX,
-      nodeBatchKey: this.nodeBatchKey(served, 0, LIST_INDEX),
+      batchKey: (slot + 1) * 2 * 8 + index,
+      nodeBatchKey: this.nodeBatchKey(served, 0, index),
       breaker: this.breakerFor(0, node),
       node: SIDES[0] + node,
       keys,

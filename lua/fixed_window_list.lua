@@ -1,0 +1,164 @@
+-- fixed_window_list: `rate_limits` lists (issue 21) whose every limit is a fixed window, each
+-- decided all or nothing, in the lean protocol of lua/fixed_window.lua (issue 21's Redis CPU: a
+-- list of two costs its two INCRBY, not lua/limit_list.lua's general machinery). The storage is
+-- lib/fixed_window_step.lua's, so a counter means the same here, in lua/fixed_window.lua and in
+-- lua/limit_list.lua (which decides the lists that mix algorithms).
+--
+-- A list's counters are charged while they are judged, in order: one INCRBY each, the count
+-- before it the judgement's. Once one would go over its limit (count + hits > limit) the list is
+-- refused: the counters after it are only read (GET), and the charges before it, its own
+-- included, are taken back (DECRBY; a count back at 0 is removed, as a count of 0 is never
+-- stored). The call is atomic, so no one sees a tentative count. A hit refused by the burst limit
+-- does not spend the daily quota, and a client hammering while refused costs one INCRBY and one
+-- DECRBY a request, whatever the list's length.
+--
+-- KEYS[1]     the first list's first counter. KEYS holds the counters of list 1, then those of
+--             list 2, and so on: each its window key as the caller's clock places the call
+--             (lua/fixed_window.lua's KEYS). A list's counters share the
+--             descriptor's hash tag; a counter appears at most once in a list (refused
+--             otherwise), and may appear in several lists: a later list sees what an earlier one
+--             charged, as separate calls in that order would.
+-- ARGV[1]     mode: 0 = each list in turn, all or nothing; 2 = look: nothing charged, each
+--             counter as it stands; 3 = as 0, the counters named in ARGV (a Redis Cluster node's
+--             merged call, as lua/fixed_window.lua's mode 3): KEYS[1] only routes the call, and
+--             the lists may be of any slot of the node. A list whose slot the node does not serve
+--             (it moved) is answered count -1 for each of its keys, nothing written: the caller
+--             sends it again through its slot.
+-- Then, for each list: its key count m (>= 1), then for each of its keys (in mode 3 its name
+--             first) its hits (>= 0, in plain decimal digits), limit (>= 0) and window (whole
+--             seconds >= 1). One list of n keys: ARGV[2] = n, key i's three at ARGV[3i .. 3i+2].
+--             The lists cover KEYS exactly (mode 3: ARGV); a count that runs past them is refused.
+-- ARGV[last]  optional, tests only: "now" in epoch milliseconds. Without it Redis TIME, read once.
+-- Returns     2 integers a key: count, reset. When the list was charged, count is the window's
+--             count after the charge and reset the ms until the window ends (>= 1). When nothing
+--             was charged (the list was refused, or a look), count is the window's count as it
+--             stands and reset is negative, minus those ms. Count -1 (reset 0): not served here.
+--             The caller judges each key from them (algorithm-scripts.ts): it denies when nothing
+--             was charged and count + hits > limit. A malformed call is refused whole (an
+--             `ERR fixed_window_list: ...` error reply) before any list runs.
+
+-- @include lib/int.lua
+-- @include lib/fixed_window_step.lua
+-- @include lib/fixed_window_args.lua
+-- @include lib/not_served_here.lua
+
+local argv, keys, floor, tonumber = ARGV, KEYS, math.floor, tonumber
+local nargs, n = #ARGV, #KEYS
+local function refuse(...)
+  return redis.error_reply('ERR fixed_window_list: ' .. string.format(...))
+end
+
+local mode = tonumber(argv[1])
+if mode ~= 0 and mode ~= 2 and mode ~= 3 then return refuse('mode (ARGV[1]) must be 0, 2 or 3') end
+local width = 3
+if mode == 3 then
+  if n ~= 1 then return refuse('mode 3 declares 1 key (it routes the call), got %d', n) end
+  width, keys = 4, {}
+  n = math.huge -- the lists say how many counters there are
+end
+
+-- The whole call is read and checked before any list runs. `ends[l]`: list l's last key.
+local hits, hit_texts, limits, windows, ends = {}, {}, {}, {}, {}
+local at, taken = 2, 0 -- the next ARGV to read; the keys of the lists read so far
+-- In mode 3 the lists end where ARGV does (or one before it: a pinned now).
+while taken < n and (mode ~= 3 or at < nargs) do
+  local list = #ends + 1
+  local m = tonumber(argv[at])
+  if not (m and m >= 1 and m == floor(m)) then
+    return refuse('list %d: key count (ARGV[%d]) must be a whole number >= 1', list, at)
+  end
+  if taken + m > n then return refuse('list %d: %d keys from KEYS[%d] run past the %d keys', list, m, taken + 1, n) end
+  if at + width * m > nargs then
+    return refuse('list %d: %d keys need ARGV[%d..%d], the call has %d ARGV', list, m, at + 1, at + width * m, nargs)
+  end
+  for i = taken + 1, taken + m do
+    local first = at + 1 + width * (i - taken - 1)
+    if width == 4 then
+      keys[i] = argv[first]
+      first = first + 1
+    end
+    local h_text = argv[first]
+    local h, l, w = fixed_window_args(h_text, argv[first + 1], argv[first + 2])
+    if h == nil then
+      return refuse('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, first, first + 2)
+    end
+    -- Judged twice against one state, a counter would be charged from a stale read: refused.
+    local key = keys[i]
+    for j = taken + 1, i - 1 do
+      if keys[j] == key then return refuse('list %d holds one counter twice (keys %d and %d)', list, j, i) end
+    end
+    hits[i], hit_texts[i], limits[i], windows[i] = h, h_text, l, w
+  end
+  taken, at = taken + m, at + width * m + 1
+  ends[list] = taken
+end
+if mode == 3 then
+  if taken == 0 then return refuse('mode 3 needs at least one list after the mode') end
+  n = taken
+end
+if nargs - at + 1 > 1 then
+  return refuse('the lists end at ARGV[%d]; only a pinned now may follow them, got %d ARGV', at - 1, nargs - at + 1)
+end
+local now
+if nargs == at then
+  now = tonumber(argv[nargs])
+  if not (now and now >= 0 and now < 9007199254740992 and now == floor(now)) then
+    return refuse('pinned now (last ARGV) must be epoch milliseconds')
+  end
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+end
+
+local out = {}
+-- The window keys charged so far in the list being decided (index → key), to take back.
+local charged = {}
+local function take_back(first, last)
+  for i = first, last do
+    local key = charged[i]
+    if key ~= nil then
+      if redis.call('DECRBY', key, hit_texts[i]) == 0 then redis.call('DEL', key) end
+      charged[i] = nil
+      out[2 * i - 1] = out[2 * i - 1] - hits[i]
+    end
+  end
+end
+
+-- List `first..last` decided (mode 2: looked at), answered in `out`.
+local function decide(first, last)
+  local refused = false
+  for i = first, last do
+    local h = hits[i]
+    if mode ~= 2 and h > 0 and not refused then
+      local count, reset_ms, key = fixed_window_step(keys[i], now, windows[i], h, hit_texts[i])
+      out[2 * i - 1], out[2 * i], charged[i] = count, reset_ms, key
+      if count > limits[i] then refused = true end
+    else
+      local count, reset_ms = fixed_window_step(keys[i], now, windows[i], 0, '0')
+      out[2 * i - 1], out[2 * i] = count, reset_ms
+      if count + h > limits[i] then refused = true end
+    end
+  end
+  if refused or mode == 2 then
+    take_back(first, last)
+    for i = first, last do out[2 * i] = -out[2 * i] end
+  else
+    for i = first, last do charged[i] = nil end
+  end
+end
+
+local first = 1
+for l = 1, #ends do
+  local last = ends[l]
+  -- A list that fails takes its charges back first, so it leaves nothing written. In mode 3 the
+  -- list's slot may not be this node's (it moved): its first command fails, before anything of
+  -- it is written (its counters share a slot). (Redis 7 raises a table, Redis 6 its text.)
+  local ok, err = pcall(decide, first, last)
+  if not ok then
+    take_back(first, last)
+    if not (mode == 3 and not_served_here(type(err) == 'table' and err.err or tostring(err))) then error(err) end
+    for i = first, last do out[2 * i - 1], out[2 * i] = -1, 0 end
+  end
+  first = last + 1
+end
+return out
