@@ -14,6 +14,9 @@
 // BENCH_BACKENDS (memory,redis,cluster), BENCH_SCENARIOS (uniform,multi3,hot; limit1,limit1s,limit2 with
 // BENCH_ENV="RUNTIME_ROOT=$PWD/bench/rules-lists", floodgate only),
 // BENCH_LATENCY (1: also the latency mode at half the saturated throughput; 0 to skip),
+// BENCH_RATE (req/s: every round at this rate, ghz -r, instead of as fast as the server answers),
+// BENCH_RATIOS (scenario pairs, "limit2/limit1,limit2/limit1s": per target, the median over the
+// rounds of one scenario's CPU per call ÷ the other's in the same round, server and Redis),
 // BENCH_ENV (extra server settings, e.g. "WORKERS=2"),
 // BENCH_FRESH (1: a new server process for every sample, warmed up for BENCH_WARMUP, instead of
 // one long-lived server per target; steadier on a noisy machine, where a long-lived server's
@@ -46,6 +49,17 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 4);
 const BACKENDS = (process.env.BENCH_BACKENDS ?? 'memory,redis,cluster').split(',').filter(Boolean);
 const SCENARIOS = (process.env.BENCH_SCENARIOS ?? 'uniform,multi3,hot').split(',').filter(Boolean);
 const LATENCY = process.env.BENCH_LATENCY !== '0';
+const RATE = process.env.BENCH_RATE ? Number(process.env.BENCH_RATE) : undefined;
+if (RATE !== undefined && !(RATE >= 1)) throw new Error(`BENCH_RATE must be a rate >= 1 req/s, got ${process.env.BENCH_RATE}`);
+const RATIOS = (process.env.BENCH_RATIOS ?? '')
+  .split(',')
+  .filter(Boolean)
+  .map((pair) => {
+    const [a, b] = pair.split('/');
+    if (!SCENARIOS.includes(a) || !SCENARIOS.includes(b))
+      throw new Error(`BENCH_RATIOS: ${pair} needs two scenarios of this run (${SCENARIOS.join(',')})`);
+    return [a, b];
+  });
 const FRESH = process.env.BENCH_FRESH === '1';
 const EXTRA_ENV = Object.fromEntries(
   (process.env.BENCH_ENV ?? '')
@@ -457,7 +471,7 @@ function markdown(result) {
   );
   lines.push(`- load average at start / end: ${result.machine.loadStart.map(f2).join(' ')} / ${result.machine.loadEnd.map(f2).join(' ')}`);
   lines.push(
-    `- settings: ghz -c ${CONCURRENCY} --connections ${CONNECTIONS}, ${result.settings.rounds} alternating rounds of ${result.settings.duration} s per scenario and target (after a ${result.settings.warmup} s warm-up${result.settings.fresh ? ', each on a new server process (BENCH_FRESH)' : ''}), server env: ${JSON.stringify(result.settings.env)}, LOCAL_CACHE_SIZE_IN_BYTES=1048576`,
+    `- settings: ghz -c ${CONCURRENCY} --connections ${CONNECTIONS}${result.settings.rate ? ` -r ${result.settings.rate}` : ''}, ${result.settings.rounds} alternating rounds of ${result.settings.duration} s per scenario and target (after a ${result.settings.warmup} s warm-up${result.settings.fresh ? ', each on a new server process (BENCH_FRESH)' : ''}), server env: ${JSON.stringify(result.settings.env)}, LOCAL_CACHE_SIZE_IN_BYTES=1048576`,
   );
   lines.push(`- sides: ${result.sides.map((s) => `${s.name} = ${s.ref} (${s.commit})`).join(', ')}`);
   lines.push(
@@ -480,6 +494,14 @@ function markdown(result) {
         `| ${row.target} | ${f0(row.rps)} | ${f1(row.p50)} | ${f1(row.p99)} | ${f0(row.cpuUs)} | ${f2(row.ratio)} |${vsBefore} ${f1(row.redisUs)} | ${f2(row.redisCommandsPerCall)} (${f2(row.redisScriptsPerCall)}) | ${row.errors} |`,
       );
     }
+    lines.push('');
+  }
+  if (result.ratios.length) {
+    lines.push('## scenario against scenario', '');
+    lines.push("Per target, the median over the rounds of the first scenario's CPU per call ÷ the second's in the same round.", '');
+    lines.push('| scenarios | target | server CPU × | Redis CPU × |');
+    lines.push('|---|---|---|---|');
+    for (const r of result.ratios) lines.push(`| ${r.scenarios} | ${r.target} | ${f2(r.cpu)} | ${r.redis === undefined ? '–' : f2(r.redis)} |`);
     lines.push('');
   }
   if (result.latency.length) {
@@ -513,6 +535,27 @@ function sideBySide(result) {
   }
   lines.push('');
   return lines;
+}
+
+/** BENCH_RATIOS: per target and pair, medians of same-round ratios of CPU per call. */
+function scenarioRatios(samples, targets) {
+  const out = [];
+  for (const [a, b] of RATIOS) {
+    for (const t of targets) {
+      const pairs = [];
+      for (const s of samples) {
+        if (s.scenario !== a || s.target !== t.name) continue;
+        const other = samples.find((o) => o.scenario === b && o.target === t.name && o.round === s.round);
+        if (other) pairs.push([s, other]);
+      }
+      if (pairs.length === 0) continue;
+      const redis = pairs.every(([x, y]) => x.redisUs !== undefined && y.redisUs !== undefined)
+        ? median(pairs.map(([x, y]) => x.redisUs / y.redisUs))
+        : undefined;
+      out.push({ scenarios: `${a} ÷ ${b}`, target: t.name, cpu: median(pairs.map(([x, y]) => x.cpuUs / y.cpuUs)), redis });
+    }
+  }
+  return out;
 }
 
 // --- main -----------------------------------------------------------------------------------
@@ -566,7 +609,7 @@ async function main() {
       const order = targets.map((_, i) => targets[(i + round - 1) % targets.length]);
       for (const t of order) {
         if (FRESH) await restart(bin, t, scenario);
-        const s = ghz(bin, t, scenario, DURATION);
+        const s = ghz(bin, t, scenario, DURATION, RATE);
         samples.push({ round, scenario, target: t.name, ...s });
         log(
           `round ${round} ${scenario} ${t.name}: ${f0(s.rps)} req/s, p50 ${f1(s.p50)} ms, p99 ${f1(s.p99)} ms, ${f0(s.cpuUs)} µs CPU/call${s.redisUs !== undefined ? `, Redis ${f1(s.redisUs)} µs/call, ${f2(s.redisCommandsPerCall)} commands (${f2(s.redisScriptsPerCall)} scripts)/call` : ''}${s.errors ? `, ${s.errors} errors` : ''}`,
@@ -646,10 +689,12 @@ async function main() {
       scenarios: SCENARIOS,
       env: EXTRA_ENV,
       fresh: FRESH,
+      rate: RATE,
     },
     sides: sides.map(({ name, ref, commit }) => ({ name, ref, commit })),
     reference: reference === undefined ? undefined : { binary: reference, env: EXTRA_REFERENCE_ENV },
     rows,
+    ratios: scenarioRatios(samples, targets),
     latency,
     samples,
   };
