@@ -37,6 +37,7 @@
 -- @include lib/fixed_window_step.lua
 -- @include lib/fixed_window_args.lua
 -- @include lib/not_served_here.lua
+-- @include lib/call_now.lua
 
 local argv, keys, floor, tonumber = ARGV, KEYS, math.floor, tonumber
 local nargs, n = #ARGV, #KEYS
@@ -57,16 +58,8 @@ elseif nargs ~= 3 * n + 1 and nargs ~= 3 * n + 2 then
   return refuse('%d keys need %d or %d ARGV, got %d', n, 3 * n + 1, 3 * n + 2, nargs)
 end
 
-local now
-if nargs == width * n + 2 then
-  now = tonumber(argv[nargs])
-  if not (now and now >= 0 and now < 9007199254740992 and now == floor(now)) then
-    return refuse('pinned now (last ARGV) must be epoch milliseconds')
-  end
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-end
+local now = call_now(nargs == width * n + 2 and argv[nargs] or nil)
+if now == nil then return refuse('pinned now (last ARGV) must be epoch milliseconds') end
 
 -- Every counter read and checked before any is counted: a malformed call changes nothing.
 local hits, hit_texts, limits, windows = {}, {}, {}, {}

@@ -29,86 +29,37 @@
 --             seconds >= 1). One list of n keys: ARGV[2] = n, key i's three at ARGV[3i .. 3i+2].
 --             The lists cover KEYS exactly (mode 3: ARGV); a count that runs past them is refused.
 -- ARGV[last]  optional, tests only: "now" in epoch milliseconds. Without it Redis TIME, read once.
--- Returns     2 integers a key: count, reset. When the list was charged, count is the window's
---             count after the charge and reset the ms until the window ends (>= 1). When nothing
---             was charged (the list was refused, or a look), count is the window's count as it
---             stands and reset is negative, minus those ms. Count -1 (reset 0): not served here.
---             The caller judges each key from them (algorithm-scripts.ts): it denies when nothing
---             was charged and count + hits > limit. A malformed call is refused whole (an
---             `ERR fixed_window_list: ...` error reply) before any list runs.
+-- Returns     2 integers a key: count, reset. When the list was admitted (in mode 0 or 3), count
+--             is the window's count after the list's hits (none, with hits 0) and reset the ms
+--             until the window ends (>= 1). When the list was refused, or looked at (mode 2),
+--             nothing was charged: count is the window's count as it stands and reset is
+--             negative, minus those ms. Count -1 (reset 0): not served here. The caller judges
+--             each key from them (algorithm-scripts.ts): it denies when reset < 0 and count +
+--             hits > limit. A malformed call is refused whole (an `ERR fixed_window_list: ...`
+--             error reply) before any list runs.
 
 -- @include lib/int.lua
 -- @include lib/fixed_window_step.lua
 -- @include lib/fixed_window_args.lua
 -- @include lib/not_served_here.lua
+-- @include lib/call_now.lua
+-- @include lib/read_lists.lua
 
-local argv, keys, floor, tonumber = ARGV, KEYS, math.floor, tonumber
-local nargs, n = #ARGV, #KEYS
-local function refuse(...)
-  return redis.error_reply('ERR fixed_window_list: ' .. string.format(...))
-end
-
+local argv = ARGV
 local mode = tonumber(argv[1])
-if mode ~= 0 and mode ~= 2 and mode ~= 3 then return refuse('mode (ARGV[1]) must be 0, 2 or 3') end
-local width = 3
-if mode == 3 then
-  if n ~= 1 then return refuse('mode 3 declares 1 key (it routes the call), got %d', n) end
-  width, keys = 4, {}
-  n = math.huge -- the lists say how many counters there are
+if mode ~= 0 and mode ~= 2 and mode ~= 3 then
+  return redis.error_reply('ERR fixed_window_list: mode (ARGV[1]) must be 0, 2 or 3')
 end
-
--- The whole call is read and checked before any list runs. `ends[l]`: list l's last key.
-local hits, hit_texts, limits, windows, ends = {}, {}, {}, {}, {}
-local at, taken = 2, 0 -- the next ARGV to read; the keys of the lists read so far
--- In mode 3 the lists end where ARGV does (or one before it: a pinned now).
-while taken < n and (mode ~= 3 or at < nargs) do
-  local list = #ends + 1
-  local m = tonumber(argv[at])
-  if not (m and m >= 1 and m == floor(m)) then
-    return refuse('list %d: key count (ARGV[%d]) must be a whole number >= 1', list, at)
+local hits, hit_texts, limits, windows = {}, {}, {}, {}
+local keys, ends, now = read_lists('fixed_window_list', mode, 3, function(i, at)
+  local h_text = argv[at]
+  local h, l, w = fixed_window_args(h_text, argv[at + 1], argv[at + 2])
+  if h == nil then
+    return string.format('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, at, at + 2)
   end
-  if taken + m > n then return refuse('list %d: %d keys from KEYS[%d] run past the %d keys', list, m, taken + 1, n) end
-  if at + width * m > nargs then
-    return refuse('list %d: %d keys need ARGV[%d..%d], the call has %d ARGV', list, m, at + 1, at + width * m, nargs)
-  end
-  for i = taken + 1, taken + m do
-    local first = at + 1 + width * (i - taken - 1)
-    if width == 4 then
-      keys[i] = argv[first]
-      first = first + 1
-    end
-    local h_text = argv[first]
-    local h, l, w = fixed_window_args(h_text, argv[first + 1], argv[first + 2])
-    if h == nil then
-      return refuse('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, first, first + 2)
-    end
-    -- Judged twice against one state, a counter would be charged from a stale read: refused.
-    local key = keys[i]
-    for j = taken + 1, i - 1 do
-      if keys[j] == key then return refuse('list %d holds one counter twice (keys %d and %d)', list, j, i) end
-    end
-    hits[i], hit_texts[i], limits[i], windows[i] = h, h_text, l, w
-  end
-  taken, at = taken + m, at + width * m + 1
-  ends[list] = taken
-end
-if mode == 3 then
-  if taken == 0 then return refuse('mode 3 needs at least one list after the mode') end
-  n = taken
-end
-if nargs - at + 1 > 1 then
-  return refuse('the lists end at ARGV[%d]; only a pinned now may follow them, got %d ARGV', at - 1, nargs - at + 1)
-end
-local now
-if nargs == at then
-  now = tonumber(argv[nargs])
-  if not (now and now >= 0 and now < 9007199254740992 and now == floor(now)) then
-    return refuse('pinned now (last ARGV) must be epoch milliseconds')
-  end
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-end
+  hits[i], hit_texts[i], limits[i], windows[i] = h, h_text, l, w
+end)
+if keys == nil then return ends end
 
 local out = {}
 -- The window keys charged so far in the list being decided (index → key), to take back.

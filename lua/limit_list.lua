@@ -46,88 +46,32 @@
 -- @include lib/gcra_step.lua
 -- @include lib/sliding_log_step.lua
 -- @include lib/not_served_here.lua
+-- @include lib/call_now.lua
+-- @include lib/read_lists.lua
 
-local n, nargs = #KEYS, #ARGV
 local argv, floor = ARGV, math.floor
 
--- A whole number >= min that a double holds exactly; nil otherwise (and for a missing ARGV).
-local function whole(i, min)
-  local v = argv[i] and tonumber(argv[i])
-  if v ~= nil and v >= min and v < 9007199254740992 and v == floor(v) then return v end
-  return nil
-end
-
-local function refuse(...)
-  return redis.error_reply('ERR limit_list: ' .. string.format(...))
-end
-
-local mode = whole(1, 0)
-if mode ~= 0 and mode ~= 2 and mode ~= 3 then return refuse('mode (ARGV[1]) must be 0, 2 or 3') end
--- ARGV per key: its five, after its name in mode 3. `keys[i]`: counter i's name.
-local width, keys = 5, KEYS
-if mode == 3 then
-  if n ~= 1 then return refuse('mode 3 declares 1 key (it routes the call), got %d', n) end
-  width, keys = 6, {}
-  n = math.huge -- the lists say how many counters there are
-end
--- The whole call is read and checked before any list runs. The shape lib/bucket_step.lua
--- reads; `used[a]`: some key of the call counts with algorithm a; `ends[l]`: list l's last key.
-local algorithms, hits, hit_texts, limits, windows, bursts, used, ends = {}, {}, {}, {}, {}, {}, {}, {}
-local at, taken = 2, 0 -- the next ARGV to read; the keys of the lists read so far
--- In mode 3 the lists end where ARGV does (or one before it: a pinned now).
-while taken < n and (mode ~= 3 or at < nargs) do
-  local list = #ends + 1
-  local m = whole(at, 1)
-  if m == nil then return refuse('list %d: key count (ARGV[%d]) must be a whole number >= 1', list, at) end
-  if taken + m > n then return refuse('list %d: %d keys from KEYS[%d] run past the %d keys', list, m, taken + 1, n) end
-  if at + width * m > nargs then
-    return refuse('list %d: %d keys need ARGV[%d..%d], the call has %d ARGV', list, m, at + 1, at + width * m, nargs)
+local mode = tonumber(argv[1])
+if mode ~= 0 and mode ~= 2 and mode ~= 3 then return redis.error_reply('ERR limit_list: mode (ARGV[1]) must be 0, 2 or 3') end
+-- The shape lib/bucket_step.lua reads; `used[a]`: some key of the call counts with algorithm a.
+local algorithms, hits, hit_texts, limits, windows, bursts, used = {}, {}, {}, {}, {}, {}, {}
+local keys, ends, now = read_lists('limit_list', mode, 5, function(i, first)
+  -- A fixed window's hits go to INCRBY as written (lib/fixed_window_step.lua): plain decimal
+  -- digits only, for every algorithm alike.
+  local h_text = argv[first + 1]
+  local h = (h_text == '0' or string.find(h_text, '^[1-9]%d*$')) and tonumber(h_text)
+  local a, l, w, b = tonumber(argv[first]), tonumber(argv[first + 2]), tonumber(argv[first + 3]), tonumber(argv[first + 4])
+  if not (a and h and l and w and b and a >= 1 and a <= 5 and h >= 0 and l >= 0 and w >= 1 and b >= 0
+      and h < 9007199254740992 and l < 9007199254740992 and w < 9007199254740992 and b < 9007199254740992
+      and a == floor(a) and h == floor(h) and l == floor(l) and w == floor(w) and b == floor(b)) then
+    return string.format('key %d needs algorithm 1..5, integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[%d..%d])',
+      i, first, first + 4)
   end
-  for i = taken + 1, taken + m do
-    local first = at + 1 + width * (i - taken - 1)
-    if width == 6 then
-      keys[i] = argv[first]
-      first = first + 1
-    end
-    -- A fixed window's hits go to INCRBY as written (lib/fixed_window_step.lua): plain decimal
-    -- digits only, for every algorithm alike.
-    local h_text = argv[first + 1]
-    local h = (h_text == '0' or string.find(h_text, '^[1-9]%d*$')) and tonumber(h_text)
-    local a, l, w, b = tonumber(argv[first]), tonumber(argv[first + 2]), tonumber(argv[first + 3]), tonumber(argv[first + 4])
-    -- whole(), inline: the common case costs no function call.
-    if not (a and h and l and w and b and a >= 1 and a <= 5 and h >= 0 and l >= 0 and w >= 1 and b >= 0
-        and h < 9007199254740992 and l < 9007199254740992 and w < 9007199254740992 and b < 9007199254740992
-        and a == floor(a) and h == floor(h) and l == floor(l) and w == floor(w) and b == floor(b)) then
-      return refuse('key %d needs algorithm 1..5, integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[%d..%d])',
-        i, first, first + 4)
-    end
-    -- Judged twice against one state, a counter would be charged from a stale read (and a
-    -- list's rules never name one counter twice): refused.
-    local key = keys[i]
-    for j = taken + 1, i - 1 do
-      if keys[j] == key then return refuse('list %d holds one counter twice (KEYS[%d] and KEYS[%d])', list, j, i) end
-    end
-    algorithms[i], hits[i], limits[i], windows[i], bursts[i], used[a] = a, h, l, w * 1000, b, true
-    hit_texts[i] = h_text
-  end
-  taken, at = taken + m, at + width * m + 1
-  ends[list] = taken
-end
-if mode == 3 then
-  if taken == 0 then return refuse('mode 3 needs at least one list after the mode') end
-  n = taken
-end
-if nargs - at + 1 > 1 then
-  return refuse('the lists end at ARGV[%d]; only a pinned now may follow them, got %d ARGV', at - 1, nargs - at + 1)
-end
-local now
-if nargs == at then
-  now = whole(nargs, 0)
-  if now == nil then return refuse('pinned now (last ARGV) must be epoch milliseconds') end
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-end
+  algorithms[i], hits[i], limits[i], windows[i], bursts[i], used[a] = a, h, l, w * 1000, b, true
+  hit_texts[i] = h_text
+end)
+if keys == nil then return ends end
+local n = ends[#ends] or 0
 local call = { n = n, now = now, algorithms = algorithms, hits = hits, limits = limits, windows = windows, bursts = bursts }
 
 -- Each algorithm's step, defined only when a key of the call uses it (a definition is a

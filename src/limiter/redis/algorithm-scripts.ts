@@ -201,9 +201,10 @@ export function limitListScript(
 /**
  * lua/fixed_window_list.lua: a `rate_limits` list whose every limit is a fixed window (issue 21),
  * decided all or nothing in fixed_window.lua's lean protocol: hits, limit and window a counter,
- * the window's count and reset back, the reset negative when the list charged nothing (refused,
- * or a look). Each key is judged here from that: it denies when nothing was charged and its count
- * and hits go over its limit. Groups are lists, each led by its key count, merged as limit_list's.
+ * the window's count and reset back, the reset negative when the list was refused or looked at
+ * (nothing charged). Each key is judged here from that: it denies when the list was not admitted
+ * and its count and hits go over its limit. Groups are lists, each led by its key count, merged as
+ * limit_list's.
  */
 export function fixedWindowListScript(wrap: WrapScript = (script) => script): AlgorithmScript {
   return {
@@ -224,9 +225,9 @@ export function fixedWindowListScript(wrap: WrapScript = (script) => script): Al
       const used = reply[j * FIXED_WINDOW_REPLY_WIDTH] as number;
       const reset = reply[j * FIXED_WINDOW_REPLY_WIDTH + 1] as number;
       const limit = check.spec.limit;
-      const charged = reset > 0;
-      const resetMs = charged ? reset : -reset;
-      return fixedWindowResult(used, resetMs, limit, !charged && used + check.hits > limit);
+      const admitted = reset > 0;
+      const resetMs = admitted ? reset : -reset;
+      return fixedWindowResult(used, resetMs, limit, !admitted && used + check.hits > limit);
     },
     anyNotServedHere: fixedWindowAnyNotServedHere,
   };
