@@ -76,6 +76,15 @@ async function expectLayoutErrors(
 }
 
 describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect) => {
+  /** A test body with a client of its own, disconnected after it. */
+  const withClient = (body: (client: ReturnType<typeof connect>) => Promise<void>) => async () => {
+    const client = connect();
+    try {
+      await body(client);
+    } finally {
+      client.disconnect();
+    }
+  };
   let n = 0;
   const run = Date.now().toString(36);
   limitListSuite(
@@ -88,9 +97,9 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
     const x: Limit = { name: 'x', algorithm: 'token_bucket', limit: 5, windowSeconds: 60, burst: 5 };
     const y: Limit = { name: 'y', algorithm: 'sliding_log', limit: 5, windowSeconds: 60, burst: 5 };
 
-    test('lists are decided in order, each all or nothing: a later list sees what an earlier one charged', async () => {
-      const client = connect();
-      try {
+    test(
+      'lists are decided in order, each all or nothing: a later list sees what an earlier one charged',
+      withClient(async (client) => {
         const tag = randomUUID();
         const now = T0 + 1000;
         // List 1 takes the shared counter's only hit; list 2 is then denied by it, and its y is not charged.
@@ -113,14 +122,12 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         const peek = listCall(tag, 2, [{ limits: [shared, x, y], hits: 0 }], now);
         const looked = await script.run(client, peek.keys, peek.args);
         expect([looked[0], looked[6], looked[12]]).toEqual([1, 1, 0]);
-      } finally {
-        client.disconnect();
-      }
-    });
+      }),
+    );
 
-    test('one merged call of random lists that share counters answers and stores as separate calls in that order', async () => {
-      const client = connect();
-      try {
+    test(
+      'one merged call of random lists that share counters answers and stores as separate calls in that order',
+      withClient(async (client) => {
         const pool: Limit[] = [
           { name: 'fw1', algorithm: 'fixed_window', limit: 3, windowSeconds: 1, burst: 3 },
           { name: 'fw60', algorithm: 'fixed_window', limit: 6, windowSeconds: 60, burst: 6 },
@@ -157,14 +164,12 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         }
         // The trace denies often enough to mean something.
         expect(denials).toBeGreaterThan(30);
-      } finally {
-        client.disconnect();
-      }
-    });
+      }),
+    );
 
-    test('malformed calls are refused with a clear error, and nothing is charged', async () => {
-      const client = connect();
-      try {
+    test(
+      'malformed calls are refused with a clear error, and nothing is charged',
+      withClient(async (client) => {
         const tag = randomUUID();
         const k = (s: string) => `ll:{${tag}}:${s}`;
         const one = [ALG.fixed_window, 1, 10, 60, 10];
@@ -182,10 +187,8 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
           );
         }
         expect(await client.exists(k('a'), k('b'))).toBe(0);
-      } finally {
-        client.disconnect();
-      }
-    });
+      }),
+    );
   });
 
   describe('lua/fixed_window_list.lua: lists of fixed windows only, in the lean protocol', () => {
@@ -207,9 +210,9 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
       return { keys, args };
     };
 
-    test('random merged calls answer and store as separate calls in that order, and as lua/limit_list.lua decides the same lists', async () => {
-      const client = connect();
-      try {
+    test(
+      'random merged calls answer and store as separate calls in that order, and as lua/limit_list.lua decides the same lists',
+      withClient(async (client) => {
         const pool: Window[] = [
           { name: 'a', limit: 3, windowSeconds: 1 },
           { name: 'b', limit: 5, windowSeconds: 2 },
@@ -268,14 +271,12 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         // The trace both refuses and charges often enough to mean something.
         expect(denials).toBeGreaterThan(30);
         expect(charged).toBeGreaterThan(30);
-      } finally {
-        client.disconnect();
-      }
-    });
+      }),
+    );
 
-    test('a list is refused at its first limit that would go over: the counters after it are only read, the charges before it taken back', async () => {
-      const client = connect();
-      try {
+    test(
+      'a list is refused at its first limit that would go over: the counters after it are only read, the charges before it taken back',
+      withClient(async (client) => {
         const tag = randomUUID();
         const now = T0 + 3000;
         const [second, minute, hour]: Window[] = [
@@ -295,14 +296,12 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         const look = fwlCall(tag, 2, [{ limits: [second!, hour!], hits: 1 }], now);
         expect(await fwl.run(client, look.keys, look.args)).toEqual([2, -1000, 2, -3_597_000]);
         expect(await client.mget(...first.keys)).toEqual(['2', '2', '2']);
-      } finally {
-        client.disconnect();
-      }
-    });
+      }),
+    );
 
-    test('malformed calls are refused with a clear error, and nothing is charged', async () => {
-      const client = connect();
-      try {
+    test(
+      'malformed calls are refused with a clear error, and nothing is charged',
+      withClient(async (client) => {
         const tag = randomUUID();
         const k = (s: string) => `ll:{${tag}}:${s}`;
         const one = [1, 10, 60];
@@ -316,10 +315,8 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         }
         await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, 1, 10, 0])).rejects.toThrow('ERR fixed_window_list: key 2 needs');
         expect(await client.exists(k('a'), k('b'))).toBe(0);
-      } finally {
-        client.disconnect();
-      }
-    });
+      }),
+    );
   });
 
   test.each([
