@@ -7,10 +7,11 @@
 -- A list's counters are charged while they are judged, in order: one INCRBY each, the count
 -- before it the judgement's. Once one would go over its limit (count + hits > limit) the list is
 -- refused: the counters after it are only read (GET), and the charges before it, its own
--- included, are taken back (DECRBY; a count back at 0 is removed, as a count of 0 is never
--- stored). The call is atomic, so no one sees a tentative count. A hit refused by the burst limit
--- does not spend the daily quota, and a client hammering while refused costs one INCRBY and one
--- DECRBY a request, whatever the list's length.
+-- included, are taken back (DECRBY; a key that held no count before is removed whole, as a count
+-- of 0 is never stored). A window's first hit gets its expiry (PEXPIREAT) only once the list is
+-- admitted. The call is atomic, so no one sees a tentative count. A hit refused by the burst
+-- limit does not spend the daily quota, and a request refused by a list's first limit costs one
+-- INCRBY and one DECRBY (or DEL), and a GET for each limit after it.
 --
 -- KEYS[1]     the first list's first counter. KEYS holds the counters of list 1, then those of
 --             list 2, and so on: each its window key as the caller's clock places the call
@@ -62,15 +63,24 @@ end)
 if keys == nil then return ends end
 
 local out = {}
--- The window keys charged so far in the list being decided (index → key), to take back.
-local charged = {}
+-- The window keys charged so far in the list being decided (index → key), to take back, and the
+-- expiry each window's first hit still needs (index → epoch ms): set once the list is admitted,
+-- never needed when a refusal removes the key.
+local charged, pending = {}, {}
 local function take_back(first, last)
   for i = first, last do
     local key = charged[i]
     if key ~= nil then
-      if redis.call('DECRBY', key, hit_texts[i]) == 0 then redis.call('DEL', key) end
-      charged[i] = nil
-      out[2 * i - 1] = out[2 * i - 1] - hits[i]
+      local before = out[2 * i - 1] - hits[i]
+      -- A count of 0 is never stored: the key goes whole.
+      if before == 0 then
+        redis.call('DEL', key)
+      else
+        redis.call('DECRBY', key, hit_texts[i])
+        if pending[i] then redis.call('PEXPIREAT', key, int(pending[i])) end
+      end
+      charged[i], pending[i] = nil, nil
+      out[2 * i - 1] = before
     end
   end
 end
@@ -81,8 +91,8 @@ local function decide(first, last)
   for i = first, last do
     local h = hits[i]
     if mode ~= 2 and h > 0 and not refused then
-      local count, reset_ms, key = fixed_window_step(keys[i], now, windows[i], h, hit_texts[i])
-      out[2 * i - 1], out[2 * i], charged[i] = count, reset_ms, key
+      local count, reset_ms, key, expire_at = fixed_window_step(keys[i], now, windows[i], h, hit_texts[i], true)
+      out[2 * i - 1], out[2 * i], charged[i], pending[i] = count, reset_ms, key, expire_at
       if count > limits[i] then refused = true end
     else
       local count, reset_ms = fixed_window_step(keys[i], now, windows[i], 0, '0')
@@ -94,7 +104,10 @@ local function decide(first, last)
     take_back(first, last)
     for i = first, last do out[2 * i] = -out[2 * i] end
   else
-    for i = first, last do charged[i] = nil end
+    for i = first, last do
+      if pending[i] then redis.call('PEXPIREAT', charged[i], int(pending[i])) end
+      charged[i], pending[i] = nil, nil
+    end
   end
 end
 

@@ -86,18 +86,24 @@ if used[1] then
   -- look already, one INCRBY instead of a GET now and an INCRBY later, and undone (fw_undo) when
   -- the list is refused: the call is atomic, so no one sees the tentative count. The look's
   -- answer is the count before it; the charge pass, which comes only when every limit of the
-  -- list admitted, answers the count after it. An index belongs to one list and a list holds a
-  -- counter once, so what is kept per index is still the key's when the charge or undo comes.
-  local fw_before, fw_charged, fw_keys, fw_max = {}, {}, {}, math.max
+  -- list admitted, answers the count after it. A window's first hit gets its expiry in the
+  -- charge pass (fw_pending): a refusal removes its key whole. An index belongs to one list and a
+  -- list holds a counter once, so what is kept per index is still the key's when the charge or
+  -- undo comes.
+  local fw_before, fw_charged, fw_keys, fw_pending, fw_max = {}, {}, {}, {}, math.max
 
   local function fixed_window(i, charge)
     local h, limit, w = hits[i], limits[i], windows[i]
     local count
     if charge then
       count = fw_charged[i] or fw_before[i]
+      if fw_pending[i] then
+        redis.call('PEXPIREAT', fw_keys[i], int(fw_pending[i]))
+        fw_pending[i] = nil
+      end
     elseif mode ~= 2 and h > 0 then
-      local after, _, key = fixed_window_step(keys[i], now, w, h, hit_texts[i])
-      fw_charged[i], fw_before[i], fw_keys[i] = after, after - h, key
+      local after, _, key, expire_at = fixed_window_step(keys[i], now, w, h, hit_texts[i], true)
+      fw_charged[i], fw_before[i], fw_keys[i], fw_pending[i] = after, after - h, key, expire_at
       count = after - h
     else
       count = fixed_window_step(keys[i], now, w, 0, '0')
@@ -110,13 +116,18 @@ if used[1] then
   end
   STEPS[1] = fixed_window
 
-  -- The list `first..last` was refused: its tentative fixed-window charges are taken back (a
-  -- count back at 0 is removed: a count of 0 is never stored).
+  -- The list `first..last` was refused: its tentative fixed-window charges are taken back (a key
+  -- that held no count before is removed whole: a count of 0 is never stored).
   fw_undo = function(first, last)
     for i = first, last do
       if fw_charged[i] ~= nil then
-        if redis.call('DECRBY', fw_keys[i], hit_texts[i]) == 0 then redis.call('DEL', fw_keys[i]) end
-        fw_charged[i] = nil
+        if fw_before[i] == 0 then
+          redis.call('DEL', fw_keys[i])
+        else
+          redis.call('DECRBY', fw_keys[i], hit_texts[i])
+          if fw_pending[i] then redis.call('PEXPIREAT', fw_keys[i], int(fw_pending[i])) end
+        end
+        fw_charged[i], fw_pending[i] = nil, nil
       end
     end
   end

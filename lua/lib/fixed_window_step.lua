@@ -30,19 +30,21 @@
 -- of hits at an upgrade.
 --
 -- Provides
---   fixed_window_step(declared, now, w, h, h_text) -> count, reset_ms, key: the count of the
---     counter whose window key the caller declared (`<counter>:<start s>`) in the window of `w`
---     ms that holds `now`, after `h` more hits (h = 0: as it stands, nothing written), the ms
---     until that window ends (>= 1), and the window's key. `h_text`: h as the
+--   fixed_window_step(declared, now, w, h, h_text, defer) -> count, reset_ms, key, expire_at: the
+--     count of the counter whose window key the caller declared (`<counter>:<start s>`) in the
+--     window of `w` ms that holds `now`, after `h` more hits (h = 0: as it stands, nothing
+--     written), the ms until that window ends (>= 1), and the window's key. `h_text`: h as the
 --     call's ARGV wrote it (a whole number), passed to INCRBY as it is: a Lua number would be
---     printed as a double.
+--     printed as a double. With `defer`, the expiry of a window's first hit is left to the
+--     caller, who may still take the hit back (a list's tentative charge): expire_at is then the
+--     PEXPIREAT it needs (epoch ms), nil when the key already had its expiry.
 
 local fw_format, fw_match, fw_sub, fw_rcall, fw_tonumber = string.format, string.match, string.sub, redis.call, tonumber
 -- ":<window start, epoch s>" per window length, for this call's `now` (a script's top-level
 -- locals live for one call): formatted once, not once a key.
 local fw_suffixes = {}
 
-local function fixed_window_step(declared, now, w, h, h_text)
+local function fixed_window_step(declared, now, w, h, h_text, defer)
   local start = now - now % w
   local suffix = fw_suffixes[w]
   if suffix == nil then
@@ -87,6 +89,7 @@ local function fixed_window_step(declared, now, w, h, h_text)
   if h == 0 then return before, start + w - now, key end
   if before > 0 then count = fw_rcall('INCRBY', key, before) end
   if plain then fw_rcall('DEL', base) end
+  if defer then return count, start + w - now, key, start + 2 * w end
   fw_rcall('PEXPIREAT', key, int(start + 2 * w))
   return count, start + w - now, key
 end

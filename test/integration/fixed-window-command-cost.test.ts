@@ -144,7 +144,9 @@ describe('limit_list.lua: Redis commands per fixed-window key of a list', () => 
     expect(await t.client.mget(...windowKeys)).toEqual(['2', '2']);
     // A refused list in a window not counted yet leaves no key behind.
     const fresh = [`list:{${tag}}:burst2`, `list:{${tag}}:daily2`] as const;
-    await list(fresh, [100, 0], 1, edge + 4);
+    // Each first hit's key is removed whole: no expiry set, nothing taken back (the hour's key
+    // reads an older floodgate's value once, as any first hit of a window over a minute).
+    expect(await commandsOf(() => list(fresh, [100, 0], 1, edge + 4))).toEqual({ incrby: 2, get: 1, del: 2 });
     expect(await t.client.exists(fixedWindowKey(fresh[0], 60, edge), fixedWindowKey(fresh[1], 3600, edge))).toBe(0);
   });
 });
@@ -152,8 +154,8 @@ describe('limit_list.lua: Redis commands per fixed-window key of a list', () => 
 describe('a rate_limits list of fixed windows through RedisLimiter: Redis commands per list', () => {
   const HOUR_MS = 3_600_000;
 
-  /** One request's list of a per-minute limit of `perMinute` and a per-hour limit of 100, one hit, on counter `id`. */
-  const listChecks = (id: string, perMinute: number): LimitCheck[] => [
+  /** One request's list of a per-minute limit of `perMinute` and a per-hour limit of `perHour`, one hit, on counter `id`. */
+  const listChecks = (id: string, perMinute: number, perHour = 100): LimitCheck[] => [
     {
       counter: { domain: 'cost', entries: [{ key: 'id', value: id }] },
       spec: { algorithm: 'fixed_window', limit: perMinute, windowSeconds: 60, burst: perMinute },
@@ -162,7 +164,7 @@ describe('a rate_limits list of fixed windows through RedisLimiter: Redis comman
     },
     {
       counter: { domain: 'cost', entries: [{ key: 'id', value: id }] },
-      spec: { algorithm: 'fixed_window', limit: 100, windowSeconds: 3600, burst: 100 },
+      spec: { algorithm: 'fixed_window', limit: perHour, windowSeconds: 3600, burst: perHour },
       hits: 1,
     },
   ];
@@ -191,5 +193,35 @@ describe('a rate_limits list of fixed windows through RedisLimiter: Redis comman
       [true, 2],
     ]);
     expect(refused).toEqual({ incrby: 1, decrby: 1, get: 1 });
+  });
+
+  it("a list refused after charging a window's first hit removes that key: no expiry set, nothing taken back", async () => {
+    const edge = (Math.floor(Date.now() / HOUR_MS) + 3) * HOUR_MS;
+    let now = edge + 1;
+    const prefix = `cost_${randomUUID()}_`;
+    const limiter = new RedisLimiter({ client: t.client, keyPrefix: prefix, pinnedNow: () => now });
+    const id = randomUUID();
+    const check = () => limiter.check(listChecks(id, 100, 2), { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false });
+    // An admitted first hit of both windows: each INCRBY and its expiry, one window past its end.
+    expect(await commandsOf(check)).toEqual({ incrby: 2, pexpireat: 2, get: 1 });
+    const base = `${prefix}rl:{cost:id=${id}}:fixed_window`;
+    expect(await t.client.call('PEXPIRETIME', fixedWindowKey(`${base}:60`, 60, edge))).toBe(edge + 120_000);
+    expect(await t.client.call('PEXPIRETIME', fixedWindowKey(`${base}:3600`, 3600, edge))).toBe(edge + 2 * HOUR_MS);
+    await check();
+    // The next minute: its first hit is charged, then the hour's 2 refuse the list.
+    now += 60_000;
+    let results: Awaited<ReturnType<typeof check>> = [];
+    const refused = await commandsOf(async () => {
+      results = await check();
+    });
+    expect(results.map((r) => [r.allowed, r.used])).toEqual([
+      [true, 0],
+      [false, 2],
+    ]);
+    expect(refused).toEqual({ incrby: 2, decrby: 1, del: 1 });
+    // The minute's key of the refused list is gone; the hour's and the first minute's remain.
+    expect((await t.client.keys(`${prefix}*`)).sort()).toEqual(
+      [fixedWindowKey(`${base}:3600`, 3600, edge), fixedWindowKey(`${base}:60`, 60, edge)].sort(),
+    );
   });
 });

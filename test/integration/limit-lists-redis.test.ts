@@ -300,6 +300,42 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
     );
 
     test(
+      "a refused list keeps an older floodgate's count that a window's first hit carried over, with the window's expiry; both list scripts",
+      withClient(async (client) => {
+        const tag = randomUUID();
+        const hourMs = 3_600_000;
+        const start = Math.ceil(Date.now() / hourMs) * hourMs;
+        const now = start + 10;
+        // The hour's counter (an older floodgate's plain integer, 5) comes first in the list, so
+        // it is charged before the minute (1 of 1 already) refuses the list.
+        const hour: Window = { name: 'h', limit: 100, windowSeconds: 3600 };
+        const minute: Window = { name: 'm', limit: 1, windowSeconds: 60 };
+        const lists = [{ limits: [hour, minute], hits: 1 }];
+        const fw = fwlCall(tag, 0, lists, now);
+        const general = listCall(
+          `${tag}-g`,
+          0,
+          lists.map((l) => ({ limits: l.limits.map((w) => ({ ...w, algorithm: 'fixed_window' as const, burst: 0 })), hits: l.hits })),
+          now,
+        );
+        const generalKeys = general.keys.map((key, i) => `${key}:fixed_window:x:${fw.keys[i]!.split(':').at(-1)}`);
+        for (const [keys, run] of [
+          [fw.keys, (args: (number | string)[]) => fwl.run(client, fw.keys, args)],
+          [generalKeys, (args: (number | string)[]) => script.run(client, generalKeys, args)],
+        ] as const) {
+          const base = keys[0]!.replace(/:\d+$/, '');
+          await client.set(base, '5');
+          await client.set(keys[1]!, '1', 'PXAT', start + 120_000);
+          await run(keys === fw.keys ? fw.args : general.args);
+          // Refused: the hour's window key holds the carried 5 and nothing of this call, with the
+          // expiry of a window key; the old value is taken (a plain integer counts once).
+          expect(await client.mget(keys[0]!, keys[1]!, base), String(keys[0])).toEqual(['5', '1', null]);
+          expect(await client.call('PEXPIRETIME', keys[0]!)).toBe(start + 2 * hourMs);
+        }
+      }),
+    );
+
+    test(
       'malformed calls are refused with a clear error, and nothing is charged',
       withClient(async (client) => {
         const tag = randomUUID();
