@@ -11,7 +11,7 @@
 //
 // Settings (environment): BENCH_DURATION (s, 3; QUICK 2), BENCH_ROUNDS (5; QUICK 1),
 // BENCH_WARMUP (s, 1.5), BENCH_CONCURRENCY (50), BENCH_CONNECTIONS (4),
-// BENCH_BACKENDS (memory,redis,cluster), BENCH_SCENARIOS (uniform,multi3,hot; limit1,limit1s,limit2 with
+// BENCH_BACKENDS (memory,redis,cluster), BENCH_SCENARIOS (uniform,multi3,hot; limit1,limit1s,limit2,limit2hot with
 // BENCH_ENV="RUNTIME_ROOT=$PWD/bench/rules-lists", floodgate only),
 // BENCH_LATENCY (1: also the latency mode at half the saturated throughput; 0 to skip),
 // BENCH_RATE (req/s: every round at this rate, ghz -r, instead of as fast as the server answers),
@@ -115,6 +115,9 @@ const REQUESTS = {
   // The list's first limit (per second) alone: what the list adds beyond its windows.
   limit1s: { domain: 'bench', descriptors: [{ entries: [{ key: 'one_second', value: `s${key}` }] }] },
   limit2: { domain: 'bench', descriptors: [{ entries: [{ key: 'two', value: `w${key}` }] }] },
+  // One key's list, refused by its burst limit but for a second's first call: the over-limit
+  // cache answers the burst, and the list's other limit is read in Redis (hits 0, merged).
+  limit2hot: { domain: 'bench', descriptors: [{ entries: [{ key: 'hot_list', value: 'h' }] }] },
 };
 
 const children = [];

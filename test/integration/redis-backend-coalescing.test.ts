@@ -56,6 +56,37 @@ describe.each([
     expect(calls).toBeLessThanOrEqual(4);
   });
 
+  test("200 concurrent looks (STOP mode: requests held back, or looked at before they are charged) merge too: few script calls, each answer its own look's", async () => {
+    const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
+    const listSpec = { algorithm: 'fixed_window' as const, limit: 5, windowSeconds: 86_400, burst: 5 };
+    const list = (value: string, hits: number): LimitCheck[] => [
+      { ...check(value, hits), listSize: 2 },
+      { ...check(value, hits), spec: listSpec },
+    ];
+    // Some state to look at: counter `look-i` holds i (0..9) hits, each list i hits of its day.
+    for (let i = 1; i < 10; i++) {
+      await limiter.check([check(`look-${i}`, i)], options);
+      await limiter.check(list(`lookl-${i}`, i), { ...options });
+    }
+    const requests = Array.from({ length: 200 }, (_, r) => (r % 2 === 0 ? [check(`look-${r % 10}`, 3)] : list(`lookl-${r % 10}`, 2)));
+    const held = { ...options, holdBack: true };
+    const alone = [];
+    for (const req of requests.slice(0, 20)) alone.push(await limiter.check(req, held));
+    const calls0 = await scriptCalls(nodes());
+    const looked = await Promise.all(requests.map((req) => limiter.check(req, held)));
+    const calls = (await scriptCalls(nodes())) - calls0;
+    // The same answers as one look at a time (the first 20: every request shape; the times
+    // run on the real clock), nothing charged.
+    const judged = (answers: typeof looked) => answers.map((rs) => rs.map((r) => [r.allowed, r.used, r.remaining]));
+    expect(judged(looked.slice(0, 20))).toEqual(judged(alone));
+    expect(looked[2]![0]).toMatchObject({ used: 2, allowed: true });
+    expect(looked[3]).toMatchObject([{ used: 3 }, { used: 3, allowed: true }]);
+    expect((await limiter.check([check('look-9', 0)], options))[0]!.used).toBe(9);
+    // Merged: per script (fixed_window, fixed_window_list) and slot, not one call a request.
+    console.info(`looks (${name}): 200 requests, ${calls} script calls`);
+    expect(calls).toBeLessThanOrEqual(name === 'standalone' ? 4 : 25);
+  });
+
   test('200 concurrent requests with a rate_limits list each: one or a few script calls, exactly the tighter limit admitted', async () => {
     // The hour's fixed window must not roll over during the burst.
     await awayFromWindowEdge(3600, 10_000);

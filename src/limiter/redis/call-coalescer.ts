@@ -86,7 +86,8 @@ interface Batch {
  *
  * Count-mode calls (`merge`) that concurrent requests make in one turn of the event loop, for
  * the same client, slot and script (in a Redis Cluster, for fixed_window: the same node, see
- * `keysInArgs`), become one call: under load Redis then runs one script (and ioredis writes one
+ * `keysInArgs`), become one call, and so do their looks (a batch key of their own: never with a
+ * count): under load Redis then runs one script (and ioredis writes one
  * command) for many requests. Only for calls whose parts the script
  * handles one after another, each on its own (fixed_window: a key, and a key that appears twice
  * is simply counted twice; limit_list: a list, all or nothing, that sees what the lists before

@@ -62,6 +62,8 @@ type ScriptName = Algorithm | 'fixed_window_list' | 'limit_list';
 /** The list scripts' indexes in a batch key, after the algorithms'. */
 const LIST_INDEX = ALGORITHMS.length;
 const FIXED_WINDOW_LIST_INDEX = ALGORITHMS.length + 1;
+/** Added to a slot's batch key for its looks: above every slot's ((16384 + 1) * 2 + 1) * 8 + 7. */
+const LOOK_BATCH_KEYS = 1 << 20;
 const SIDES = ['m|', 's|'] as const;
 /**
  * After a node's merged call came back with a counter it does not serve (a slot moved, or a
@@ -305,8 +307,11 @@ export class RedisLimiter implements Limiter {
   private runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, deadline: number, out: LimitResult[]): Promise<void> {
     const algorithm = group.algorithm;
     const pinned = this.options.pinnedNow;
-    const merge = pass === 'count' && algorithm.coalescible && pinned === undefined;
-    const byNode = merge && group.nodeBatchKey !== undefined && Date.now() >= this.nodeMergePausedUntil;
+    // Counts and looks merge, a look never with a count. In STOP mode a request whose counters
+    // take several calls looks first, and one held back (the over-limit cache knows a counter of
+    // it is over) only looks: under load, as many looks as requests.
+    const merge = (pass === 'count' || pass === 'look') && algorithm.coalescible && pinned === undefined;
+    const byNode = merge && pass === 'count' && group.nodeBatchKey !== undefined && Date.now() >= this.nodeMergePausedUntil;
     const args: (number | string)[] = [];
     algorithm.pushGroupHeader(args, group.indexes.length);
     group.indexes.forEach((i, j) => {
@@ -315,7 +320,7 @@ export class RedisLimiter implements Limiter {
       algorithm.pushArgs(args, checks[i] as LimitCheck);
     });
     const call = {
-      batchKey: byNode ? group.nodeBatchKey : group.batchKey,
+      batchKey: byNode ? group.nodeBatchKey : pass === 'look' ? group.batchKey + LOOK_BATCH_KEYS : group.batchKey,
       client: group.client,
       script: algorithm.script,
       scriptName: group.algorithmName,
