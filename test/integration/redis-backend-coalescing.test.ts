@@ -107,6 +107,24 @@ describe.each([
     expect(calls).toBeLessThanOrEqual(4);
   });
 
+  test('STOP mode: 200 concurrent requests with a list of fixed windows merge (a list never charges a denied hit, so its stop pass is a count)', async () => {
+    await awayFromWindowEdge(86_400, 10_000);
+    const counter = { domain: 'co', entries: [{ key: 'stoplist', value: name }] };
+    const request: LimitCheck[] = [
+      { counter, spec: { algorithm: 'fixed_window', limit: 1000, windowSeconds: 3600, burst: 1000 }, hits: 1, listSize: 2 },
+      { counter, spec: { algorithm: 'fixed_window', limit: 70, windowSeconds: 86_400, burst: 70 }, hits: 1 },
+    ];
+    const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: true };
+    const calls0 = await scriptCalls(nodes());
+    const results = await Promise.all(Array.from({ length: 200 }, () => limiter.check(request, options)));
+    const calls = (await scriptCalls(nodes())) - calls0;
+    const admitted = results.filter((r) => r[0]!.allowed && r[1]!.allowed);
+    expect(admitted).toHaveLength(70);
+    expect(admitted.map((r) => r[1]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 70 }, (_, i) => i + 1));
+    // Merged: far fewer script calls than requests (a NOSCRIPT retry may add one).
+    expect(calls).toBeLessThanOrEqual(4);
+  });
+
   test('200 concurrent requests for 200 counters, spread over the slots: a few script calls per node, counts exact (issue 20)', async () => {
     const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
     const values = Array.from({ length: 200 }, (_, i) => `spread${i}`);

@@ -309,9 +309,12 @@ export class RedisLimiter implements Limiter {
     const pinned = this.options.pinnedNow;
     // Counts and looks merge, a look never with a count. In STOP mode a request whose counters
     // take several calls looks first, and one held back (the over-limit cache knows a counter of
-    // it is over) only looks: under load, as many looks as requests.
-    const merge = (pass === 'count' || pass === 'look') && algorithm.coalescible && pinned === undefined;
-    const byNode = merge && pass === 'count' && group.nodeBatchKey !== undefined && Date.now() >= this.nodeMergePausedUntil;
+    // it is over) only looks: under load, as many looks as requests. A list's stop pass is a
+    // count (a list never charges a denied hit), so it merges as one.
+    const mode = algorithm.mode(pass);
+    const counting = pass === 'count' || (pass === 'stop' && mode === algorithm.mode('count'));
+    const merge = (counting || pass === 'look') && algorithm.coalescible && pinned === undefined;
+    const byNode = merge && counting && group.nodeBatchKey !== undefined && Date.now() >= this.nodeMergePausedUntil;
     const args: (number | string)[] = [];
     algorithm.pushGroupHeader(args, group.indexes.length);
     group.indexes.forEach((i, j) => {
@@ -325,7 +328,7 @@ export class RedisLimiter implements Limiter {
       script: algorithm.script,
       scriptName: group.algorithmName,
       node: group.node,
-      mode: byNode ? NAMED_COUNT_MODE : algorithm.mode(pass),
+      mode: byNode ? NAMED_COUNT_MODE : mode,
       replyWidth: algorithm.replyWidth,
       breaker: group.breaker,
       keys: group.keys,
