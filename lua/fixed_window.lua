@@ -15,10 +15,12 @@
 --             keys of one call share a hash slot. A key may appear more than once: each occurrence is judged on
 --             its own and, in count mode, charged in turn, as the reference's pipeline of INCRBY.
 -- ARGV[1]     mode: 0 = count: each counter in turn charged its hits (hits 0: read only);
---             1 = stop (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, the reference's rule): every
---             counter looked at first; when none would go over (count + hits > limit) all are
---             counted; else, in order, each one that would go over is charged and the others
---             are answered with the count the charges before them left, nothing charged;
+--             1 = stop (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, the reference's rule), unit by
+--             unit (a unit: one request's counters; the units of concurrent requests merge into
+--             one call, each decided on its own, in order): every counter of the unit looked at
+--             first; when none would go over (count + hits > limit) all are counted; else, in
+--             order, each one that would go over is charged and the others are answered with the
+--             count the charges before them left, nothing charged;
 --             2 = look: nothing charged, each counter's count as it stands;
 --             3 = count, the counters named in ARGV (a Redis Cluster node's merged call, issue
 --             20): KEYS[1] is the first counter, declared only to route the call to its node,
@@ -28,6 +30,8 @@
 --             its slot.
 -- ARGV[3i-1 .. 3i+1]  counter i's hits (>= 0, in plain decimal digits), limit (>= 0; read in
 --             stop mode), window (whole seconds >= 1). In mode 3 four a counter, its name first: ARGV[4i-2 .. 4i+1].
+--             In mode 1 each unit is led by its key count, then its counters' three
+--             (lib/read_lists.lua): one unit of n keys is ARGV[2] = n, key i's at ARGV[3i .. 3i+2].
 -- ARGV[last]  optional, tests only: "now" in epoch milliseconds. Without it the clock is redis
 --             TIME, read once per call.
 -- Returns     2 integers a counter: count (the window's count after this call; -1: not served
@@ -38,6 +42,7 @@
 -- @include lib/fixed_window_args.lua
 -- @include lib/not_served_here.lua
 -- @include lib/call_now.lua
+-- @include lib/read_lists.lua
 
 local argv, keys, floor, tonumber = ARGV, KEYS, math.floor, tonumber
 local nargs, n = #ARGV, #KEYS
@@ -47,31 +52,43 @@ end
 
 local mode = tonumber(argv[1])
 if mode ~= 0 and mode ~= 1 and mode ~= 2 and mode ~= 3 then return refuse('mode (ARGV[1]) must be 0, 1, 2 or 3') end
-local width = 3
-if mode == 3 then
-  width, keys = 4, {}
-  n = floor((nargs - 1) / 4)
-  if n < 1 or #KEYS ~= 1 or (nargs ~= 4 * n + 1 and nargs ~= 4 * n + 2) then
-    return refuse('mode 3 needs 1 key and 4 ARGV per counter after the mode (and an optional pinned now), got %d keys and %d ARGV', #KEYS, nargs)
-  end
-elseif nargs ~= 3 * n + 1 and nargs ~= 3 * n + 2 then
-  return refuse('%d keys need %d or %d ARGV, got %d', n, 3 * n + 1, 3 * n + 2, nargs)
-end
-
-local now = call_now(nargs == width * n + 2 and argv[nargs] or nil)
-if now == nil then return refuse('pinned now (last ARGV) must be epoch milliseconds') end
 
 -- Every counter read and checked before any is counted: a malformed call changes nothing.
 local hits, hit_texts, limits, windows = {}, {}, {}, {}
-for i = 1, n do
-  local at = width * i - 1
-  if width == 4 then keys[i] = argv[at - 1] end
+local function read_counter(i, at)
   local h_text = argv[at]
   local h, l, w = fixed_window_args(h_text, argv[at + 1], argv[at + 2])
   if h == nil then
-    return refuse('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, at, at + 2)
+    return string.format('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, at, at + 2)
   end
   hits[i], hit_texts[i], limits[i], windows[i] = h, h_text, l, w
+end
+
+local now, ends
+if mode == 1 then
+  -- Stop units, each led by its key count (lib/read_lists.lua); a counter may appear twice.
+  keys, ends, now = read_lists({ script = 'fixed_window', noun = 'unit', named = false, width = 3, distinct = false, read_key = read_counter })
+  if keys == nil then return ends end
+  n = ends[#ends] or 0
+else
+  local width = 3
+  if mode == 3 then
+    width, keys = 4, {}
+    n = floor((nargs - 1) / 4)
+    if n < 1 or #KEYS ~= 1 or (nargs ~= 4 * n + 1 and nargs ~= 4 * n + 2) then
+      return refuse('mode 3 needs 1 key and 4 ARGV per counter after the mode (and an optional pinned now), got %d keys and %d ARGV', #KEYS, nargs)
+    end
+  elseif nargs ~= 3 * n + 1 and nargs ~= 3 * n + 2 then
+    return refuse('%d keys need %d or %d ARGV, got %d', n, 3 * n + 1, 3 * n + 2, nargs)
+  end
+  now = call_now(nargs == width * n + 2 and argv[nargs] or nil)
+  if now == nil then return refuse('pinned now (last ARGV) must be epoch milliseconds') end
+  for i = 1, n do
+    local at = width * i - 1
+    if width == 4 then keys[i] = argv[at - 1] end
+    local wrong = read_counter(i, at)
+    if wrong ~= nil then return refuse('%s', wrong) end
+  end
 end
 
 local out = {}
@@ -97,10 +114,16 @@ elseif mode == 3 then
     end
   end
 else
-  local over, any_over = {}, false
-  for i = 1, n do
-    if tally(i, 0) + hits[i] > limits[i] then over[i], any_over = true, true end
+  -- Each unit (a request's counters) on its own, in order.
+  local first, over = 1, {}
+  for u = 1, #ends do
+    local last, any_over = ends[u], false
+    for i = first, last do
+      over[i] = tally(i, 0) + hits[i] > limits[i]
+      if over[i] then any_over = true end
+    end
+    for i = first, last do tally(i, (over[i] or not any_over) and hits[i] or 0) end
+    first = last + 1
   end
-  for i = 1, n do tally(i, (over[i] or not any_over) and hits[i] or 0) end
 end
 return out

@@ -52,14 +52,14 @@ if mode ~= 0 and mode ~= 2 and mode ~= 3 then
   return redis.error_reply('ERR fixed_window_list: mode (ARGV[1]) must be 0, 2 or 3')
 end
 local hits, hit_texts, limits, windows = {}, {}, {}, {}
-local keys, ends, now = read_lists('fixed_window_list', mode, 3, function(i, at)
+local keys, ends, now = read_lists({ script = 'fixed_window_list', noun = 'list', named = mode == 3, width = 3, distinct = true, read_key = function(i, at)
   local h_text = argv[at]
   local h, l, w = fixed_window_args(h_text, argv[at + 1], argv[at + 2])
   if h == nil then
     return string.format('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, at, at + 2)
   end
   hits[i], hit_texts[i], limits[i], windows[i] = h, h_text, l, w
-end)
+end })
 if keys == nil then return ends end
 
 local out = {}

@@ -55,7 +55,7 @@ local mode = tonumber(argv[1])
 if mode ~= 0 and mode ~= 2 and mode ~= 3 then return redis.error_reply('ERR limit_list: mode (ARGV[1]) must be 0, 2 or 3') end
 -- The shape lib/bucket_step.lua reads; `used[a]`: some key of the call counts with algorithm a.
 local algorithms, hits, hit_texts, limits, windows, bursts, used = {}, {}, {}, {}, {}, {}, {}
-local keys, ends, now = read_lists('limit_list', mode, 5, function(i, first)
+local keys, ends, now = read_lists({ script = 'limit_list', noun = 'list', named = mode == 3, width = 5, distinct = true, read_key = function(i, first)
   -- A fixed window's hits go to INCRBY as written (lib/fixed_window_step.lua): plain decimal
   -- digits only, for every algorithm alike.
   local h_text = argv[first + 1]
@@ -69,7 +69,7 @@ local keys, ends, now = read_lists('limit_list', mode, 5, function(i, first)
   end
   algorithms[i], hits[i], limits[i], windows[i], bursts[i], used[a] = a, h, l, w * 1000, b, true
   hit_texts[i] = h_text
-end)
+end })
 if keys == nil then return ends end
 local n = ends[#ends] or 0
 local call = { n = n, now = now, algorithms = algorithms, hits = hits, limits = limits, windows = windows, bursts = bursts }

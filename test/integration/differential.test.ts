@@ -181,7 +181,9 @@ describe('differential: reference model, memory backend and Lua scripts agree on
         for (const st of trace.slice(first, first + CHUNK)) {
           const checks = limitChecks(st);
           const keys = st.checks.map((c, k) => script.declaredKey(keyOf(c.counter, c.spec), checks[k]!, st.now));
-          const args: (number | string)[] = [script.mode(st.stop ? 'stop' : 'count')];
+          const pass = st.stop ? 'stop' : 'count';
+          const args: (number | string)[] = [script.mode(pass)];
+          script.pushGroupHeader(args, checks.length, pass);
           for (const c of checks) script.pushArgs(args, c);
           args.push(st.now);
           pipeline.evalsha(expireSha, allKeys.length, ...allKeys, st.now);

@@ -44,6 +44,7 @@ async function runScript(
   const script = SCRIPTS[calls[0]!.spec.algorithm];
   const checks = calls.map((c) => ({ counter: { domain: 'alg', entries: [] }, spec: c.spec, hits: c.hits }));
   const argv: (string | number)[] = [mode];
+  script.pushGroupHeader(argv, checks.length, PASS_OF[mode]!);
   for (const c of checks) script.pushArgs(argv, c);
   if (now !== undefined) argv.push(now);
   const declared = keys.map((k, i) => script.declaredKey(k, checks[i]!, now ?? Date.now()));

@@ -51,6 +51,7 @@ async function fixedWindow(
     spec: { algorithm: 'fixed_window', limit: c.limit, windowSeconds: c.windowSeconds, burst: 0 },
     hits: c.hits,
   }));
+  FIXED_WINDOW.pushGroupHeader(argv, checks.length, PASS_OF[mode]!);
   for (const c of checks) FIXED_WINDOW.pushArgs(argv, c);
   if (pinnedNowMs !== undefined) argv.push(pinnedNowMs);
   // Each counter's window key, as this process' clock places the call (lib/fixed_window_step.lua).
@@ -320,6 +321,47 @@ describe.each([
     expect(await storedCount(a)).toBe(1);
   });
 
+  it("stop mode decides each unit (a request's counters) of a call on its own, in order, as separate calls would", async () => {
+    const [a, b, c] = keysFor(3) as [string, string, string];
+    const sha = t.sha.fixed_window!;
+    const now = (Math.floor(Date.now() / 3_600_000) + 1) * 3_600_000 + 5;
+    const key = (k: string) => fixedWindowKey(k, 3600, now);
+    // Unit 1 = [a 1 of 1, b 1 of 10]: none would go over, both counted. Unit 2 = [a 1 of 1, c 1 of
+    // 10]: a would go over (1 + 1 > 1), so only a is charged and c is held back. Unit 3 = [b]
+    // alone: counted.
+    const reply = (await t.client.evalsha(
+      sha,
+      5,
+      key(a),
+      key(b),
+      key(a),
+      key(c),
+      key(b),
+      1,
+      2,
+      1,
+      1,
+      3600,
+      1,
+      10,
+      3600,
+      2,
+      1,
+      1,
+      3600,
+      1,
+      10,
+      3600,
+      1,
+      1,
+      10,
+      3600,
+      now,
+    )) as number[];
+    expect([0, 1, 2, 3, 4].map((j) => reply[2 * j])).toEqual([1, 1, 2, 0, 2]);
+    expect([await storedCount(a), await storedCount(b), await storedCount(c)]).toEqual([2, 2, null]);
+  });
+
   it("stop mode: the issue's example, counts 8/10 and 3/10 and 5 hits on both end at 13 and 3", async () => {
     const [a, b, c] = keysFor(3) as [string, string, string];
     await call([a, b], MODE_COUNT_ALL, [one(8, 10), one(3, 10)]);
@@ -385,6 +427,12 @@ describe.each([
     await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, 'soon')).rejects.toThrow(/pinned now/);
     // A malformed second counter: the first is not counted either.
     await expect(t.client.evalsha(sha, 2, key, key, 0, 1, 10, 60, 1, 10, 'x')).rejects.toThrow(/key 2 needs integer hits/);
+    // Stop mode takes units, each led by its key count (lib/read_lists.lua).
+    await expect(t.client.evalsha(sha, 1, key, 1, 0, 1, 10, 60)).rejects.toThrow(/fixed_window: unit 1: key count \(ARGV\[2\]\) must be/);
+    await expect(t.client.evalsha(sha, 1, key, 1, 2, 1, 10, 60)).rejects.toThrow(
+      /fixed_window: unit 1: 2 keys from KEYS\[1\] run past the 1 keys/,
+    );
+    await expect(t.client.evalsha(sha, 2, key, key, 1, 1, 1, 10, 60, 1, 1, 'x', 60)).rejects.toThrow(/fixed_window: key 2 needs integer hits/);
     expect(await t.allKeys()).not.toContainEqual(expect.stringContaining(key));
   });
 

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { LimitCheck } from '../../src/limiter/limiter';
 import { DEFAULT_MAX_KEYS_PER_CALL } from '../../src/limiter/redis/call-coalescer';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
-import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
+import { checkKey } from '../../src/limiter/counter-key';
+import { keySlot, startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { awayFromWindowEdge, CountingBreaker, scriptCalls } from './redis-backend-helpers';
 import { within } from '../harness/wait';
 
@@ -122,6 +123,30 @@ describe.each([
     expect(admitted).toHaveLength(70);
     expect(admitted.map((r) => r[1]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 70 }, (_, i) => i + 1));
     // Merged: far fewer script calls than requests (a NOSCRIPT retry may add one).
+    expect(calls).toBeLessThanOrEqual(4);
+  });
+
+  test("STOP mode: 200 concurrent requests of two fixed windows merge their stop passes, each request's counters held back on their own", async () => {
+    await awayFromWindowEdge(3600, 10_000);
+    // `tight` admits 50; once it would go over, STOP charges only it (it counts every hit, as the
+    // reference increments the key that goes over) and holds back `wide`.
+    const tight = check(`stop-tight-${name}`);
+    // In one slot with `tight` (in a cluster too), so that a request is one stop unit: counters
+    // of two slots are looked at and charged in two calls, not atomically.
+    const slotOf = (c: LimitCheck) => keySlot(checkKey(`co_${name}_`, c));
+    let wideValue = '';
+    for (let i = 0; wideValue === '' && i < 200_000; i++) if (slotOf(check(`stop-wide-${i}`)) === slotOf(tight)) wideValue = `stop-wide-${i}`;
+    const wide = { ...check(wideValue), spec: { ...spec, limit: 1000 } };
+    const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: true };
+    const calls0 = await scriptCalls(nodes());
+    const results = await Promise.all(Array.from({ length: 200 }, () => limiter.check([tight, wide], options)));
+    const calls = (await scriptCalls(nodes())) - calls0;
+    expect(results.filter((r) => r[0]!.allowed && r[1]!.allowed)).toHaveLength(50);
+    const peek = async (c: LimitCheck) => (await limiter.check([{ ...c, hits: 0 }], { ...options, stopIncrementWhenOverLimit: false }))[0]!.used;
+    expect(await peek(tight)).toBe(200);
+    expect(await peek(wide)).toBe(50);
+    // Merged: one stop unit a request, the units of concurrent requests in one call.
+    console.info(`stop (${name}): 200 requests, ${calls} script calls`);
     expect(calls).toBeLessThanOrEqual(4);
   });
 

@@ -54,10 +54,11 @@ export interface AlgorithmScript {
   /** ARGV[1] of the call. */
   mode(pass: CallPass): number;
   /**
-   * Appends what comes before a group's per-check ARGV: limit_list's key count, so that each
-   * list carries its own header and merged calls are a plain append; nothing for the others.
+   * Appends what comes before a group's per-check ARGV in a call for `pass`: a list script's key
+   * count, and fixed_window's in a stop pass (a unit of one request's counters), so that each
+   * list or unit carries its own header and merged calls are a plain append; nothing otherwise.
    */
-  pushGroupHeader(args: (number | string)[], size: number): void;
+  pushGroupHeader(args: (number | string)[], size: number, pass: CallPass): void;
   /** Appends the ARGV of one check. */
   pushArgs(args: (number | string)[], check: LimitCheck): void;
   /**
@@ -119,7 +120,9 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
     countsEveryHit: true,
     namedCounters: true,
     mode: (pass) => MODES[pass],
-    pushGroupHeader() {},
+    pushGroupHeader(args, size, pass) {
+      if (pass === 'stop') args.push(size);
+    },
     pushArgs(args, c) {
       args.push(c.hits, c.spec.limit, c.spec.windowSeconds);
     },

@@ -62,8 +62,11 @@ type ScriptName = Algorithm | 'fixed_window_list' | 'limit_list';
 /** The list scripts' indexes in a batch key, after the algorithms'. */
 const LIST_INDEX = ALGORITHMS.length;
 const FIXED_WINDOW_LIST_INDEX = ALGORITHMS.length + 1;
-/** Added to a slot's batch key for its looks: above every slot's ((16384 + 1) * 2 + 1) * 8 + 7. */
-const LOOK_BATCH_KEYS = 1 << 20;
+/**
+ * Added to a slot's batch key for the calls of a pass that merge apart from the counts: above
+ * every slot's ((16384 + 1) * 2 + 1) * 8 + 7.
+ */
+const PASS_BATCH_KEYS: Readonly<Record<CallPass, number>> = { count: 0, look: 1 << 20, stop: 2 << 20 };
 const SIDES = ['m|', 's|'] as const;
 /**
  * After a node's merged call came back with a counter it does not serve (a slot moved, or a
@@ -307,23 +310,24 @@ export class RedisLimiter implements Limiter {
   private runGroup(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, deadline: number, out: LimitResult[]): Promise<void> {
     const algorithm = group.algorithm;
     const pinned = this.options.pinnedNow;
-    // Counts and looks merge, a look never with a count. In STOP mode a request whose counters
-    // take several calls looks first, and one held back (the over-limit cache knows a counter of
-    // it is over) only looks: under load, as many looks as requests. A list's stop pass is a
+    // Every pass merges, each with calls of its own pass: counts, looks, and fixed_window's stop
+    // units (one request's counters each). In STOP mode a request whose counters take several
+    // calls looks first, and one held back (the over-limit cache knows a counter of it is over)
+    // only looks: under load, as many looks and stop passes as requests. A list's stop pass is a
     // count (a list never charges a denied hit), so it merges as one.
     const mode = algorithm.mode(pass);
     const counting = pass === 'count' || (pass === 'stop' && mode === algorithm.mode('count'));
-    const merge = (counting || pass === 'look') && algorithm.coalescible && pinned === undefined;
+    const merge = algorithm.coalescible && pinned === undefined;
     const byNode = merge && counting && group.nodeBatchKey !== undefined && Date.now() >= this.nodeMergePausedUntil;
     const args: (number | string)[] = [];
-    algorithm.pushGroupHeader(args, group.indexes.length);
+    algorithm.pushGroupHeader(args, group.indexes.length, pass);
     group.indexes.forEach((i, j) => {
       // A node's merged call names each counter before its arguments.
       if (byNode) args.push(group.keys[j] as string);
       algorithm.pushArgs(args, checks[i] as LimitCheck);
     });
     const call = {
-      batchKey: byNode ? group.nodeBatchKey : pass === 'look' ? group.batchKey + LOOK_BATCH_KEYS : group.batchKey,
+      batchKey: byNode ? group.nodeBatchKey : counting ? group.batchKey : group.batchKey + PASS_BATCH_KEYS[pass],
       client: group.client,
       script: algorithm.script,
       scriptName: group.algorithmName,
