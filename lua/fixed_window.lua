@@ -27,11 +27,15 @@
 --             and the counters may be of any slot of the node. A counter the node does not
 --             serve (its slot moved, or the server refuses keys of several slots in one script)
 --             is answered count -1, nothing read or written: the caller sends it again through
---             its slot.
+--             its slot;
+--             4 = stop, the counters named in ARGV, as mode 3 names them (a unit whose slot the
+--             node does not serve is answered count -1 for each of its counters, nothing
+--             written).
 -- ARGV[3i-1 .. 3i+1]  counter i's hits (>= 0, in plain decimal digits), limit (>= 0; read in
 --             stop mode), window (whole seconds >= 1). In mode 3 four a counter, its name first: ARGV[4i-2 .. 4i+1].
---             In mode 1 each unit is led by its key count, then its counters' three
---             (lib/read_lists.lua): one unit of n keys is ARGV[2] = n, key i's at ARGV[3i .. 3i+2].
+--             In modes 1 and 4 each unit is led by its key count, then its counters' three (in mode
+--             4 each counter's name first; lib/read_lists.lua): one unit of n keys in mode 1 is
+--             ARGV[2] = n, key i's at ARGV[3i .. 3i+2].
 -- ARGV[last]  optional, tests only: "now" in epoch milliseconds. Without it the clock is redis
 --             TIME, read once per call.
 -- Returns     2 integers a counter: count (the window's count after this call; -1: not served
@@ -51,7 +55,7 @@ local function refuse(...)
 end
 
 local mode = tonumber(argv[1])
-if mode ~= 0 and mode ~= 1 and mode ~= 2 and mode ~= 3 then return refuse('mode (ARGV[1]) must be 0, 1, 2 or 3') end
+if mode ~= 0 and mode ~= 1 and mode ~= 2 and mode ~= 3 and mode ~= 4 then return refuse('mode (ARGV[1]) must be 0, 1, 2, 3 or 4') end
 
 -- Every counter read and checked before any is counted: a malformed call changes nothing.
 local hits, hit_texts, limits, windows = {}, {}, {}, {}
@@ -65,9 +69,9 @@ local function read_counter(i, at)
 end
 
 local now, ends
-if mode == 1 then
+if mode == 1 or mode == 4 then
   -- Stop units, each led by its key count (lib/read_lists.lua); a counter may appear twice.
-  keys, ends, now = read_lists({ script = 'fixed_window', noun = 'unit', named = false, width = 3, distinct = false, read_key = read_counter })
+  keys, ends, now = read_lists({ script = 'fixed_window', noun = 'unit', named = mode == 4, width = 3, distinct = false, read_key = read_counter })
   if keys == nil then return ends end
   n = ends[#ends] or 0
 else
@@ -115,14 +119,29 @@ elseif mode == 3 then
   end
 else
   -- Each unit (a request's counters) on its own, in order.
-  local first, over = 1, {}
-  for u = 1, #ends do
-    local last, any_over = ends[u], false
+  local over = {}
+  local function stop_unit(first, last)
+    local any_over = false
     for i = first, last do
       over[i] = tally(i, 0) + hits[i] > limits[i]
       if over[i] then any_over = true end
     end
     for i = first, last do tally(i, (over[i] or not any_over) and hits[i] or 0) end
+  end
+  local first = 1
+  for u = 1, #ends do
+    local last = ends[u]
+    if mode == 1 then
+      stop_unit(first, last)
+    else
+      -- Named (mode 4): a unit's counters share a slot, and its first command, a read, fails
+      -- when the slot is not this node's, before anything of it is written.
+      local ok, err = pcall(stop_unit, first, last)
+      if not ok then
+        if not not_served_here(type(err) == 'table' and err.err or tostring(err)) then error(err) end
+        for i = first, last do out[2 * i - 1], out[2 * i] = -1, 0 end
+      end
+    end
     first = last + 1
   end
 end

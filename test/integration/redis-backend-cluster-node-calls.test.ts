@@ -72,10 +72,11 @@ async function newLimiter(): Promise<RedisLimiter> {
 }
 
 describe.each([
-  ['one limit', (value: string, hits: number) => [check(value, hits)]],
-  ['a rate_limits list', list],
-  ['a rate_limits list of fixed windows', fixedWindowList],
-] as const)('merged calls per cluster node, %s per request', (shape, request) => {
+  ['one limit', (value: string, hits: number) => [check(value, hits)], false],
+  ['one limit in STOP mode', (value: string, hits: number) => [check(value, hits)], true],
+  ['a rate_limits list', list, false],
+  ['a rate_limits list of fixed windows', fixedWindowList, false],
+] as const)('merged calls per cluster node, %s per request', (shape, request, stop) => {
   test('slots that move to another master mid-run: every count exact, the moved counters found on the new master', async () => {
     const masters = cluster.masters();
     const [source, target] = masters as [ClusterNode, ClusterNode];
@@ -83,7 +84,7 @@ describe.each([
     const values: string[] = [];
     const slots = new Set<number>();
     for (let i = 0; values.length < 20 && i < 100_000; i++) {
-      const value = `${shape === 'one limit' ? 'v' : shape === 'a rate_limits list' ? 'l' : 'f'}${i}`;
+      const value = `${{ 'one limit': 'v', 'one limit in STOP mode': 's', 'a rate_limits list': 'l' }[shape as string] ?? 'f'}${i}`;
       const slot = keySlot(keyOf(value));
       if (slots.has(slot) || (await ownerOf(source, masters, slot)) !== source) continue;
       slots.add(slot);
@@ -91,7 +92,7 @@ describe.each([
     }
     expect(values).toHaveLength(20);
     const moving = values.slice(0, 5);
-    const options = () => ({ deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false });
+    const options = () => ({ deadline: Date.now() + 5000, stopIncrementWhenOverLimit: stop });
 
     const limiter = await newLimiter();
     const calls0 = await scriptCalls(masters);

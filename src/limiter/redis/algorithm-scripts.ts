@@ -18,11 +18,12 @@ export type CallPass =
 const MODES: Readonly<Record<CallPass, number>> = { count: 0, stop: 1, look: 2 };
 
 /**
- * ARGV[1] of a Redis Cluster node's merged count call (lua/lib/read_call.lua mode 3): the
- * counters of any slot of the node, each named in ARGV before its arguments, KEYS[1] only
- * routing the call.
+ * ARGV[1] of a Redis Cluster node's merged count call (mode 3 of fixed_window.lua and of the list
+ * scripts): the counters of any slot of the node, each named in ARGV before its arguments,
+ * KEYS[1] only routing the call. fixed_window.lua's stop units have one too.
  */
-export const NAMED_COUNT_MODE = 3;
+const NAMED_COUNT_MODE = 3;
+const NAMED_STOP_MODE = 4;
 
 /** denied in a lib/run_call.lua-shaped reply: the node does not serve this counter's slot (a mode-3 call only). */
 const NOT_SERVED_HERE = 2;
@@ -49,8 +50,11 @@ export interface AlgorithmScript {
   readonly coalescible: boolean;
   /** Charges hits also when they are denied (fixed_window, like the reference). */
   readonly countsEveryHit: boolean;
-  /** Takes NAMED_COUNT_MODE: a cluster node's merged call may carry counters of all its slots. */
-  readonly namedCounters: boolean;
+  /**
+   * ARGV[1] of a Redis Cluster node's merged call for `pass`, whose counters may be of all the
+   * node's slots, each named in ARGV; undefined when the script has none for that pass.
+   */
+  namedMode(pass: CallPass): number | undefined;
   /** ARGV[1] of the call. */
   mode(pass: CallPass): number;
   /**
@@ -81,7 +85,7 @@ function algorithmScript(name: Algorithm | 'limit_list', wrap: WrapScript): Algo
     // Could be merged too, but stay one call per request (fixed_window and limit_list merge).
     coalescible: false,
     countsEveryHit: false,
-    namedCounters: false,
+    namedMode: () => undefined,
     mode: (pass) => MODES[pass],
     pushGroupHeader() {},
     pushArgs(args, c) {
@@ -118,7 +122,7 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
     replyWidth: FIXED_WINDOW_REPLY_WIDTH,
     coalescible: true,
     countsEveryHit: true,
-    namedCounters: true,
+    namedMode: (pass) => (pass === 'count' ? NAMED_COUNT_MODE : pass === 'stop' ? NAMED_STOP_MODE : undefined),
     mode: (pass) => MODES[pass],
     pushGroupHeader(args, size, pass) {
       if (pass === 'stop') args.push(size);
@@ -188,7 +192,8 @@ export function limitListScript(
   return {
     ...decodeAs,
     coalescible: true,
-    namedCounters: true,
+    // A list's stop pass is a count.
+    namedMode: (pass) => (pass === 'look' ? undefined : NAMED_COUNT_MODE),
     mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
     pushGroupHeader(args, size) {
       args.push(size);
@@ -215,7 +220,8 @@ export function fixedWindowListScript(wrap: WrapScript = (script) => script): Al
     replyWidth: FIXED_WINDOW_REPLY_WIDTH,
     coalescible: true,
     countsEveryHit: false,
-    namedCounters: true,
+    // A list's stop pass is a count.
+    namedMode: (pass) => (pass === 'look' ? undefined : NAMED_COUNT_MODE),
     mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
     pushGroupHeader(args, size) {
       args.push(size);

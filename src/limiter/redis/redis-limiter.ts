@@ -9,7 +9,6 @@ import {
   algorithmScripts,
   fixedWindowListScript,
   limitListScript,
-  NAMED_COUNT_MODE,
   type AlgorithmScript,
   type CallPass,
   type WrapScript,
@@ -166,9 +165,9 @@ export class RedisLimiter implements Limiter {
     return states;
   }
 
-  private notServedHere(checks: readonly LimitCheck[], group: SlotGroup, deadline: number, out: LimitResult[]): Promise<void> {
+  private notServedHere(checks: readonly LimitCheck[], group: SlotGroup, pass: CallPass, deadline: number, out: LimitResult[]): Promise<void> {
     this.nodeMergePausedUntil = Date.now() + NODE_MERGE_PAUSE_MS;
-    return this.runGroup(checks, { ...group, nodeBatchKey: undefined }, 'count', deadline, out);
+    return this.runGroup(checks, { ...group, nodeBatchKey: undefined }, pass, deadline, out);
   }
 
   /** The batch key of a cluster node's merged calls of one script (negative: never a slot's); undefined outside a cluster. */
@@ -231,7 +230,7 @@ export class RedisLimiter implements Limiter {
       algorithm,
       algorithmName,
       batchKey,
-      nodeBatchKey: algorithm.namedCounters ? this.nodeBatchKey(served, side, ALGORITHM_INDEX[algorithmName]) : undefined,
+      nodeBatchKey: algorithm.namedMode('count') !== undefined ? this.nodeBatchKey(served, side, ALGORITHM_INDEX[algorithmName]) : undefined,
       breaker: this.breakerFor(side, node),
       node: SIDES[side] + node,
       keys: [],
@@ -318,7 +317,11 @@ export class RedisLimiter implements Limiter {
     const mode = algorithm.mode(pass);
     const counting = pass === 'count' || (pass === 'stop' && mode === algorithm.mode('count'));
     const merge = algorithm.coalescible && pinned === undefined;
-    const byNode = merge && counting && group.nodeBatchKey !== undefined && Date.now() >= this.nodeMergePausedUntil;
+    // In a cluster, counts and stop units merge per node, across its slots, the counters named.
+    const namedMode =
+      merge && group.nodeBatchKey !== undefined && Date.now() >= this.nodeMergePausedUntil ? algorithm.namedMode(pass) : undefined;
+    const byNode = namedMode !== undefined;
+    const passKeys = counting ? 0 : PASS_BATCH_KEYS[pass];
     const args: (number | string)[] = [];
     algorithm.pushGroupHeader(args, group.indexes.length, pass);
     group.indexes.forEach((i, j) => {
@@ -327,12 +330,12 @@ export class RedisLimiter implements Limiter {
       algorithm.pushArgs(args, checks[i] as LimitCheck);
     });
     const call = {
-      batchKey: byNode ? group.nodeBatchKey : counting ? group.batchKey : group.batchKey + PASS_BATCH_KEYS[pass],
+      batchKey: byNode ? (group.nodeBatchKey as number) - passKeys : group.batchKey + passKeys,
       client: group.client,
       script: algorithm.script,
       scriptName: group.algorithmName,
       node: group.node,
-      mode: byNode ? NAMED_COUNT_MODE : mode,
+      mode: byNode ? namedMode : mode,
       replyWidth: algorithm.replyWidth,
       breaker: group.breaker,
       keys: group.keys,
@@ -354,7 +357,7 @@ export class RedisLimiter implements Limiter {
       return this.coalescer
         .run(call, true)
         .then((reply) =>
-          algorithm.anyNotServedHere(reply, group.indexes.length) ? this.notServedHere(checks, group, deadline, out) : decode(reply),
+          algorithm.anyNotServedHere(reply, group.indexes.length) ? this.notServedHere(checks, group, pass, deadline, out) : decode(reply),
         );
     }
     return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then(decode);
