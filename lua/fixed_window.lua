@@ -30,9 +30,10 @@
 --             its slot;
 --             4 = stop, the counters named in ARGV, as mode 3 names them (a unit whose slot the
 --             node does not serve is answered count -1 for each of its counters, nothing
---             written).
+--             written);
+--             5 = look, the counters named in ARGV, as mode 3 names them.
 -- ARGV[3i-1 .. 3i+1]  counter i's hits (>= 0, in plain decimal digits), limit (>= 0; read in
---             stop mode), window (whole seconds >= 1). In mode 3 four a counter, its name first: ARGV[4i-2 .. 4i+1].
+--             stop mode), window (whole seconds >= 1). In modes 3 and 5 four a counter, its name first: ARGV[4i-2 .. 4i+1].
 --             In modes 1 and 4 each unit is led by its key count, then its counters' three (in mode
 --             4 each counter's name first; lib/read_lists.lua): one unit of n keys in mode 1 is
 --             ARGV[2] = n, key i's at ARGV[3i .. 3i+2].
@@ -55,7 +56,9 @@ local function refuse(...)
 end
 
 local mode = tonumber(argv[1])
-if mode ~= 0 and mode ~= 1 and mode ~= 2 and mode ~= 3 and mode ~= 4 then return refuse('mode (ARGV[1]) must be 0, 1, 2, 3 or 4') end
+if mode ~= 0 and mode ~= 1 and mode ~= 2 and mode ~= 3 and mode ~= 4 and mode ~= 5 then
+  return refuse('mode (ARGV[1]) must be 0, 1, 2, 3, 4 or 5')
+end
 
 -- Every counter read and checked before any is counted: a malformed call changes nothing.
 local hits, hit_texts, limits, windows = {}, {}, {}, {}
@@ -76,11 +79,11 @@ if mode == 1 or mode == 4 then
   n = ends[#ends] or 0
 else
   local width = 3
-  if mode == 3 then
+  if mode == 3 or mode == 5 then
     width, keys = 4, {}
     n = floor((nargs - 1) / 4)
     if n < 1 or #KEYS ~= 1 or (nargs ~= 4 * n + 1 and nargs ~= 4 * n + 2) then
-      return refuse('mode 3 needs 1 key and 4 ARGV per counter after the mode (and an optional pinned now), got %d keys and %d ARGV', #KEYS, nargs)
+      return refuse('mode %d needs 1 key and 4 ARGV per counter after the mode (and an optional pinned now), got %d keys and %d ARGV', mode, #KEYS, nargs)
     end
   elseif nargs ~= 3 * n + 1 and nargs ~= 3 * n + 2 then
     return refuse('%d keys need %d or %d ARGV, got %d', n, 3 * n + 1, 3 * n + 2, nargs)
@@ -107,11 +110,11 @@ if mode == 0 then
   for i = 1, n do tally(i, hits[i]) end
 elseif mode == 2 then
   for i = 1, n do tally(i, 0) end
-elseif mode == 3 then
+elseif mode == 3 or mode == 5 then
   for i = 1, n do
     -- The counter's first command fails when its slot is not this node's, before anything of
     -- it is written. (Redis 7 raises a table, Redis 6 its text.)
-    local ok, err = pcall(tally, i, hits[i])
+    local ok, err = pcall(tally, i, mode == 3 and hits[i] or 0)
     if not ok then
       if not not_served_here(type(err) == 'table' and err.err or tostring(err)) then error(err) end
       out[2 * i - 1], out[2 * i] = -1, 0

@@ -421,7 +421,7 @@ describe.each([
     }
     await expect(t.client.evalsha(sha, 1, key, 0, 1, -1, 60)).rejects.toThrow(/limit >= 0/);
     await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 0)).rejects.toThrow(/window >= 1/);
-    await expect(t.client.evalsha(sha, 1, key, 5, 1, 10, 60)).rejects.toThrow(/mode \(ARGV\[1\]\) must be 0, 1, 2, 3 or 4/);
+    await expect(t.client.evalsha(sha, 1, key, 6, 1, 10, 60)).rejects.toThrow(/mode \(ARGV\[1\]\) must be 0, 1, 2, 3, 4 or 5/);
     // Mode 3 names its counters in ARGV (4 a counter) and declares one key.
     await expect(t.client.evalsha(sha, 1, key, 3, 1, 10, 60)).rejects.toThrow(/mode 3 needs 1 key and 4 ARGV per counter/);
     await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, 'soon')).rejects.toThrow(/pinned now/);

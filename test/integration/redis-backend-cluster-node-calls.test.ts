@@ -187,6 +187,10 @@ describe("a node's mode-3 call", () => {
       expect([0, 1, 2].map((j) => reply[2 * j])).toEqual([2, -1, 1]);
       expect(await here.command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(foreign))).toBe(0);
       expect(await there.command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(foreign))).toBe(0);
+      // Mode 5, a node's merged look: the same counters read, nothing written, the foreign one not served.
+      const looked = (await client.eval(source, 1, named[0]!, 5, ...argv.slice(1))) as number[];
+      expect([0, 1, 2].map((j) => looked[2 * j])).toEqual([2, -1, 1]);
+      expect(await here.command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(foreign))).toBe(0);
 
       // A server that refuses a script keys of several slots (as Redis does for a script with
       // a shebang, and a managed Redis may for every script): the other slot's counter is not

@@ -150,6 +150,18 @@ describe.each([
     expect(calls).toBeLessThanOrEqual(4);
   });
 
+  test('STOP mode: 200 concurrent looks at 200 counters spread over the slots merge per node (a cluster names them), each its own answer', async () => {
+    const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: true };
+    const values = Array.from({ length: 200 }, (_, i) => `lookspread${i}`);
+    await Promise.all(values.map((v, i) => limiter.check([check(v, i % 7)], { ...options, stopIncrementWhenOverLimit: false })));
+    const calls0 = await scriptCalls(nodes());
+    const looked = await Promise.all(values.map((v) => limiter.check([check(v, 1)], { ...options, holdBack: true })));
+    const calls = (await scriptCalls(nodes())) - calls0;
+    expect(looked.map((r) => r[0]!.used)).toEqual(values.map((_, i) => i % 7));
+    // One call per node (a NOSCRIPT retry may add one per node).
+    expect(calls).toBeLessThanOrEqual(2 * nodes().length);
+  });
+
   test('200 concurrent requests for 200 counters, spread over the slots: a few script calls per node, counts exact (issue 20)', async () => {
     const options = { deadline: Date.now() + 5000, stopIncrementWhenOverLimit: false };
     const values = Array.from({ length: 200 }, (_, i) => `spread${i}`);

@@ -20,10 +20,11 @@ const MODES: Readonly<Record<CallPass, number>> = { count: 0, stop: 1, look: 2 }
 /**
  * ARGV[1] of a Redis Cluster node's merged count call (mode 3 of fixed_window.lua and of the list
  * scripts): the counters of any slot of the node, each named in ARGV before its arguments,
- * KEYS[1] only routing the call. fixed_window.lua's stop units have one too.
+ * KEYS[1] only routing the call. fixed_window.lua's stop units and looks have one too.
  */
 const NAMED_COUNT_MODE = 3;
-const NAMED_STOP_MODE = 4;
+/** fixed_window.lua's modes with named counters: count 3, stop units 4, look 5. */
+const NAMED_FIXED_WINDOW_MODES: Readonly<Record<CallPass, number>> = { count: NAMED_COUNT_MODE, stop: 4, look: 5 };
 
 /** denied in a lib/run_call.lua-shaped reply: the node does not serve this counter's slot (a mode-3 call only). */
 const NOT_SERVED_HERE = 2;
@@ -122,7 +123,7 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
     replyWidth: FIXED_WINDOW_REPLY_WIDTH,
     coalescible: true,
     countsEveryHit: true,
-    namedMode: (pass) => (pass === 'count' ? NAMED_COUNT_MODE : pass === 'stop' ? NAMED_STOP_MODE : undefined),
+    namedMode: (pass) => NAMED_FIXED_WINDOW_MODES[pass],
     mode: (pass) => MODES[pass],
     pushGroupHeader(args, size, pass) {
       if (pass === 'stop') args.push(size);

@@ -317,7 +317,8 @@ export class RedisLimiter implements Limiter {
     const mode = algorithm.mode(pass);
     const counting = pass === 'count' || (pass === 'stop' && mode === algorithm.mode('count'));
     const merge = algorithm.coalescible && pinned === undefined;
-    // In a cluster, counts and stop units merge per node, across its slots, the counters named.
+    // In a cluster, a script's calls merge per node, across its slots, the counters named, for
+    // the passes it has a named mode for (fixed_window: all three; the lists: counts).
     const namedMode =
       merge && group.nodeBatchKey !== undefined && Date.now() >= this.nodeMergePausedUntil ? algorithm.namedMode(pass) : undefined;
     const byNode = namedMode !== undefined;
