@@ -74,8 +74,8 @@ export interface AlgorithmScript {
   declaredKey(counterKey: string, check: LimitCheck, nowMs: number): string;
   /** The result of key j of the reply, for `check` sent in a call for `pass`. */
   decode(reply: readonly number[], j: number, check: LimitCheck, pass: CallPass): LimitResult;
-  /** True when one of the first `count` counters of a mode-3 reply was not served by the node the call went to. */
-  anyNotServedHere(reply: readonly number[], count: number): boolean;
+  /** True when counter j of a node's merged call (a named mode) was not served by the node the call went to. */
+  notServedAt(reply: readonly number[], j: number): boolean;
 }
 
 /** A script of lib/read_call.lua's protocol: its reply says the whole judgement, six integers a key. */
@@ -104,10 +104,7 @@ function algorithmScript(name: Algorithm | 'limit_list', wrap: WrapScript): Algo
         blockedForMs: reply[at + 5],
       };
     },
-    anyNotServedHere(reply, count) {
-      for (let j = 0; j < count; j++) if (reply[j * REPLY_WIDTH + 4] === NOT_SERVED_HERE) return true;
-      return false;
-    },
+    notServedAt: (reply, j) => reply[j * REPLY_WIDTH + 4] === NOT_SERVED_HERE,
   };
 }
 
@@ -139,7 +136,7 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
       // A look charged nothing: its hits come on top of the count.
       return fixedWindowResult(used, resetMs, limit, (pass === 'look' ? used + check.hits : used) > limit);
     },
-    anyNotServedHere: fixedWindowAnyNotServedHere,
+    notServedAt: fixedWindowNotServedAt,
   };
 }
 
@@ -156,9 +153,8 @@ function fixedWindowResult(used: number, resetMs: number, limit: number, denied:
 }
 
 /** In lua/fixed_window.lua's reply (and fixed_window_list.lua's), count -1: the node does not serve that counter. */
-function fixedWindowAnyNotServedHere(reply: readonly number[], count: number): boolean {
-  for (let j = 0; j < count; j++) if (reply[j * FIXED_WINDOW_REPLY_WIDTH] === -1) return true;
-  return false;
+function fixedWindowNotServedAt(reply: readonly number[], j: number): boolean {
+  return reply[j * FIXED_WINDOW_REPLY_WIDTH] === -1;
 }
 
 /**
@@ -239,6 +235,6 @@ export function fixedWindowListScript(wrap: WrapScript = (script) => script): Al
       const resetMs = admitted ? reset : -reset;
       return fixedWindowResult(used, resetMs, limit, !admitted && used + check.hits > limit);
     },
-    anyNotServedHere: fixedWindowAnyNotServedHere,
+    notServedAt: fixedWindowNotServedAt,
   };
 }
