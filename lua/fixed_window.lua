@@ -45,6 +45,7 @@
 -- @include lib/int.lua
 -- @include lib/fixed_window_step.lua
 -- @include lib/fixed_window_args.lua
+-- @include lib/fixed_window_reader.lua
 -- @include lib/not_served_here.lua
 -- @include lib/call_now.lua
 -- @include lib/read_lists.lua
@@ -62,14 +63,7 @@ end
 
 -- Every counter read and checked before any is counted: a malformed call changes nothing.
 local hits, hit_texts, limits, windows = {}, {}, {}, {}
-local function read_counter(i, at)
-  local h_text = argv[at]
-  local h, l, w = fixed_window_args(h_text, argv[at + 1], argv[at + 2])
-  if h == nil then
-    return string.format('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, at, at + 2)
-  end
-  hits[i], hit_texts[i], limits[i], windows[i] = h, h_text, l, w
-end
+local read_counter = fixed_window_reader(hits, hit_texts, limits, windows)
 
 local now, ends
 if mode == 1 or mode == 4 then

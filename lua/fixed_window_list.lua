@@ -42,6 +42,7 @@
 -- @include lib/int.lua
 -- @include lib/fixed_window_step.lua
 -- @include lib/fixed_window_args.lua
+-- @include lib/fixed_window_reader.lua
 -- @include lib/not_served_here.lua
 -- @include lib/call_now.lua
 -- @include lib/read_lists.lua
@@ -52,14 +53,10 @@ if mode ~= 0 and mode ~= 2 and mode ~= 3 then
   return redis.error_reply('ERR fixed_window_list: mode (ARGV[1]) must be 0, 2 or 3')
 end
 local hits, hit_texts, limits, windows = {}, {}, {}, {}
-local keys, ends, now = read_lists({ script = 'fixed_window_list', noun = 'list', named = mode == 3, width = 3, distinct = true, read_key = function(i, at)
-  local h_text = argv[at]
-  local h, l, w = fixed_window_args(h_text, argv[at + 1], argv[at + 2])
-  if h == nil then
-    return string.format('key %d needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[%d..%d])', i, at, at + 2)
-  end
-  hits[i], hit_texts[i], limits[i], windows[i] = h, h_text, l, w
-end })
+local keys, ends, now = read_lists({
+  script = 'fixed_window_list', noun = 'list', named = mode == 3, width = 3, distinct = true,
+  read_key = fixed_window_reader(hits, hit_texts, limits, windows),
+})
 if keys == nil then return ends end
 
 local out = {}

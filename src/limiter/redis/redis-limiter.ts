@@ -165,33 +165,6 @@ export class RedisLimiter implements Limiter {
     return states;
   }
 
-  /**
-   * A node's merged call came back with some of `group`'s counters not served (`reply`): those
-   * go again per slot, in the same pass; the others were answered (and counted) on the node, so
-   * they are decoded, not sent twice. (A list or a stop unit is not served whole: its script
-   * writes nothing of it then. A count's counters are each their own.)
-   */
-  private notServedHere(
-    checks: readonly LimitCheck[],
-    group: SlotGroup,
-    pass: CallPass,
-    deadline: number,
-    out: LimitResult[],
-    reply: readonly number[],
-  ): Promise<void> {
-    this.nodeMergePausedUntil = Date.now() + NODE_MERGE_PAUSE_MS;
-    const again: SlotGroup = { ...group, nodeBatchKey: undefined, keys: [], indexes: [] };
-    group.indexes.forEach((i, j) => {
-      if (group.algorithm.notServedAt(reply, j)) {
-        again.keys.push(group.keys[j] as string);
-        again.indexes.push(i);
-      } else {
-        out[i] = group.algorithm.decode(reply, j, checks[i] as LimitCheck, pass);
-      }
-    });
-    return this.runGroup(checks, again, pass, deadline, out);
-  }
-
   /** The batch key of a cluster node's merged calls of one script (negative: never a slot's); undefined outside a cluster. */
   private nodeBatchKey(node: string | undefined, side: 0 | 1, scriptIndex: number): number | undefined {
     if (node === undefined) return undefined;
@@ -376,15 +349,32 @@ export class RedisLimiter implements Limiter {
       // Merged with the node's other slots' calls; what the node does not serve (the slot moved,
       // the slot map is behind, or it refuses the other slots' keys) goes again merged per slot,
       // which ioredis routes to the slot's node (MOVED, ASK), and so do the next minute's calls.
+      // Only those counters go again: the others were answered (and counted) on the node. (A
+      // list or a stop unit is not served whole: its script writes nothing of it then.)
       return this.coalescer.run(call, true).then((reply) => {
-        for (let j = 0; j < group.indexes.length; j++) {
-          if (algorithm.notServedAt(reply, j)) return this.notServedHere(checks, group, pass, deadline, out, reply);
-        }
-        decode(reply);
+        const again = notServedPart(group, reply);
+        if (again === undefined) return decode(reply);
+        this.nodeMergePausedUntil = Date.now() + NODE_MERGE_PAUSE_MS;
+        group.indexes.forEach((i, j) => {
+          if (!algorithm.notServedAt(reply, j)) out[i] = algorithm.decode(reply, j, checks[i] as LimitCheck, pass);
+        });
+        return this.runGroup(checks, again, pass, deadline, out);
       });
     }
     return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then(decode);
   }
+}
+
+/** The part of `group` that a node's merged call answered as not served (`reply`), as a per-slot group; undefined when none. */
+function notServedPart(group: SlotGroup, reply: readonly number[]): SlotGroup | undefined {
+  let again: SlotGroup | undefined;
+  group.indexes.forEach((i, j) => {
+    if (!group.algorithm.notServedAt(reply, j)) return;
+    again ??= { ...group, nodeBatchKey: undefined, keys: [], indexes: [] };
+    again.keys.push(group.keys[j] as string);
+    again.indexes.push(i);
+  });
+  return again;
 }
 
 /**
