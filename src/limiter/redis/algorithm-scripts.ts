@@ -128,7 +128,7 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
     pushArgs(args, c) {
       args.push(c.hits, c.spec.limit, c.spec.windowSeconds);
     },
-    declaredKey: (counterKey, c, nowMs) => fixedWindowKey(counterKey, c.spec.windowSeconds, nowMs),
+    declaredKey: fixedWindowDeclaredKey,
     decode(reply, j, check, pass) {
       const used = reply[j * FIXED_WINDOW_REPLY_WIDTH] as number;
       const resetMs = reply[j * FIXED_WINDOW_REPLY_WIDTH + 1] as number;
@@ -139,6 +139,9 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
     notServedAt: fixedWindowNotServedAt,
   };
 }
+
+/** A fixed window's declared key: its window's key by this process' clock (lib/fixed_window_step.lua). */
+const fixedWindowDeclaredKey: AlgorithmScript['declaredKey'] = (counterKey, c, nowMs) => fixedWindowKey(counterKey, c.spec.windowSeconds, nowMs);
 
 /** A fixed window's judgement from its count (`used`) and the ms until its window ends. */
 function fixedWindowResult(used: number, resetMs: number, limit: number, denied: boolean): LimitResult {
@@ -171,6 +174,21 @@ export function algorithmScripts(wrap: WrapScript = (script) => script): Readonl
   };
 }
 
+/**
+ * How both list scripts are called: each list led by its key count, so that concurrent lists
+ * merge as a plain append; a list never charges a denied hit, so its stop pass is a count (and
+ * merges as one, also per cluster node).
+ */
+const LIST_CALLS: Pick<AlgorithmScript, 'coalescible' | 'countsEveryHit' | 'namedMode' | 'mode' | 'pushGroupHeader'> = {
+  coalescible: true,
+  countsEveryHit: false,
+  namedMode: (pass) => (pass === 'look' ? undefined : NAMED_COUNT_MODE),
+  mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
+  pushGroupHeader(args, size) {
+    args.push(size);
+  },
+};
+
 /** lua/limit_list.lua's number for each algorithm (the first of its five ARGV per key). */
 const LIST_ALGORITHM = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i + 1])) as Readonly<Record<Algorithm, number>>;
 
@@ -188,13 +206,7 @@ export function limitListScript(
   const decodeAs = algorithmScript('limit_list', wrap);
   return {
     ...decodeAs,
-    coalescible: true,
-    // A list's stop pass is a count.
-    namedMode: (pass) => (pass === 'look' ? undefined : NAMED_COUNT_MODE),
-    mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
-    pushGroupHeader(args, size) {
-      args.push(size);
-    },
+    ...LIST_CALLS,
     pushArgs(args, c) {
       args.push(LIST_ALGORITHM[c.spec.algorithm], c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
     },
@@ -215,18 +227,11 @@ export function fixedWindowListScript(wrap: WrapScript = (script) => script): Al
   return {
     script: wrap(loadLuaScript('fixed_window_list'), 'fixed_window_list'),
     replyWidth: FIXED_WINDOW_REPLY_WIDTH,
-    coalescible: true,
-    countsEveryHit: false,
-    // A list's stop pass is a count.
-    namedMode: (pass) => (pass === 'look' ? undefined : NAMED_COUNT_MODE),
-    mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
-    pushGroupHeader(args, size) {
-      args.push(size);
-    },
+    ...LIST_CALLS,
     pushArgs(args, c) {
       args.push(c.hits, c.spec.limit, c.spec.windowSeconds);
     },
-    declaredKey: (counterKey, c, nowMs) => fixedWindowKey(counterKey, c.spec.windowSeconds, nowMs),
+    declaredKey: fixedWindowDeclaredKey,
     decode(reply, j, check) {
       const used = reply[j * FIXED_WINDOW_REPLY_WIDTH] as number;
       const reset = reply[j * FIXED_WINDOW_REPLY_WIDTH + 1] as number;

@@ -339,8 +339,10 @@ export class RedisLimiter implements Limiter {
       deadline,
       keysInArgs: byNode,
     };
-    const decode = (reply: number[]): void => {
+    // Every counter's answer; `servedOnly`: those a node's merged call served.
+    const decode = (reply: number[], servedOnly = false): void => {
       for (let j = 0; j < group.indexes.length; j++) {
+        if (servedOnly && algorithm.notServedAt(reply, j)) continue;
         const i = group.indexes[j] as number;
         out[i] = algorithm.decode(reply, j, checks[i] as LimitCheck, pass);
       }
@@ -355,9 +357,7 @@ export class RedisLimiter implements Limiter {
         const again = notServedPart(group, reply);
         if (again === undefined) return decode(reply);
         this.nodeMergePausedUntil = Date.now() + NODE_MERGE_PAUSE_MS;
-        group.indexes.forEach((i, j) => {
-          if (!algorithm.notServedAt(reply, j)) out[i] = algorithm.decode(reply, j, checks[i] as LimitCheck, pass);
-        });
+        decode(reply, true);
         return this.runGroup(checks, again, pass, deadline, out);
       });
     }
