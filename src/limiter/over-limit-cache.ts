@@ -80,6 +80,8 @@ export class OverLimitCache implements Limiter {
       keys: new Array<string | undefined>(checks.length),
       misses: [],
       missIndex: [],
+      looks: [],
+      lookIndex: [],
     };
     let anyCached: boolean;
     try {
@@ -87,7 +89,7 @@ export class OverLimitCache implements Limiter {
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-    if (out.misses.length === 0) return Promise.resolve(out.results as LimitResult[]);
+    if (out.misses.length === 0 && out.looks.length === 0) return Promise.resolve(out.results as LimitResult[]);
     return this.checkMisses(out, options, now, anyCached);
   }
 
@@ -124,27 +126,52 @@ export class OverLimitCache implements Limiter {
     return anyCached;
   }
 
-  /** The checks the cache could not answer, from the backend, merged into `out.results`. */
+  /**
+   * The checks the cache could not answer, from the backend, merged into `out.results`: the
+   * misses as asked, and the lists the cache refused looked at (judged with their hits, charged
+   * nothing), in one call when both are held back, else in two.
+   */
   private async checkMisses(out: Misses, options: CheckOptions, now: number, anyCached: boolean): Promise<LimitResult[]> {
-    const { results, keys, misses, missIndex } = out;
+    const { results, keys, misses, missIndex, looks, lookIndex } = out;
     // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT with a counter already over: the request is
     // denied, so the others are judged with their hits but charged nothing.
-    const holdBack = options.stopIncrementWhenOverLimit && anyCached && options.holdBack !== true;
-    const fresh = await this.inner.check(misses, holdBack ? { ...options, holdBack: true } : options);
+    const holdBack = options.holdBack === true || (options.stopIncrementWhenOverLimit && anyCached);
+    const held: CheckOptions = options.holdBack === true ? options : { ...options, holdBack: true };
+    let fresh: LimitResult[];
+    let looked: LimitResult[];
+    if (holdBack || misses.length === 0) {
+      const all = await this.inner.check(looks.length === 0 ? misses : [...misses, ...looks], held);
+      fresh = all.slice(0, misses.length);
+      looked = all.slice(misses.length);
+    } else if (looks.length === 0) {
+      fresh = await this.inner.check(misses, options);
+      looked = [];
+    } else {
+      [fresh, looked] = await Promise.all([this.inner.check(misses, options), this.inner.check(looks, held)]);
+    }
     for (let j = 0; j < fresh.length; j++) {
       const i = missIndex[j] as number;
       results[i] = fresh[j];
       this.keepIfDenying(misses[j] as LimitCheck, fresh[j] as LimitResult, now, keys[i]);
+    }
+    for (let j = 0; j < looked.length; j++) {
+      const i = lookIndex[j] as number;
+      // A member the cache answered keeps that answer; the backend saw it only to keep the list whole.
+      if (results[i] !== undefined) continue;
+      results[i] = looked[j];
+      this.keepIfDenying(looks[j] as LimitCheck, looked[j] as LimitResult, now, keys[i]);
     }
     return results as LimitResult[];
   }
 
   /**
    * A `rate_limits` list starting at `first`: when a member's counter is known to deny every
-   * request, so is the list (issue 21): its cached members are answered here and the others
-   * only peeked at (hits 0: nothing is charged, nothing is judged over), for as long as that
-   * entry lives and no longer. Otherwise the whole list goes to the backend as one unit.
-   * Returns whether the cache answered the list.
+   * request, so is the list (issue 21), and a refused list is charged nothing: its cached members
+   * are answered here and the others get what the backend answers a refused list, their look with
+   * their hits (issue 27: a limit that would deny those hits must say so, with its own remaining,
+   * reset and Retry-After, which may be longer than the cached one's). The whole list goes to that
+   * look, as a list, so that every layer treats it as one unit. Otherwise the whole list goes to
+   * the backend as asked. Returns whether the cache answered the list.
    */
   private listFromCache(checks: readonly LimitCheck[], first: number, now: number, out: Misses): boolean {
     const size = Math.min((checks[first] as LimitCheck).listSize as number, checks.length - first);
@@ -159,15 +186,10 @@ export class OverLimitCache implements Limiter {
         cached = true;
       }
     }
+    const [to, index] = cached ? [out.looks, out.lookIndex] : [out.misses, out.missIndex];
     for (let i = first; i < first + size; i++) {
-      if (cached && out.results[i] !== undefined) continue;
-      const check = checks[i] as LimitCheck;
-      out.misses.push(
-        cached
-          ? { counter: check.counter, spec: check.spec, hits: 0, ...(check.identity !== undefined && { identity: check.identity }) }
-          : check,
-      );
-      out.missIndex.push(i);
+      to.push(checks[i] as LimitCheck);
+      index.push(i);
     }
     return cached;
   }
@@ -262,6 +284,9 @@ interface Misses {
   readonly keys: (string | undefined)[];
   readonly misses: LimitCheck[];
   readonly missIndex: number[];
+  /** Whole lists the cache refused, to be looked at with their hits (charged nothing). */
+  readonly looks: LimitCheck[];
+  readonly lookIndex: number[];
 }
 
 /**
