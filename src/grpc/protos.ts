@@ -29,7 +29,7 @@ export const PROTO_LOADER_OPTIONS: protoLoader.Options = {
 
 /**
  * The server's options: 64-bit integers as decimal strings, so a uint64 above 2^53 stays exact
- * and an out-of-range hits_addend is refused with the number the caller sent. ShouldRateLimit's
+ * and a value that is no uint64 is refused with the number the caller sent. ShouldRateLimit's
  * request is read by src/rls/request-decoder.ts instead, which gives the same digits
  * (test/integration/rls-codec.test.ts compares it with proto-loader under these options).
  */

@@ -1,6 +1,5 @@
 import { InvalidRequestError } from '../errors';
 import type { RateLimitRequest, RequestDescriptor } from '../service/types';
-import { UINT32_MAX } from '../domain/uint32';
 import type { Unit } from '../domain/units';
 import type { WireDescriptor, WireRequest } from './wire-types';
 
@@ -17,14 +16,18 @@ const OVERRIDE_UNITS: ReadonlyMap<string | number, Unit> = new Map<string | numb
   [7, 'WEEK'],
 ]);
 
+/** The largest uint64, the range of a descriptor's hits_addend (google.protobuf.UInt64Value). */
+const UINT64_MAX = BigInt('18446744073709551615');
+
 /**
- * A hits_addend from the wire (a decimal string on the server, exact for any uint64); 0 = not set.
- * An out-of-range value is refused with the digits the caller sent.
+ * A descriptor's hits_addend from the wire (a decimal string on the server, exact for any
+ * uint64), as a number (exact up to 2^53); 0 = check only. Any uint64 is taken, as the reference
+ * counts any (issue 27); only what is no uint64 is refused, with the digits the caller sent.
  */
 function hitsFromWire(raw: number | string, what: string): number {
   const text = String(raw);
-  if (!/^\d{1,10}$/.test(text) || Number(text) > UINT32_MAX) {
-    throw new InvalidRequestError(`${what} ${text} is out of range (0 to ${UINT32_MAX})`);
+  if (!/^\d{1,20}$/.test(text) || BigInt(text) > UINT64_MAX) {
+    throw new InvalidRequestError(`${what} ${text} is out of range (0 to ${UINT64_MAX})`);
   }
   return Number(text);
 }

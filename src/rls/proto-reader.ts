@@ -99,20 +99,6 @@ export class ProtoReader {
     return this.uint32() | 0;
   }
 
-  /**
-   * A uint64 varint as its exact decimal digits (as proto-loader's `longs: String` gives them),
-   * so that a value past 2^53 is reported as the caller sent it.
-   */
-  uint64Text(): string {
-    const start = this.pos;
-    const n = this.uint64();
-    if (n <= Number.MAX_SAFE_INTEGER) return String(n);
-    // Rare (an out-of-range value about to be refused): read the varint again, exactly.
-    let v = BigInt(0);
-    for (let i = 0, pos = start; pos < this.pos; i++, pos++) v |= BigInt((this.buf[pos] as number) & 0x7f) << BigInt(7 * i);
-    return BigInt.asUintN(64, v).toString();
-  }
-
   /** A uint64 varint as a number (exact up to 2^53, as protobufjs' Long.toNumber gives it). */
   uint64(): number {
     const buf = this.buf;

@@ -1,6 +1,5 @@
 import { InvalidRequestError } from '../errors';
 import type { DescriptorEntry } from '../domain/descriptor';
-import { UINT32_MAX } from '../domain/uint32';
 import type { Unit } from '../domain/units';
 import type { LimitOverride, RateLimitRequest, RequestDescriptor } from '../service/types';
 import { ProtoReader } from './proto-reader';
@@ -9,7 +8,7 @@ import { ProtoReader } from './proto-reader';
 // without intermediate message objects. The bytes mean what they mean to protobuf-go, the
 // reference's decoder (test/integration/rls-codec-protobuf-go.test.ts compares the two on random
 // and mutated messages); then come the checks of requestFromWire (src/rls/convert.ts), with its
-// messages, for an invalid override unit or hits_addend (test/integration/rls-codec.test.ts
+// messages, for an invalid override unit (test/integration/rls-codec.test.ts
 // compares with proto-loader + requestFromWire). Unknown fields are skipped; a field with an
 // unexpected wire type is treated as unknown, as the protobuf spec has it.
 
@@ -76,50 +75,38 @@ function checkedOverride(fields: OverrideFields, index: number): LimitOverride {
   return { requestsPerUnit, unit };
 }
 
-interface HitsFields {
-  hits: number;
-  /** Where the value's varint starts: a value about to be refused is read again for its exact digits. */
-  valuePos: number;
-}
-
-function mergeHitsAddend(r: ProtoReader, into: HitsFields): void {
+/**
+ * The descriptor's hits_addend wrapper, merged: any uint64 (google.protobuf.UInt64Value), read
+ * as a number (exact up to 2^53, as protobufjs' Long.toNumber and the reference's float64 give
+ * it past that). Nothing is refused: the reference counts any value (issue 27); the service
+ * counts at most HITS_COUNTED_MAX of it.
+ */
+function mergeHitsAddend(r: ProtoReader, into: { hits: number }): void {
   const end = r.lengthEnd();
   while (r.pos < end) {
     const tag = r.tag();
-    if (tag === TAG_UINT64_VALUE) {
-      into.valuePos = r.pos;
-      into.hits = r.uint64();
-    } else r.skip(tag);
+    if (tag === TAG_UINT64_VALUE) into.hits = r.uint64();
+    else r.skip(tag);
   }
   r.expectEnd(end);
-}
-
-function checkedHitsAddend(r: ProtoReader, fields: HitsFields, index: number): number {
-  if (fields.hits <= UINT32_MAX) return fields.hits;
-  // Past 2^53 a number loses digits: only a value about to be refused needs them exactly.
-  const resume = r.pos;
-  r.pos = fields.valuePos;
-  const text = r.uint64Text();
-  r.pos = resume;
-  throw new InvalidRequestError(`descriptor ${index}: hits_addend ${text} is out of range (0 to ${UINT32_MAX})`);
 }
 
 function decodeDescriptor(r: ProtoReader, index: number): RequestDescriptor {
   const end = r.lengthEnd();
   const entries: DescriptorEntry[] = [];
   let override: OverrideFields | undefined;
-  let hits: HitsFields | undefined;
+  let hits: { hits: number } | undefined;
   while (r.pos < end) {
     const tag = r.tag();
     if (tag === TAG_ENTRY) entries.push(decodeEntry(r));
     else if (tag === TAG_LIMIT) mergeOverride(r, (override ??= { requestsPerUnit: 0, unitNumber: 0 }));
-    else if (tag === TAG_DESCRIPTOR_HITS) mergeHitsAddend(r, (hits ??= { hits: 0, valuePos: -1 }));
+    else if (tag === TAG_DESCRIPTOR_HITS) mergeHitsAddend(r, (hits ??= { hits: 0 }));
     else r.skip(tag);
   }
   r.expectEnd(end);
   if (override === undefined && hits === undefined) return { entries };
   const limit = override && checkedOverride(override, index);
-  const hitsAddend = hits && checkedHitsAddend(r, hits, index);
+  const hitsAddend = hits?.hits;
   if (hitsAddend === undefined) return { entries, limit };
   if (limit === undefined) return { entries, hitsAddend };
   return { entries, limit, hitsAddend };
@@ -127,7 +114,7 @@ function decodeDescriptor(r: ProtoReader, index: number): RequestDescriptor {
 
 /**
  * Decodes a RateLimitRequest. Throws InvalidRequestError (INVALID_ARGUMENT) for bytes that are
- * not a well-formed message and for an invalid override unit or hits_addend. The wire's
+ * not a well-formed message and for an invalid override unit. The wire's
  * hits_addend 0 means "not set" and becomes 1 (hitsAddendAsSent keeps what was sent).
  */
 export function decodeRateLimitRequest(buf: Buffer): RateLimitRequest {

@@ -2,6 +2,7 @@ import type { RateLimitRule, RuleMatch, RuleSet } from '../config/rule-types';
 import type { LimitCheck } from '../limiter/limiter';
 import { keyValue } from '../domain/descriptor';
 import { UNIT_SECONDS } from '../domain/units';
+import { HITS_COUNTED_MAX } from '../domain/uint32';
 import type { LimitSpec } from '../domain/limit-spec';
 import type { RateLimitRequest, RequestDescriptor } from './types';
 
@@ -140,7 +141,8 @@ function planDescriptor(
   checks: LimitCheck[],
 ): DescriptorPlan {
   const domain = request.domain;
-  const hits = d.hitsAddend ?? request.hitsAddend;
+  // A descriptor's hits_addend is a uint64: past HITS_COUNTED_MAX it is counted as that (over any limit alone).
+  const hits = Math.min(d.hitsAddend ?? request.hitsAddend, HITS_COUNTED_MAX);
   const rule = r.rule;
   if (rule === undefined) return { metricKey: '', hits, checkIndex: NOTHING_TO_COUNT };
   const metricKey = r.overrideMetricKey ?? r.match?.metricKey ?? rule.fullKey;

@@ -70,10 +70,19 @@ describe('requestFromWire', () => {
     expect(request.hitsAddend).toBe(2);
   });
 
-  it('rejects a per-descriptor hits_addend above uint32', () => {
-    expect(invalidMessage(() => requestFromWire(wireRequest({ descriptors: [wireDescriptor({ hits_addend: { value: 2 ** 32 } })] })))).toMatch(
-      /descriptor 0: hits_addend 4294967296 is out of range/,
-    );
+  // Issue 27: the field is a UInt64Value, and the reference counts any value of it.
+  it('takes a per-descriptor hits_addend above uint32, up to 2^64 - 1', () => {
+    const hitsOf = (value: number | string) =>
+      requestFromWire(wireRequest({ descriptors: [wireDescriptor({ hits_addend: { value } })] })).descriptors[0]?.hitsAddend;
+    expect(hitsOf(2 ** 32)).toBe(4_294_967_296);
+    expect(hitsOf('4294967296')).toBe(4_294_967_296);
+    expect(hitsOf('18446744073709551615')).toBe(2 ** 64);
+  });
+
+  it('rejects a per-descriptor hits_addend that is no uint64', () => {
+    expect(
+      invalidMessage(() => requestFromWire(wireRequest({ descriptors: [wireDescriptor({ hits_addend: { value: '18446744073709551616' } })] }))),
+    ).toMatch(/descriptor 0: hits_addend 18446744073709551616 is out of range \(0 to 18446744073709551615\)/);
   });
 
   it('accepts a descriptor with zero entries', () => {

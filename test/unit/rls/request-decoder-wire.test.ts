@@ -170,3 +170,20 @@ describe('tags and varints that protobuf-go refuses', () => {
     expect(decodeRateLimitRequest(Buffer.from([...domain, ...descriptor(e)])).domain).toBe('x');
   });
 });
+
+describe('a descriptor hits_addend is a UInt64Value: any uint64 is read, none refused (issue 27)', () => {
+  const e = entry(ascii('k'), ascii('v'));
+  const hitsOf = (value: bigint) => decodeRateLimitRequest(request(descriptor(e, len(3, uint(1, value))))).descriptors[0]?.hitsAddend;
+  it.each([
+    [2n ** 32n - 1n, 4_294_967_295],
+    [2n ** 32n, 4_294_967_296],
+    [2n ** 40n, 2 ** 40],
+    [2n ** 53n - 1n, Number.MAX_SAFE_INTEGER],
+    // Past 2^53 as a double, as the reference's float64(hits) in its dynamic metadata.
+    [2n ** 53n + 1n, 2 ** 53],
+    [2n ** 63n, 2 ** 63],
+    [2n ** 64n - 1n, 2 ** 64],
+  ])('%s', (value, expected) => {
+    expect(hitsOf(value)).toBe(expected);
+  });
+});
