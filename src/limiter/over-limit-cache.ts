@@ -170,22 +170,25 @@ export class OverLimitCache implements Limiter {
    * are answered here and the others get what the backend answers a refused list, their look with
    * their hits (issue 27: a limit that would deny those hits must say so, with its own remaining,
    * reset and Retry-After, which may be longer than the cached one's). The whole list goes to that
-   * look, as a list, so that every layer treats it as one unit. Otherwise the whole list goes to
-   * the backend as asked. Returns whether the cache answered the list.
+   * look, as a list, so that every layer treats it as one unit; when every member is answered
+   * here, nothing goes. Otherwise the whole list goes to the backend as asked. Returns whether the
+   * cache answered the list.
    */
   private listFromCache(checks: readonly LimitCheck[], first: number, now: number, out: Misses): boolean {
     const size = Math.min((checks[first] as LimitCheck).listSize as number, checks.length - first);
     let cached = false;
+    let all = true;
     for (let i = first; i < first + size; i++) {
       const check = checks[i] as LimitCheck;
-      if (check.hits === 0) continue;
-      const key = (out.keys[i] = entryKey(check));
-      const answer = this.cachedAnswer(key, now);
+      const key = check.hits === 0 ? undefined : (out.keys[i] = entryKey(check));
+      const answer = key === undefined ? undefined : this.cachedAnswer(key, now);
       if (answer !== undefined) {
         out.results[i] = answer;
         cached = true;
-      }
+      } else all = false;
     }
+    // Every limit answered here: the list's answer is known whole, without the backend.
+    if (cached && all) return true;
     const [to, index] = cached ? [out.looks, out.lookIndex] : [out.misses, out.missIndex];
     for (let i = first; i < first + size; i++) {
       to.push(checks[i] as LimitCheck);

@@ -36,6 +36,10 @@ descriptors:
       - { name: hourly, unit: hour, requests_per_unit: 3, algorithm: sliding_window }
   - key: other
     rate_limit: { unit: hour, requests_per_unit: 100 }
+  - key: full
+    rate_limits:
+      - { name: burst, unit: second, requests_per_unit: 2, algorithm: token_bucket }
+      - { name: hourly, unit: hour, requests_per_unit: 2, algorithm: sliding_window }
 `,
     ),
   ],
@@ -65,15 +69,24 @@ afterAll(async () => {
 
 /** One service over a fresh backend, with or without the cache in front, every clock on `clock`. */
 function serviceOver(backend: 'memory' | 'redis', cached: boolean, clock: { now: number }, stop: boolean, tag: string) {
-  const hits = { fromCache: 0 };
+  const hits = { fromCache: 0, backendCalls: 0 };
   let inner: Limiter;
   if (backend === 'memory') inner = new MemoryLimiter({ now: () => clock.now, sweepIntervalMs: 3_600_000 });
   else {
     const client = new Redis({ host: redis.host, port: redis.port, maxRetriesPerRequest: 1 });
     inner = new RedisLimiter({ client, keyPrefix: `llc_${tag}_${cached ? 'on' : 'off'}_`, pinnedNow: () => clock.now });
   }
+  const store = inner;
+  const counted: Limiter = {
+    check: (checks, options) => {
+      hits.backendCalls++;
+      return store.check(checks, options);
+    },
+    isHealthy: () => store.isHealthy(),
+    close: () => store.close(),
+  };
   // The cache's clock is monotonic ms: any origin, the same steps as the backend's.
-  const limiter = cached ? new OverLimitCache(inner, { maxBytes: 1_000_000, now: () => clock.now, onHit: () => hits.fromCache++ }) : inner;
+  const limiter = cached ? new OverLimitCache(counted, { maxBytes: 1_000_000, now: () => clock.now, onHit: () => hits.fromCache++ }) : counted;
   const service = new RateLimitService({
     rules: () => RULES,
     limiter,
@@ -90,7 +103,12 @@ interface Call {
 
 /** The answers of `calls` with the cache on and off, on `backend`. */
 async function onAndOff(backend: 'memory' | 'redis', calls: readonly Call[], stop: boolean, tag: string) {
-  const out: Record<'on' | 'off', RateLimitResponse[]> & { fromCache: number } = { on: [], off: [], fromCache: 0 };
+  const out: Record<'on' | 'off', RateLimitResponse[]> & { fromCache: number; backendCalls: Record<'on' | 'off', number> } = {
+    on: [],
+    off: [],
+    fromCache: 0,
+    backendCalls: { on: 0, off: 0 },
+  };
   for (const side of ['on', 'off'] as const) {
     const clock = { now: START };
     const { service, hits, close } = serviceOver(backend, side === 'on', clock, stop, tag);
@@ -112,6 +130,7 @@ async function onAndOff(backend: 'memory' | 'redis', calls: readonly Call[], sto
       await close();
     }
     out.fromCache += hits.fromCache;
+    out.backendCalls[side] = hits.backendCalls;
   }
   return out;
 }
@@ -164,5 +183,23 @@ describe.each(['memory', 'redis'] as const)('a list through the local over-limit
       expect(fromCache).toBeGreaterThan(0);
       expect(on).toEqual(off);
     }
+  });
+
+  test('a list whose every limit is known to deny every request is answered without the backend, as the backend answers it', async () => {
+    // [burst 2/s, hourly 2/h] (token_bucket, sliding_window): 2 hits fill both; then every
+    // request is refused by both.
+    const calls: Call[] = [
+      { at: 0, descriptors: [['full', 2]] },
+      { at: 5, descriptors: [['full', 1]] },
+      { at: 10, descriptors: [['full', 1]] },
+      { at: 15, descriptors: [['full', 2]] },
+      { at: 20, descriptors: [['full', 1]] },
+    ];
+    const { on, off, backendCalls } = await onAndOff(backend, calls, false, 'allcached');
+    expect(off[1]?.overallCode).toBe('OVER_LIMIT');
+    expect(on).toEqual(off);
+    // The first two calls go to the backend (the second's denials are kept), the others but the
+    // 2-hit one (an entry answers only its own hits) not.
+    expect(backendCalls).toEqual({ on: 3, off: 5 });
   });
 });
