@@ -15,6 +15,18 @@ function invalidMessage(body: string): string {
 }
 
 describe('wireRequestFromJson', () => {
+  // Issue 27: a descriptor's hitsAddend is a UInt64Value; /json takes it up to 2^53 - 1, a JSON
+  // number's exact range (docs/differences.md), as a number or a string.
+  it('takes a descriptor hitsAddend above uint32, up to 2^53 - 1', () => {
+    for (const hitsAddend of [4294967296, '4294967296', Number.MAX_SAFE_INTEGER]) {
+      const wire = wireRequestFromJson(JSON.stringify({ domain: 'd', descriptors: [{ entries: [{ key: 'k', value: 'v' }], hitsAddend }] }));
+      expect(requestFromWire(wire).descriptors[0]?.hitsAddend).toBe(Number(hitsAddend));
+    }
+    expect(invalidMessage('{"domain":"d","descriptors":[{"entries":[],"hitsAddend":"9007199254740992"}]}')).toMatch(
+      /must be an integer from 0 to 9007199254740991/,
+    );
+  });
+
   it('reads the protobuf JSON form (camelCase)', () => {
     const wire = wireRequestFromJson(
       JSON.stringify({
