@@ -5,7 +5,12 @@
 // counted and answered OVER_LIMIT, exactly up to 2^32 (the stored count is the reference's);
 // above 2^32, up to 2^64 - 1, it is counted as 2^32 (docs/differences.md: every limit and burst
 // is a uint32, so 2^32 hits are over any of them alone, and the counts stay exact integers).
+import Redis from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { ALGORITHMS } from '../../src/domain/algorithm';
+import { HITS_COUNTED_MAX } from '../../src/domain/uint32';
+import { MemoryLimiter } from '../../src/limiter/memory/memory-limiter';
+import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { fixedWindowCount } from '../helpers/fixed-window-value';
@@ -88,5 +93,37 @@ describe.each(['memory', 'redis'] as const)('hits_addend above uint32 on %s', (b
     const fits = await call('max', 'd', '4294967295');
     expect(fits.overall_code).toBe('OK');
     expect(fits.statuses[0]?.limit_remaining).toBe(0);
+  });
+});
+
+describe('2^32 hits (the most a descriptor is counted with) on every algorithm: the memory backend and the Lua scripts agree', () => {
+  test.each(ALGORITHMS)('%s', async (algorithm) => {
+    const now = Date.UTC(2030, 0, 1, 5, 10);
+    const client = new Redis({ host: redis.host, port: redis.port, maxRetriesPerRequest: 1 });
+    const onRedis = new RedisLimiter({ client, keyPrefix: `u64b_${algorithm}_`, pinnedNow: () => now });
+    const memory = new MemoryLimiter({ now: () => now });
+    try {
+      for (const [limit, windowSeconds] of [
+        [10, 1],
+        [10, 3600],
+        [4_294_967_295, 1],
+      ] as const) {
+        const spec = { algorithm, limit, windowSeconds, burst: limit };
+        const counter = { domain: 'h', entries: [{ key: 'k', value: `${limit}/${windowSeconds}` }] };
+        for (const hits of [HITS_COUNTED_MAX, 1, HITS_COUNTED_MAX - 1, 1]) {
+          const checks = [{ counter, spec, hits }];
+          const options = { deadline: Date.now() + 10_000, stopIncrementWhenOverLimit: false };
+          const [fromRedis] = await onRedis.check(checks, options);
+          const [fromMemory] = await memory.check(checks, options);
+          expect(fromRedis, `${limit}/${windowSeconds}s, ${hits} hits`).toEqual(fromMemory);
+          if (hits === HITS_COUNTED_MAX) expect(fromRedis?.allowed).toBe(false);
+          for (const field of ['used', 'remaining', 'resetMs', 'retryAfterMs'] as const) {
+            expect(Number.isSafeInteger(fromRedis?.[field]) && fromRedis![field] >= 0).toBe(true);
+          }
+        }
+      }
+    } finally {
+      await Promise.all([onRedis.close(), memory.close()]);
+    }
   });
 });
