@@ -69,7 +69,9 @@ describe('the statsd transport stays bounded when statsd does not take what it i
     sendMany(transport, 16 * MiB);
     const started = Date.now();
     await transport.close();
-    expect(Date.now() - started).toBeLessThan(3000);
+    // close() gives up after 1 s (CLOSE_WAIT_MS); without that bound it never returns. A busy
+    // machine may fire the timer late, so the check is 10 times the bound, not a few hundred ms.
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 });
 
