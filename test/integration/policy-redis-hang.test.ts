@@ -10,6 +10,7 @@ import { PolicyEngine } from '../../src/policy/policy-engine';
 import { RedisPolicyStore } from '../../src/policy/redis-policy-store';
 import type { RateLimitRequest } from '../../src/service/types';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { timerLateness } from '../harness/wait';
 import { TRACE_POLICY } from '../helpers/policy-traces';
 
 let redis: RedisProcess;
@@ -45,15 +46,8 @@ test('a hanging Redis gives the normal tier in time, then fails fast, then recov
   // The control, measured in the same run: how late a 10 ms timer of this process fires while
   // the calls below run. A busy machine delays the policy's timer as much; the bounds below are
   // the policy's own plus that lateness.
-  let lateMs = 0;
-  let timing = true;
-  const control = (async () => {
-    for (let i = 0; i < 10_000 && timing; i++) {
-      const t0 = performance.now();
-      await new Promise((r) => setTimeout(r, 10));
-      lateMs = Math.max(lateMs, performance.now() - t0 - 10);
-    }
-  })();
+  const control = timerLateness();
+  let lateMs: number;
   process.kill(redis.pid!, 'SIGSTOP');
   const outcomes = [];
   try {
@@ -62,8 +56,7 @@ test('a hanging Redis gives the normal tier in time, then fails fast, then recov
     await new Promise((r) => setTimeout(r, 200));
     for (let i = 0; i < 3; i++) outcomes.push(await decide(200));
   } finally {
-    timing = false;
-    await control;
+    lateMs = await control.stop();
   }
   expect(outcomes.map((o) => o.tier)).toEqual(Array(7).fill('normal'));
   const late = `timers ${lateMs.toFixed(0)} ms late; calls took ${outcomes.map((o) => o.ms.toFixed(0)).join(' ')} ms`;
