@@ -255,6 +255,6 @@ describe('NACKs are paced whatever the snapshots say (issue 18, finding 9)', () 
     expect(await rlconfig(t)).toBe(before);
     // A good snapshot after them is taken at once.
     await server.push('good-2', [small(1, 9)]);
-    await waitUntil('the good snapshot', async () => (await rlconfig(t)).includes('requests_per_unit=9'), { timeoutMs: 2000 });
+    await waitUntil('the good snapshot', async () => (await rlconfig(t)).includes('requests_per_unit=9'), { timeoutMs: 15_000 });
   }, 60_000);
 });
