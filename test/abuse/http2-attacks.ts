@@ -45,8 +45,14 @@ export interface PartialCallsOptions {
   readonly declaredBytes: number;
   /** ...and the bytes actually sent (fewer), never followed by END_STREAM. */
   readonly sentBytes: number;
-  /** How long the streams are held open before the client closes everything. */
+  /** How long the streams are held open before the client closes everything (at most, with `holdUntil`). */
   readonly holdMs: number;
+  /**
+   * Lets go early, once this holds (checked every 100 ms) and `minHoldMs` passed: a bound in
+   * time that a busy machine may need, without making a quiet one wait for it.
+   */
+  readonly holdUntil?: (result: PartialCallsResult) => boolean;
+  readonly minHoldMs?: number;
   /** Called once all streams were opened and written, and then every second while held. */
   readonly onTick?: (elapsedMs: number) => void;
 }
@@ -115,9 +121,14 @@ export async function partialCalls(o: PartialCallsOptions): Promise<PartialCalls
   }
   o.onTick?.(Date.now() - t0);
   const until = t0 + o.holdMs;
-  while (Date.now() < until) {
-    await sleep(Math.min(1000, until - Date.now()));
-    o.onTick?.(Date.now() - t0);
+  const done = (): boolean => o.holdUntil !== undefined && Date.now() >= t0 + (o.minHoldMs ?? 0) && o.holdUntil(result);
+  let lastTick = Date.now();
+  while (Date.now() < until && !done()) {
+    await sleep(Math.min(o.holdUntil ? 100 : 1000, until - Date.now()));
+    if (o.holdUntil === undefined || Date.now() - lastTick >= 1000) {
+      lastTick = Date.now();
+      o.onTick?.(Date.now() - t0);
+    }
   }
   letGo = true;
   for (const s of sessions) s.destroy();

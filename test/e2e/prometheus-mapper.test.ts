@@ -50,7 +50,7 @@ describe('PROMETHEUS_MAPPER_YAML', () => {
           const samples = parseExposition(await (await fetch(`${t!.debugUrl}/metrics`)).text());
           return samples.get('ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}') === 7 ? samples : undefined;
         },
-        { timeoutMs: 5000 },
+        { timeoutMs: 20_000 },
       );
       expect(nonZero(mapped, 'ratelimit_service_rate_limit_')).toEqual(nonZero(own, 'ratelimit_service_rate_limit_'));
       expect(Object.keys(nonZero(own, 'ratelimit_service_rate_limit_')).length).toBeGreaterThanOrEqual(6);

@@ -41,7 +41,7 @@ describe('start-up without good rules', () => {
     expect((await fetch(`${t.httpUrl}/healthcheck`)).status).toBe(500);
 
     t.writeRule('s.yaml', GOOD);
-    await within(2000, async () => (await t!.client.healthCheck('ratelimit')) === 'SERVING');
+    await within(10_000, async () => (await t!.client.healthCheck('ratelimit')) === 'SERVING');
     const res = await t.client.shouldRateLimit(oneDescriptor('s', { k: 'v' }));
     expect(res.statuses[0]!.current_limit?.requests_per_unit).toBe(1);
   });

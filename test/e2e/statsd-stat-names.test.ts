@@ -63,7 +63,7 @@ test("the reference's stat names for nasty values, with control characters made 
       const l = received.split('\n');
       return expected.every((e) => l.includes(e)) ? l : undefined;
     },
-    { timeoutMs: 5000, diagnostics: () => `missing: ${JSON.stringify(expected.filter((e) => !received.split('\n').includes(e)))}` },
+    { timeoutMs: 20_000, diagnostics: () => `missing: ${JSON.stringify(expected.filter((e) => !received.split('\n').includes(e)))}` },
   );
   // Names without a control character are the reference's, byte for byte.
   for (const name of FIXTURE.stats) {

@@ -54,3 +54,28 @@ export async function within(timeoutMs: number, condition: () => boolean | Promi
   await waitUntil(what, condition, { timeoutMs, intervalMs: 10 });
   return Date.now() - started;
 }
+
+/**
+ * The control for a bound on this process' own timing: a loop of 10 ms timers, run beside the
+ * code under test, that records how late they fired. A busy machine delays the code's timers
+ * and answers as much; a bound is the code's own plus this lateness. `stop()` ends the loop and
+ * resolves with the worst lateness seen, in ms.
+ */
+export function timerLateness(): { stop(): Promise<number> } {
+  let worst = 0;
+  let running = true;
+  const loop = (async () => {
+    for (let i = 0; i < 100_000 && running; i++) {
+      const t0 = performance.now();
+      await sleep(10);
+      worst = Math.max(worst, performance.now() - t0 - 10);
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return worst;
+    },
+  };
+}

@@ -83,7 +83,7 @@ describe('startApp when a listen fails partway', () => {
     for (const port of ports) expect(await canBind(port), `port ${port} still bound`).toBe(true);
     // The Redis client is gone: only the INFO connection itself remains.
     await waitUntil('the Redis client to disconnect', async () => (await redis.info('clients')).get('connected_clients') === '1', {
-      timeoutMs: 5000,
+      timeoutMs: 20_000,
     });
   });
 
@@ -95,7 +95,7 @@ describe('startApp when a listen fails partway', () => {
     });
     await expect(startApp(settings, { logger: createLogger('ERROR', 'text') })).rejects.toThrow(/REDIS_URL.*no-port-here/);
     await waitUntil('the Redis client to disconnect', async () => (await redis.info('clients')).get('connected_clients') === '1', {
-      timeoutMs: 5000,
+      timeoutMs: 20_000,
     });
   });
 

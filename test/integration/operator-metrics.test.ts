@@ -71,6 +71,6 @@ test('Redis, cache, rules and process metrics, then failure-mode answers, errors
   expect(errors).toBeGreaterThanOrEqual(6);
   expect(total(samples, 'floodgate_redis_errors_total', { kind: 'other' })).toBe(0);
   await waitUntil('breaker open', async () => total(await scrape(url), 'floodgate_redis_circuit_open', { node: 'server' }) === 1 || false, {
-    timeoutMs: 5000,
+    timeoutMs: 20_000,
   });
 });

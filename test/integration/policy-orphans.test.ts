@@ -4,7 +4,7 @@
 // build` first) and is killed with -9 while calls are in flight.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
-import { sleep } from '../harness/wait';
+import { waitUntil } from '../harness/wait';
 import { rlsClient } from '../helpers/rls-client';
 import { spawnServer } from '../helpers/server-process';
 import { pttls, tally, timedCall, uniquePrefix, type CallOutcome, type RedisNode } from './redis-backend-helpers';
@@ -88,12 +88,20 @@ describe.each([
             { key: 'path', value: `/p${id % 7}` },
             { key: 'fp', value: `f${id % 5}` },
           ];
-          outcomes.push(await timedCall(client, { domain: 'porph', descriptors: [{ entries }] }, 1000));
+          outcomes.push(await timedCall(client, { domain: 'porph', descriptors: [{ entries }] }, 10_000));
         }
       };
       const streams = Array.from({ length: 8 }, stream);
-      // Load first (bounded): enough calls that some clients reach the box.
-      for (let waited = 0; outcomes.length < 200 && waited < 15_000; waited += 50) await sleep(50);
+      // Load first: a fixed amount of work, however fast this machine is (waited for, bounded):
+      // 200 answered calls, and the hammering clients denied.
+      await waitUntil(
+        '200 answered calls and a denial',
+        () => {
+          const codes = tally(outcomes);
+          return (codes.OK ?? 0) >= 200 && (codes.OVER_LIMIT ?? 0) > 0;
+        },
+        { timeoutMs: 90_000, intervalMs: 20, diagnostics: () => JSON.stringify(tally(outcomes)) },
+      );
       const scannedAt = Date.now();
       const beforeKill = await allTtls(d.masters(), prefix);
       expect(beforeKill.size).toBeGreaterThan(100);

@@ -3,7 +3,7 @@
 // a real process (`npm run build` first) and is killed with -9 while calls are in flight.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
-import { sleep } from '../harness/wait';
+import { waitUntil } from '../harness/wait';
 import { rlsClient } from '../helpers/rls-client';
 import { spawnServer } from '../helpers/server-process';
 import { pttls, tally, timedCall, uniquePrefix, type CallOutcome, type RedisNode } from './redis-backend-helpers';
@@ -69,11 +69,13 @@ describe.each([
           const unit = ['h', 'm', 'd'][id % 3]!;
           // Two descriptors per call: one script call per slot, several keys per call.
           const request = { domain: 'orphans', descriptors: [0, 1].map((j) => ({ entries: [{ key: unit, value: `u${id}-${j}` }] })) };
-          outcomes.push(await timedCall(client, request, 1000));
+          outcomes.push(await timedCall(client, request, 10_000));
         }
       };
       const streams = Array.from({ length: 8 }, stream);
-      await sleep(400);
+      // A fixed amount of work before the kill, however fast this machine is: 150 answered calls
+      // (300 new keys), not whatever 400 ms allowed.
+      await waitUntil('150 answered calls', () => (tally(outcomes).OK ?? 0) >= 150, { timeoutMs: 90_000, intervalMs: 20 });
       const beforeKill = await allTtls(d.masters(), prefix);
       expect(beforeKill.size).toBeGreaterThan(50);
       expectAllExpire(beforeKill);

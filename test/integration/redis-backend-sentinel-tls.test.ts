@@ -59,6 +59,6 @@ describe('REDIS_TYPE=SENTINEL with REDIS_TLS', () => {
     const t = await startTestApp(RULES, env({ REDIS_SENTINEL_AUTH: 'wrong', BACKEND_FAILURE_MODE: 'error' }));
     apps.push(t);
     expect(t.app.limiter.isHealthy()).toBe(false);
-    expect((await timedCall(t.client, oneDescriptor('st', { k: 'b' }), 500)).code).toBe('UNAVAILABLE');
+    expect((await timedCall(t.client, oneDescriptor('st', { k: 'b' }), 5000)).code).toBe('UNAVAILABLE');
   });
 });

@@ -99,6 +99,6 @@ describe('Redis over mutual TLS, with an ACL user (REDIS_TLS*, REDIS_AUTH user:p
     apps.push(t);
     expect(t.app.limiter.isHealthy()).toBe(false);
     expect(await t.client.healthCheck('ratelimit')).toBe('NOT_SERVING');
-    expect((await timedCall(t.client, oneDescriptor('tls', { k: 'c' }), 500)).code).toBe('UNAVAILABLE');
+    expect((await timedCall(t.client, oneDescriptor('tls', { k: 'c' }), 5000)).code).toBe('UNAVAILABLE');
   });
 });

@@ -53,7 +53,7 @@ async function look(t: TestApp): Promise<Seen> {
 
 describe('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', () => {
   test('off (the default): health stays 200/SERVING through a Redis outage; calls follow the failure mode; the gauge shows the outage', async () => {
-    await within(5000, () => plain.app.limiter.isHealthy() && active.app.limiter.isHealthy(), 'both connected');
+    await within(15_000, () => plain.app.limiter.isHealthy() && active.app.limiter.isHealthy(), 'both connected');
     expect(await look(plain)).toEqual({ http: 200, ratelimit: 'SERVING', overall: 'SERVING', backendGauge: '1' });
     expect(await look(active)).toEqual({ http: 200, ratelimit: 'SERVING', overall: 'SERVING', backendGauge: '1' });
 
@@ -63,7 +63,8 @@ describe('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', () => {
     // Probes every 100 ms for 3 s, as a readiness probe with threshold 1 would, and calls.
     for (let i = 0; i < 30; i++) {
       seenPlain.push(await look(plain));
-      answers.push((await timedCall(plain.client, oneDescriptor('h', { k: `down${i}` }), 200)).code);
+      // The failure mode answers at once; the deadline leaves a busy machine room to deliver it.
+      answers.push((await timedCall(plain.client, oneDescriptor('h', { k: `down${i}` }), 5000)).code);
       await sleep(100);
     }
     // BACKEND_FAILURE_MODE=error: /json says what happened in its own words, not the Redis
@@ -74,7 +75,7 @@ describe('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', () => {
     });
     expect(json.status).toBe(503);
     expect(((await json.json()) as { error: string }).error).toMatch(/^backend unavailable: redis (is not connected|did not answer)/);
-    const activeDown = await within(3000, async () => (await look(active)).http === 500, 'active: /healthcheck 500');
+    const activeDown = await within(15_000, async () => (await look(active)).http === 500, 'active: /healthcheck 500');
     const activeSeen = await look(active);
 
     expect(seenPlain.map((s) => s.http).filter((s) => s !== 200)).toEqual([]);
@@ -84,8 +85,8 @@ describe('REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', () => {
     expect(activeSeen).toEqual({ http: 500, ratelimit: 'NOT_SERVING', overall: 'SERVING', backendGauge: '0' });
 
     await redis.restart();
-    await within(8000, async () => (await look(active)).http === 200, 'active: /healthcheck 200 again');
-    await within(8000, async () => (await look(plain)).backendGauge === '1', 'plain: gauge 1 again');
+    await within(30_000, async () => (await look(active)).http === 200, 'active: /healthcheck 200 again');
+    await within(30_000, async () => (await look(plain)).backendGauge === '1', 'plain: gauge 1 again');
     expect(await look(active)).toEqual({ http: 200, ratelimit: 'SERVING', overall: 'SERVING', backendGauge: '1' });
     console.info(`redis down: plain health 200 on ${seenPlain.length}/${seenPlain.length} probes; active 500 after ${activeDown} ms`);
   });

@@ -31,7 +31,7 @@ describe('a flush larger than the pending bound (TCP)', () => {
     cleanups.push(() => transport.close());
     // Connected first, as a running server is.
     transport.send('ratelimit.service.config_load_success:1|c\n');
-    await waitUntil('connected', () => (statsd.received() !== '' ? true : undefined), { timeoutMs: 5000 });
+    await waitUntil('connected', () => (statsd.received() !== '' ? true : undefined), { timeoutMs: 20_000 });
 
     const line = (i: number) => `ratelimit.service.rate_limit.shop.detailed_${String(i).padStart(8, '0')}_${'v'.repeat(100)}.total_hits:1|c\n`;
     let flush = '';

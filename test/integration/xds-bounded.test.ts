@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { SLICE_MS } from '../../src/config/xds/time-slices';
 
 import { trackDir } from '../harness/cleanup-registry';
 import { sleep, waitUntil } from '../harness/wait';
@@ -40,8 +41,13 @@ async function rlconfig(t: TestApp): Promise<string> {
 }
 
 interface Stall {
-  /** The same measure over 1 s just before the push, idle but for the probe: what the machine alone costs. */
+  /**
+   * The same measure over 1 s just before the push, idle but for the probe, and again after the
+   * load, as long as it took, with this process computing in slices: what the machine alone costs.
+   */
   readonly controlStallMs: number;
+  /** The worst probe call during the second control. */
+  readonly controlProbeMs: number;
   readonly tookMs: number;
   readonly stallMs: number;
   readonly probes: number;
@@ -69,6 +75,18 @@ function loopStallMeter(): { stop(): number } {
   };
 }
 
+/** Computes for `ms` in slices of SLICE_MS, yielding to the event loop between them. */
+async function slicedWork(ms: number): Promise<void> {
+  const end = performance.now() + ms;
+  let sink = 0;
+  while (performance.now() < end) {
+    const sliceEnd = performance.now() + SLICE_MS;
+    while (performance.now() < sliceEnd) sink += Math.sqrt(sink + 1);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  if (!Number.isFinite(sink)) throw new Error('unreachable');
+}
+
 async function measureWhileCompiling(t: TestApp, push: () => Promise<void>): Promise<Stall> {
   const loadsBefore = await loads(t);
   let probing = true;
@@ -89,15 +107,37 @@ async function measureWhileCompiling(t: TestApp, push: () => Promise<void>): Pro
   const start = performance.now();
   const meter = loopStallMeter();
   let stallMs: number;
+  let tookMs: number;
+  let probesWhileCompiling: number;
+  let worstProbeWhileCompiling: number;
+  let controlAfterMs: number;
   try {
     await push();
     await waitUntil('the snapshot to load', async () => (await loads(t)) > loadsBefore, { timeoutMs: 120_000, intervalMs: 20 });
   } finally {
     stallMs = meter.stop();
+    tookMs = performance.now() - start;
+    probesWhileCompiling = probes;
+    worstProbeWhileCompiling = worstProbeMs;
+    // The control again, as long as the compiling took (the longer a window, the likelier a
+    // busy machine's own stall falls in it), with the probes still running, and this process
+    // as busy as the compiling keeps it: work in slices of SLICE_MS, yielding between them. A
+    // busy machine preempts a process that computes for longer than one that sleeps.
+    worstProbeMs = 0;
+    const after = loopStallMeter();
+    await slicedWork(Math.min(Math.max(1000, tookMs), 30_000));
+    controlAfterMs = after.stop();
     probing = false;
     await prober;
   }
-  return { controlStallMs, tookMs: performance.now() - start, stallMs, probes, worstProbeMs };
+  return {
+    controlStallMs: Math.max(controlStallMs, controlAfterMs),
+    controlProbeMs: worstProbeMs,
+    tookMs,
+    stallMs,
+    probes: probesWhileCompiling,
+    worstProbeMs: worstProbeWhileCompiling,
+  };
 }
 
 describe('an xDS snapshot compiles in slices; the old rules serve meanwhile (issue 18, finding 4)', () => {
@@ -135,11 +175,12 @@ describe('an xDS snapshot compiles in slices; the old rules serve meanwhile (iss
       const figures = await measureWhileCompiling(t, () => server.push(`v${count}`, resources));
       console.log(
         `xDS snapshot of ${count} resources: in force after ${figures.tookMs.toFixed(0)} ms, worst event-loop stall ${figures.stallMs.toFixed(1)} ms ` +
-          `(control ${figures.controlStallMs.toFixed(1)} ms), ${figures.probes} probe calls, worst ${figures.worstProbeMs.toFixed(1)} ms`,
+          `(control ${figures.controlStallMs.toFixed(1)} ms), ${figures.probes} probe calls, worst ${figures.worstProbeMs.toFixed(1)} ms (control ${figures.controlProbeMs.toFixed(1)} ms)`,
       );
       const allowed = 100 + 2 * figures.controlStallMs;
       expect(figures.stallMs).toBeLessThan(allowed);
-      expect(figures.worstProbeMs).toBeLessThan(allowed);
+      // A probe call: against the probe calls of the control (the same work in slices).
+      expect(figures.worstProbeMs).toBeLessThan(100 + 2 * Math.max(figures.controlStallMs, figures.controlProbeMs));
       expect(figures.probes).toBeGreaterThan(0);
       const inForce = await rlconfig(t);
       expect(inForce).toContain(last);
@@ -190,26 +231,30 @@ describe('NACKs are paced whatever the snapshots say (issue 18, finding 9)', () 
     const before = await rlconfig(t);
     const nacksBefore = (await server.requests()).filter((r) => r.error_detail).length;
     const logsBefore = errorLogs.length;
-    const until = Date.now() + 10_000;
+    // At least 10 s and at least 200 pushes, however slow this machine is (bounded): the bounds
+    // below are rates over the time it took, not counts in a fixed time.
+    const started = Date.now();
     let pushes = 0;
-    for (let i = 0; Date.now() < until && i < 200_000; i++) {
+    for (let i = 0; (Date.now() - started < 10_000 || pushes < 200) && Date.now() - started < 120_000; i++) {
       await server.push(i % 2 === 0 ? 'bad-a' : 'bad-b', i % 2 === 0 ? badA : badB);
       pushes++;
     }
+    const seconds = (Date.now() - started) / 1000;
     const nacks = (await server.requests()).filter((r) => r.error_detail).length - nacksBefore;
     const logs = errorLogs.length - logsBefore;
-    console.log(`alternating bad xDS snapshots for 10 s: ${pushes} pushes, ${nacks} NACKs, ${logs} ERROR log lines`);
-    expect(pushes).toBeGreaterThan(100);
-    // 4 a second (one per 250 ms), with slack for the first and the timers.
+    console.log(`alternating bad xDS snapshots for ${seconds.toFixed(1)} s: ${pushes} pushes, ${nacks} NACKs, ${logs} ERROR log lines`);
+    expect(pushes).toBeGreaterThanOrEqual(200);
+    // 4 a second (one per 250 ms, NACK_INTERVAL_MS), with slack for the first and the timers;
+    // one ERROR line a second (LOG_INTERVAL_MS).
     expect(nacks).toBeGreaterThan(0);
-    expect(nacks).toBeLessThanOrEqual(45);
-    expect(logs).toBeLessThanOrEqual(12);
+    expect(nacks).toBeLessThanOrEqual(Math.ceil(4 * seconds) + 5);
+    expect(logs).toBeLessThanOrEqual(Math.ceil(seconds) + 2);
     expect(
       errorLogs.some((l) => l.includes("bad-a: invalid rate limit unit 'UNKNOWN'") || l.includes('bad-b: config file cannot have empty domain')),
     ).toBe(true);
     expect(await rlconfig(t)).toBe(before);
     // A good snapshot after them is taken at once.
     await server.push('good-2', [small(1, 9)]);
-    await waitUntil('the good snapshot', async () => (await rlconfig(t)).includes('requests_per_unit=9'), { timeoutMs: 2000 });
+    await waitUntil('the good snapshot', async () => (await rlconfig(t)).includes('requests_per_unit=9'), { timeoutMs: 15_000 });
   }, 60_000);
 });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { trackDir } from '../harness/cleanup-registry';
 import { freePort } from '../harness/free-port';
-import { sleep, waitUntil } from '../harness/wait';
+import { sleep, timerLateness, waitUntil } from '../harness/wait';
 import { makeCertificates, makeClientCertificate } from '../helpers/certificates';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
@@ -28,15 +28,28 @@ async function rlconfig(t: TestApp): Promise<string> {
   return (await fetch(`${t.debugUrl}/rlconfig`)).text();
 }
 
-/** Milliseconds until /rlconfig contains `text`; fails after `withinMs`. */
+/**
+ * Milliseconds until /rlconfig contains `text`, checked against `withinMs` plus twice how late a
+ * control timer of this process (the app runs in it) fired meanwhile: a busy machine delays the
+ * load as much. The wait itself is bounded at 30 s, so a slow machine fails on the bound with
+ * the figures, not on the wait.
+ */
 async function inForceWithin(t: TestApp, text: string, withinMs: number): Promise<number> {
   const start = Date.now();
-  await waitUntil(`/rlconfig to show "${text}"`, async () => (await rlconfig(t)).includes(text), {
-    timeoutMs: withinMs,
-    intervalMs: 10,
-    diagnostics: () => `elapsed ${Date.now() - start} ms`,
-  });
-  return Date.now() - start;
+  const control = timerLateness();
+  let lateMs: number;
+  try {
+    await waitUntil(`/rlconfig to show "${text}"`, async () => (await rlconfig(t)).includes(text), {
+      timeoutMs: Math.max(withinMs, 30_000),
+      intervalMs: 10,
+      diagnostics: () => `elapsed ${Date.now() - start} ms`,
+    });
+  } finally {
+    lateMs = await control.stop();
+  }
+  const took = Date.now() - start;
+  expect(took, `in force after ${took} ms; control timers up to ${lateMs.toFixed(0)} ms late`).toBeLessThan(withinMs + 2 * lateMs);
+  return took;
 }
 
 async function loadErrors(t: TestApp): Promise<number> {
@@ -101,8 +114,7 @@ describe('CONFIG_TYPE=GRPC_XDS_SOTW against a go-control-plane server', () => {
 
   test('a pushed update is in force within 1 s', async () => {
     await server.push('v2', [limitConfig('first', 'xds', 5), limitConfig('second', 'other', 7, 'MINUTE')]);
-    const took = await inForceWithin(t, 'xds.k: unit=HOUR requests_per_unit=5', 1000);
-    expect(took).toBeLessThan(1000);
+    await inForceWithin(t, 'xds.k: unit=HOUR requests_per_unit=5', 1000);
     expect(await rlconfig(t)).toContain('other.k: unit=MINUTE requests_per_unit=7');
   });
 
@@ -113,7 +125,7 @@ describe('CONFIG_TYPE=GRPC_XDS_SOTW against a go-control-plane server', () => {
       limitConfig('first', 'xds', 9),
       { name: 'broken', domain: 'broken', descriptors: [{ key: 'k', rate_limit: { requests_per_unit: 1 } }] },
     ]);
-    const nack = await waitUntil('a NACK', async () => (await server.requests()).find((r) => r.error_detail), { timeoutMs: 5000 });
+    const nack = await waitUntil('a NACK', async () => (await server.requests()).find((r) => r.error_detail), { timeoutMs: 20_000 });
     expect(nack.error_detail).toBe("broken: invalid rate limit unit 'UNKNOWN'");
     expect(nack.version_info).toBe('v2');
     await sleep(200);
@@ -133,7 +145,7 @@ describe('CONFIG_TYPE=GRPC_XDS_SOTW against a go-control-plane server', () => {
     await waitUntil(
       'the second NACK',
       async () => (await server.requests()).some((r) => r.error_detail === "b: duplicate domain 'xds' in config file"),
-      { timeoutMs: 5000 },
+      { timeoutMs: 20_000 },
     );
     expect(await rlconfig(t)).toBe(before);
   });
@@ -150,7 +162,7 @@ describe('CONFIG_TYPE=GRPC_XDS_SOTW against a go-control-plane server', () => {
 
     server = await startXdsServer({ listen: address, statePath: join(dir, 'state.json') });
     const resubscribed = await waitUntil('a new subscription', async () => (await server.requests()).find((r) => r.response_nonce === ''), {
-      timeoutMs: 5000,
+      timeoutMs: 20_000,
     });
     // It tells the new server the version it holds, so the same snapshot is not sent again.
     expect(resubscribed.version_info).toBe('v5');
@@ -275,10 +287,15 @@ describe('re-subscribing waits the configured backoff', () => {
     await server.kill();
     const killedAt = Date.now();
     server = await startXdsServer({ listen: address, statePath: join(dir, 'state.json') });
-    await waitUntil('the re-subscription', async () => (await server!.requests()).length > 0, { timeoutMs: 6000, intervalMs: 20 });
+    // On a busy machine the new server may be up only after the first retry (2 s); the next
+    // ones come 4 s and 8 s later (no jitter). "Soon after" is soon after the first retry that
+    // could find it.
+    const upAt = Date.now() - killedAt;
+    const retryThatFindsIt = [2000, 6000, 14_000].find((at) => at >= upAt) ?? 24_000;
+    await waitUntil('the re-subscription', async () => (await server!.requests()).length > 0, { timeoutMs: 30_000, intervalMs: 20 });
     const waited = Date.now() - killedAt;
     expect(waited).toBeGreaterThanOrEqual(1900);
-    expect(waited).toBeLessThan(4500);
+    expect(waited, `the new server was up after ${upAt} ms`).toBeLessThan(retryThatFindsIt + 2500);
     expect(await rlconfig(t)).toContain('slow.k: unit=HOUR requests_per_unit=4');
   });
 });
@@ -320,9 +337,8 @@ describe('before the first snapshot, and a server that is not there yet', () => 
     const server = await startXdsServer({ listen: address, statePath: join(dir, 'late.json') });
     servers.push(server);
     await server.push('v1', [limitConfig('late', 'late', 1)]);
-    const took = await inForceWithin(t, 'late.k: unit=HOUR requests_per_unit=1', 1500);
-    expect(took).toBeLessThan(1500);
-    await waitUntil('SERVING', async () => (await t.client.healthCheck()) === 'SERVING', { timeoutMs: 2000 });
+    await inForceWithin(t, 'late.k: unit=HOUR requests_per_unit=1', 1500);
+    await waitUntil('SERVING', async () => (await t.client.healthCheck()) === 'SERVING', { timeoutMs: 15_000 });
     expect(await codes(t, 'late', 2)).toEqual(['OK', 'OVER_LIMIT']);
   });
 

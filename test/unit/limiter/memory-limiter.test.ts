@@ -347,19 +347,22 @@ describe('MemoryLimiter bounds (issue 8, finding 3)', () => {
     expect(limiter.size).toBe(2);
   });
 
-  it('evicts in O(1): 200,000 inserts over a full cache stay fast to the end', () => {
+  it('evicts in O(1): 300,000 inserts over a full cache stay fast to the end', () => {
     const { limiter } = bounded(50_000);
     const batch = 50_000;
     const times: number[] = [];
-    for (let round = 0; round < 4; round++) {
+    for (let round = 0; round < 6; round++) {
       const start = performance.now();
       for (let i = 0; i < batch; i++) limiter.checkNow([check(`${round}-${i}`, 10)], false);
       times.push(performance.now() - start);
     }
     console.log(`50,000 inserts per round over a full cache: ${times.map((t) => t.toFixed(0)).join(', ')} ms`);
     expect(limiter.size).toBe(50_000);
-    // The last round is no slower than a few times the first (no slots piling up).
-    expect(times[3] as number).toBeLessThan(Math.max(5 * (times[0] as number), 500));
+    // The late rounds are no slower than a few times the early ones (no slots piling up). The
+    // least of two rounds on each side: a busy machine's stall only adds to one round.
+    const early = Math.min(times[0] as number, times[1] as number);
+    const late = Math.min(times[4] as number, times[5] as number);
+    expect(late).toBeLessThan(Math.max(5 * early, 500));
   });
 });
 

@@ -222,12 +222,29 @@ describe('PrometheusMetrics bounds (issue 8, finding 2)', () => {
   it('keeps a scrape small and quick even when 10,000 requests each bring 4 KB detailed values', async () => {
     const m = new PrometheusMetrics();
     for (let i = 0; i < 10_000; i++) m.recordRule('d', `d.user_${i}-${'u'.repeat(4096)}.path_${'p'.repeat(4096)}`, ONE);
-    const start = performance.now();
-    const text = await m.registry.metrics();
-    const ms = performance.now() - start;
-    console.log(`10,000 label sets of 2 × 4 KB at the default cap: /metrics ${(text.length / 1e6).toFixed(2)} MB in ${ms.toFixed(0)} ms`);
+    // The control, measured in the same run: 10,000 short label sets at the same cap. A busy
+    // machine slows both; the least of interleaved scrapes is the cost (a stall only adds).
+    const control = new PrometheusMetrics();
+    for (let i = 0; i < 10_000; i++) control.recordRule('d', `d.user_${i}.path_p`, ONE);
+    const scrapeMs = async (metrics: PrometheusMetrics): Promise<{ ms: number; text: string }> => {
+      const start = performance.now();
+      const text = await metrics.registry.metrics();
+      return { ms: performance.now() - start, text };
+    };
+    let ms = Infinity;
+    let controlMs = Infinity;
+    let text = '';
+    for (let round = 0; round < 3; round++) {
+      controlMs = Math.min(controlMs, (await scrapeMs(control)).ms);
+      const scraped = await scrapeMs(m);
+      ms = Math.min(ms, scraped.ms);
+      text = scraped.text;
+    }
+    console.log(
+      `10,000 label sets of 2 × 4 KB at the default cap: /metrics ${(text.length / 1e6).toFixed(2)} MB in ${ms.toFixed(0)} ms; short labels ${controlMs.toFixed(0)} ms`,
+    );
     expect(text.length).toBeLessThan(4_000_000);
-    expect(ms).toBeLessThan(500);
+    expect(ms).toBeLessThan(20 * controlMs + 100);
   });
 
   it('counts memory counters evicted', async () => {
