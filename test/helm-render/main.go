@@ -67,10 +67,18 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// As `helm template` without --kube-version does (pkg/action, renderResources): the chart's
+	// kubeVersion constraint against Helm's offline default Kubernetes version (v1.20.0 in a
+	// Helm built without the release ldflags). A constraint that refuses it refuses GitOps and
+	// CI steps that run exactly that command.
+	capabilities := chartutil.DefaultCapabilities
+	if chrt.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(chrt.Metadata.KubeVersion, capabilities.KubeVersion.String()) {
+		return fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", chrt.Metadata.KubeVersion, capabilities.KubeVersion.String())
+	}
 	// As `helm install`/`helm template` do: coalesce with values.yaml, validate against
 	// values.schema.json, then render every template.
 	options := chartutil.ReleaseOptions{Name: *name, Namespace: *namespace, Revision: 1, IsInstall: true}
-	renderValues, err := chartutil.ToRenderValues(chrt, values, options, chartutil.DefaultCapabilities)
+	renderValues, err := chartutil.ToRenderValues(chrt, values, options, capabilities)
 	if err != nil {
 		return err
 	}
