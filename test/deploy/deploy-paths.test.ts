@@ -3,9 +3,16 @@
 // and no image is a moving tag, the Envoy Gateway swap keeps the installed chart version, and
 // the documents say what a platform team needs (your own build, NetworkPolicy per gateway,
 // supported versions, the differences from the reference). Reads the repository only.
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { trackChild } from '../harness/cleanup-registry';
+import { freePort } from '../harness/free-port';
+import { REDIS_SERVER_BIN, requireRedisServer } from '../harness/redis-binary';
+import { respCommand } from '../harness/resp-client';
+import { waitUntil } from '../harness/wait';
 import { projectRoot } from '../../src/paths';
 import { containerEnv, findOne, floodgateKit, loadRecordingReads, type Manifest } from '../helpers/floodgate-kit-checks';
 import { kustomize } from '../helpers/kustomize-lite';
@@ -66,6 +73,43 @@ describe('the Redis the overlays start (issue 26 finding 9)', () => {
     expect(command).toContain('--requirepass $(REDIS_PASSWORD)');
     expect(command).toContain('--masterauth $(REDIS_PASSWORD)');
     expect(envFrom(redis, 'REDIS_PASSWORD')?.['valueFrom']).toEqual({ secretKeyRef: { name: 'floodgate-redis', key: 'auth' } });
+  });
+
+  it('a real redis-server started as the StatefulSet starts it refuses a client without the password and answers one with it', async () => {
+    requireRedisServer();
+    const redis = findOne(redisCluster(), 'StatefulSet', 'redis-cluster')['spec'].template.spec.containers[0] as Manifest;
+    const dir = mkdtempSync(join(tmpdir(), 'floodgate-overlay-redis-'));
+    const port = await freePort({ withClusterBus: true });
+    const password = 'overlay-test-password';
+    // The ConfigMap's redis.conf as the pod reads it, moved to a loopback port and a temp dir.
+    const podConf = conf()
+      .map((l) => l.replace(/^port 6379$/, `port ${port}`).replace('/data/', `${dir}/`))
+      .concat([`bind 127.0.0.1`, `dir ${dir}`, `logfile ${join(dir, 'redis.log')}`]);
+    writeFileSync(join(dir, 'redis.conf'), podConf.join('\n') + '\n');
+    // The container's command, with the variables Kubernetes expands.
+    const [command, , ...args] = (redis['command'] as string[]).map((a) =>
+      a.replace('$(REDIS_PASSWORD)', password).replace('$(POD_IP)', '127.0.0.1'),
+    );
+    expect(command).toBe('redis-server');
+    const child = spawn(REDIS_SERVER_BIN, [join(dir, 'redis.conf'), ...args], { stdio: 'ignore' });
+    trackChild(child);
+    try {
+      await waitUntil(
+        'redis-server with the overlay configuration',
+        () => respCommand('127.0.0.1', port, ['PING'], { password }).then((r) => r === 'PONG'),
+        {
+          timeoutMs: 10_000,
+          diagnostics: () => readFileSync(join(dir, 'redis.log'), 'utf8').slice(-2000),
+        },
+      );
+      await expect(respCommand('127.0.0.1', port, ['PING'])).rejects.toThrow(/NOAUTH/);
+      await expect(respCommand('127.0.0.1', port, ['PING'], { password: 'wrong' })).rejects.toThrow(/WRONGPASS|invalid password/);
+      expect(await respCommand('127.0.0.1', port, ['CONFIG', 'GET', 'masterauth'], { password })).toEqual(['masterauth', password]);
+      expect(await respCommand('127.0.0.1', port, ['CONFIG', 'GET', 'protected-mode'], { password })).toEqual(['protected-mode', 'yes']);
+    } finally {
+      child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('every redis-cli (probes, the cluster-create Job) authenticates with the same Secret, and floodgate does too', () => {

@@ -233,7 +233,13 @@ describe('.github: workflows and dependency updates', () => {
   it('Dependabot updates npm packages, the image’s base digest and the actions', () => {
     const config = yamlOf('.github', 'dependabot.yml');
     const updates = (config['updates'] as Obj[]).map((u) => `${u['package-ecosystem']} ${u['directory']}`);
-    expect(updates.sort()).toEqual(['docker /deploy', 'github-actions /', 'npm /']);
+    expect(updates.sort()).toEqual([
+      'docker /deploy',
+      'docker /deploy/kubernetes/overlays/demo',
+      'docker /deploy/kubernetes/overlays/redis-cluster',
+      'github-actions /',
+      'npm /',
+    ]);
     // Dependabot reads literal FROM lines only (dependabot-core#2057): no ARG in FROM.
     const froms = read('deploy', 'Dockerfile')
       .split('\n')
