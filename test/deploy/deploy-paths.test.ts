@@ -126,9 +126,13 @@ describe('the Redis the overlays start (issue 26 finding 9)', () => {
     }
   });
 
-  it('the demo’s Envoy is a current release (1.38), not v1.31-latest', () => {
+  it('the demo’s Envoy is a current release (1.38), not v1.31-latest, and every Envoy image the documents name is that one', () => {
     const envoy = containers(demo()).find((c) => c.where.startsWith('Deployment envoy-gateway/'))?.container;
     expect(envoy?.['image']).toMatch(/^envoyproxy\/envoy:v1\.38\.\d+@sha256:/);
+    for (const doc of [read('envoy', 'README.md'), read('deploy', 'README.md'), read('docs', 'supported-versions.md')]) {
+      for (const m of doc.matchAll(/envoyproxy\/envoy:[^\s`'"]+/g)) expect(m[0]).toBe(envoy?.['image']);
+    }
+    expect(read('envoy', 'README.md')).toContain(envoy?.['image']);
   });
 });
 
