@@ -140,7 +140,23 @@ describe('what each value set is for', () => {
     expect(r.notes).toContain('every call is answered OK');
   });
 
-  it('env takes booleans and numbers (--set env.X=true) and renders them as strings', () => {
+  it('--set env.X=true (a boolean to Helm) and --set env.Y=1000000 pass the schema and render as strings', () => {
+    // The chart before this refused it: "at '/env/TRACING_ENABLED': got boolean, want string".
+    const r = helmTemplate(CHART, {}, 'floodgate', 'rl', ['env.TRACING_ENABLED=true', 'env.REDIS_POOL_SIZE=1000000']);
+    const env = floodgateKit(r.objects).container['env'] as Manifest[];
+    const value = (name: string) => env.find((e) => e['name'] === name)?.['value'];
+    expect([value('TRACING_ENABLED'), value('REDIS_POOL_SIZE')]).toEqual(['true', '1000000']);
+  });
+
+  it('a sentinel URL given with --set needs its commas escaped (the chart README says so)', () => {
+    const escaped = helmTemplate(CHART, {}, 'floodgate', 'rl', ['redis.type=SENTINEL', 'redis.url=mymaster\\,s0:26379\\,s1:26379']);
+    expect(loadRecordingReads(containerEnv(floodgateKit(escaped.objects))).settings.redis?.url).toBe('mymaster,s0:26379,s1:26379');
+    expect(() => helmTemplate(CHART, {}, 'floodgate', 'rl', ['redis.type=SENTINEL', 'redis.url=mymaster,s0:26379,s1:26379'])).toThrow(
+      /key "s0:26379" has no value/,
+    );
+  });
+
+  it('env takes booleans and numbers from a values file and renders them as strings', () => {
     const r = helmTemplate(CHART, { env: { TRACING_ENABLED: true, CACHE_KEY_PREFIX: 'fg_', REDIS_POOL_SIZE: 1_000_000 } });
     const env = floodgateKit(r.objects).container['env'] as Manifest[];
     const value = (name: string) => env.find((e) => e['name'] === name)?.['value'];
