@@ -4,7 +4,8 @@
 // is reached: everything here reads the repository, builds actionlint from the Go module proxy
 // and runs floodgate's own CLI.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
@@ -105,6 +106,39 @@ describe('the version, the CHANGELOG and the tag go together', () => {
     const out = notes('--check', 'v9.9.9');
     expect(out.status).toBe(1);
     expect(out.stderr).toContain(`package.json's version ${VERSION} wants v${VERSION}`);
+  });
+
+  it('on the tag, a dated entry passes and an Unreleased one is refused (the workflow’s first step)', () => {
+    // A copy of the release's files, with the entry dated as CONTRIBUTING.md says to before tagging.
+    const dir = mkdtempSync(join(tmpdir(), 'floodgate-release-'));
+    try {
+      mkdirSync(join(dir, 'scripts'));
+      mkdirSync(join(dir, 'deploy', 'helm', 'floodgate'), { recursive: true });
+      copyFileSync(path('scripts', 'release-notes.mjs'), join(dir, 'scripts', 'release-notes.mjs'));
+      copyFileSync(path('package.json'), join(dir, 'package.json'));
+      copyFileSync(path('deploy', 'helm', 'floodgate', 'Chart.yaml'), join(dir, 'deploy', 'helm', 'floodgate', 'Chart.yaml'));
+      const changelog = read('CHANGELOG.md');
+      const check = (text: string) => {
+        writeFileSync(join(dir, 'CHANGELOG.md'), text);
+        return spawnSync(process.execPath, [join(dir, 'scripts', 'release-notes.mjs'), '--check', `v${VERSION}`], { encoding: 'utf8' });
+      };
+      const dated = check(
+        changelog.replace(new RegExp(`^## \\[${VERSION.replace(/\./g, '\\.')}\\] - .*$`, 'm'), `## [${VERSION}] - 2026-12-01`),
+      );
+      expect(dated.stderr).toBe('');
+      expect(dated.status).toBe(0);
+      const undated = check(
+        changelog.replace(new RegExp(`^## \\[${VERSION.replace(/\./g, '\\.')}\\] - .*$`, 'm'), `## [${VERSION}] - Unreleased`),
+      );
+      expect(undated.status).toBe(1);
+      expect(undated.stderr).toContain('has no release date');
+      // A version bump without its entry is refused too.
+      const bumped = check(changelog.replace(/^## \[/m, '## [0.0.0-old] - 2020-01-01\n\nold\n\n## ['));
+      expect(bumped.status).toBe(1);
+      expect(bumped.stderr).toContain(`the top CHANGELOG.md entry is 0.0.0-old, package.json says ${VERSION}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('Chart.yaml version and appVersion are package.json’s version', () => {
