@@ -124,6 +124,7 @@ export default tseslint.config(
       'test/unit/deploy-configs.test.ts',
       'test/integration/deploy-kit.test.ts',
       'test/integration/helm-chart.test.ts',
+      'test/deploy/*.test.ts',
       'test/helpers/kustomize-lite.ts',
       'test/helpers/floodgate-kit-checks.ts',
       'test/helpers/helm-render.ts',

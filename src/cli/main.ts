@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ConfigError, SettingsError } from '../errors';
+import { projectRoot } from '../paths';
 import { CHECK_USAGE, checkCommand } from './check-command';
 import { EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, type CliIo } from './cli-io';
 import { EXPLAIN_USAGE, explainCommand } from './explain-command';
@@ -18,7 +21,7 @@ commands:
   explain <dir> <domain> k=v...  which rule a descriptor matches, and why
   keys --redis <url> [--fix]     find counter keys without a TTL or of unknown shape
 
-'floodgate <command> --help' describes one command.
+'floodgate <command> --help' describes one command; 'floodgate --version' prints the version.
 `;
 
 interface Command {
@@ -46,6 +49,10 @@ const PROCESS_IO: CliIo = { out: (t) => void process.stdout.write(t), err: (t) =
 /** Runs one command line; resolves to the exit code, or undefined when the service now runs. */
 export async function runCli(argv: readonly string[], io: CliIo = PROCESS_IO): Promise<number | undefined> {
   const [name, ...args] = argv;
+  if (name === '--version' || name === '-v') {
+    io.out(`floodgate ${packageVersion()}\n`);
+    return EXIT_OK;
+  }
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') return mainHelp(name, args, io);
   const command = COMMANDS[name];
   if (command === undefined) {
@@ -61,6 +68,11 @@ export async function runCli(argv: readonly string[], io: CliIo = PROCESS_IO): P
   } catch (err) {
     return exitCodeFor(err, name, command.usage, io);
   }
+}
+
+/** package.json's version: the release's, the image's and the chart's appVersion (the release test keeps them equal). */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 /** `floodgate`, `floodgate --help`, `floodgate help [command]`. */

@@ -2,9 +2,11 @@
 // coalescing and values.schema.json validation, the template engine in strict mode, and the
 // chart linter), for floodgate's tests: no helm binary and no cluster needed.
 //
-//	helm-render -chart deploy/helm/floodgate -name fg -namespace rl < values.json
+//	helm-render -chart deploy/helm/floodgate -name fg -namespace rl [-set k=v ...] < values.json
 //
-// The values to set (as `helm install -f` would take them, in JSON) are read from stdin. The
+// The values to set (as `helm install -f` would take them, in JSON) are read from stdin; each
+// -set is then applied as `helm install --set` applies it (Helm's strvals parser: `true` is a
+// boolean, a comma separates two settings unless escaped). The
 // answer on stdout is JSON: {"manifests": {"<chart>/templates/<file>": "<yaml>"}, "notes":
 // "<NOTES.txt>", "lint": [{"severity": "WARNING", "path": "...", "message": "..."}]}.
 // A chart that does not render (a `fail`, a schema violation, a missing value) exits 1 with
@@ -25,7 +27,14 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/strvals"
 )
+
+// setFlags collects repeated -set flags, in order.
+type setFlags []string
+
+func (s *setFlags) String() string     { return strings.Join(*s, " ") }
+func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
 
 type lintMessage struct {
 	Severity string `json:"severity"`
@@ -50,6 +59,8 @@ func run() error {
 	chartDir := flag.String("chart", "", "the chart directory")
 	name := flag.String("name", "floodgate", "the release name")
 	namespace := flag.String("namespace", "default", "the release namespace")
+	var sets setFlags
+	flag.Var(&sets, "set", "a --set argument (repeatable)")
 	flag.Parse()
 
 	input, err := io.ReadAll(os.Stdin)
@@ -62,15 +73,28 @@ func run() error {
 			return fmt.Errorf("values on stdin: %w", err)
 		}
 	}
+	for _, set := range sets {
+		if err := strvals.ParseInto(set, values); err != nil {
+			return fmt.Errorf("failed parsing --set data: %w", err)
+		}
+	}
 
 	chrt, err := loader.Load(*chartDir)
 	if err != nil {
 		return err
 	}
+	// As `helm template` without --kube-version does (pkg/action, renderResources): the chart's
+	// kubeVersion constraint against Helm's offline default Kubernetes version (v1.20.0 in a
+	// Helm built without the release ldflags). A constraint that refuses it refuses GitOps and
+	// CI steps that run exactly that command.
+	capabilities := chartutil.DefaultCapabilities
+	if chrt.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(chrt.Metadata.KubeVersion, capabilities.KubeVersion.String()) {
+		return fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", chrt.Metadata.KubeVersion, capabilities.KubeVersion.String())
+	}
 	// As `helm install`/`helm template` do: coalesce with values.yaml, validate against
 	// values.schema.json, then render every template.
 	options := chartutil.ReleaseOptions{Name: *name, Namespace: *namespace, Revision: 1, IsInstall: true}
-	renderValues, err := chartutil.ToRenderValues(chrt, values, options, chartutil.DefaultCapabilities)
+	renderValues, err := chartutil.ToRenderValues(chrt, values, options, capabilities)
 	if err != nil {
 		return err
 	}

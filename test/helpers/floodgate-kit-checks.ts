@@ -140,30 +140,79 @@ function volumeAt(kit: FloodgateKit, path: string): { mount: Manifest; volume: M
   return volume ? { mount, volume } : undefined;
 }
 
-/** Pod labels of the gateways that call floodgate: ours, Envoy Gateway's proxies, Istio's ingress gateway. */
-export const GATEWAY_PODS: Readonly<Record<string, Record<string, string>>> = {
-  'a pod labelled app.kubernetes.io/component=gateway': { 'app.kubernetes.io/component': 'gateway', app: 'my-envoy' },
+/** floodgate's own namespace in the checks: a peer without a namespaceSelector admits pods of this one only. */
+export const OWN_NAMESPACE = 'rl';
+
+/** A pod that calls floodgate: its labels and the namespace it runs in. */
+export interface PeerPod {
+  readonly labels: Record<string, string>;
+  readonly namespace: string;
+}
+
+/**
+ * The gateways that call floodgate, where they run by default: ours beside floodgate, Envoy
+ * Gateway's proxies in its controller namespace, Istio's ingress gateway in istio-system.
+ */
+export const GATEWAY_PODS: Readonly<Record<string, PeerPod>> = {
+  'a pod labelled app.kubernetes.io/component=gateway, in floodgate’s namespace': {
+    labels: { 'app.kubernetes.io/component': 'gateway', app: 'my-envoy' },
+    namespace: OWN_NAMESPACE,
+  },
   // internal/infrastructure/kubernetes/proxy/testdata/deployments/default.yaml in envoyproxy/gateway
-  "Envoy Gateway's proxy": {
-    'app.kubernetes.io/component': 'proxy',
-    'app.kubernetes.io/managed-by': 'envoy-gateway',
-    'app.kubernetes.io/name': 'envoy',
-    'gateway.envoyproxy.io/owning-gateway-name': 'eg',
-    'gateway.envoyproxy.io/owning-gateway-namespace': 'default',
+  "Envoy Gateway's proxy (envoy-gateway-system)": {
+    labels: {
+      'app.kubernetes.io/component': 'proxy',
+      'app.kubernetes.io/managed-by': 'envoy-gateway',
+      'app.kubernetes.io/name': 'envoy',
+      'gateway.envoyproxy.io/owning-gateway-name': 'eg',
+      'gateway.envoyproxy.io/owning-gateway-namespace': 'default',
+    },
+    namespace: 'envoy-gateway-system',
   },
   // istio/istio manifests/charts/gateways/istio-ingress: both labels on the default ingress gateway
-  "Istio's ingress gateway": { app: 'istio-ingressgateway', istio: 'ingressgateway' },
-  "Istio's ingress gateway (app label only)": { app: 'istio-ingressgateway' },
-  "Istio's ingress gateway (istio label only)": { istio: 'ingressgateway' },
+  "Istio's ingress gateway (istio-system)": { labels: { app: 'istio-ingressgateway', istio: 'ingressgateway' }, namespace: 'istio-system' },
+  "Istio's ingress gateway (istio label only)": { labels: { istio: 'ingressgateway' }, namespace: 'istio-system' },
 };
 
-/** Does a NetworkPolicy ingress rule admit a pod with these labels (any namespace) on this port? */
-function admits(rule: Manifest, labels: Record<string, string>, port: number, portName: string): boolean {
+/**
+ * Pods that must NOT reach gRPC: a gateway's labels are set by whoever writes the pod, so in any
+ * other namespace they prove nothing (issue 26 finding 8); and look-alike labels.
+ */
+export const STRANGER_PODS: Readonly<Record<string, PeerPod>> = {
+  'a web pod': { labels: { app: 'web' }, namespace: OWN_NAMESPACE },
+  'component=proxy alone': { labels: { 'app.kubernetes.io/component': 'proxy' }, namespace: 'envoy-gateway-system' },
+  'managed-by=envoy-gateway alone': { labels: { 'app.kubernetes.io/managed-by': 'envoy-gateway' }, namespace: 'envoy-gateway-system' },
+  'component=gateway in another namespace': { labels: { 'app.kubernetes.io/component': 'gateway' }, namespace: 'team-a' },
+  "Envoy Gateway's proxy labels in another namespace": {
+    labels: { 'app.kubernetes.io/component': 'proxy', 'app.kubernetes.io/managed-by': 'envoy-gateway' },
+    namespace: 'team-a',
+  },
+  "Istio's ingress labels in another namespace": { labels: { istio: 'ingressgateway', app: 'istio-ingressgateway' }, namespace: 'team-a' },
+};
+
+/**
+ * The namespaces a peer's namespaceSelector names by `kubernetes.io/metadata.name` (a label the
+ * API server sets and pod authors cannot), or undefined when it selects by anything else.
+ */
+export function namespacesNamed(selector: Manifest): string[] | undefined {
+  const labels = Object.entries((selector['matchLabels'] ?? {}) as Record<string, string>);
+  const expressions = (selector['matchExpressions'] ?? []) as Manifest[];
+  if (labels.length + expressions.length !== 1) return undefined;
+  if (labels.length === 1) return labels[0]![0] === 'kubernetes.io/metadata.name' ? [labels[0]![1]] : undefined;
+  const e = expressions[0]!;
+  return e['key'] === 'kubernetes.io/metadata.name' && e['operator'] === 'In' ? (e['values'] as string[]) : undefined;
+}
+
+/** Does a NetworkPolicy ingress rule admit this pod on this port? */
+function admits(rule: Manifest, pod: PeerPod, port: number, portName: string): boolean {
   const ports = rule['ports'] as Manifest[] | undefined;
   const portOk = ports === undefined || ports.some((p) => p['port'] === port || p['port'] === portName);
   const peers = (rule['from'] ?? []) as Manifest[];
-  // Every peer here must narrow by pod labels (checked apart), so "any namespace" is the widest case.
-  return portOk && peers.some((peer) => peer['podSelector'] !== undefined && selects(peer['podSelector'], labels));
+  const namespaceOk = (peer: Manifest): boolean =>
+    peer['namespaceSelector'] === undefined
+      ? pod.namespace === OWN_NAMESPACE
+      : (namespacesNamed(peer['namespaceSelector'] as Manifest)?.includes(pod.namespace) ?? true);
+  return portOk && peers.some((peer) => peer['podSelector'] !== undefined && selects(peer['podSelector'], pod.labels) && namespaceOk(peer));
 }
 
 export interface KitCheckOptions {
@@ -350,7 +399,7 @@ export function floodgateKitChecks(render: () => readonly Manifest[], options: K
     }
   });
 
-  it('NetworkPolicy: the gRPC port admits our gateways, Envoy Gateway’s proxies and Istio’s ingress gateways, and no one else', () => {
+  it('NetworkPolicy: the gRPC port admits our gateways, Envoy Gateway’s proxies and Istio’s ingress gateways in their namespaces, and no one else', () => {
     const k = kit();
     const s = settings();
     const policies = ofKind(k.objects, 'NetworkPolicy').filter((p) => selects(p['spec'].podSelector, k.podLabels));
@@ -364,25 +413,24 @@ export function floodgateKitChecks(render: () => readonly Manifest[], options: K
         for (const peer of rule['from'] as Manifest[]) {
           expect(peer['ipBlock']).toBeUndefined();
           expect(Object.keys(peer['podSelector']?.matchLabels ?? {}).length, JSON.stringify(peer)).toBeGreaterThan(0);
+          // Pod labels are the pod author's to set: a peer in another namespace is named by
+          // kubernetes.io/metadata.name, never `{}` or a label anyone may put on a namespace.
+          if (peer['namespaceSelector'] !== undefined)
+            expect(namespacesNamed(peer['namespaceSelector'] as Manifest), `${JSON.stringify(peer)} names its namespaces`).toBeDefined();
         }
       }
     }
     const rules = policies.flatMap((p) => p['spec'].ingress as Manifest[]);
-    for (const [who, labels] of Object.entries(GATEWAY_PODS)) {
+    for (const [who, pod] of Object.entries(GATEWAY_PODS)) {
       expect(
-        rules.some((r) => admits(r, labels, s.grpcPort, 'grpc')),
-        `${who} (${JSON.stringify(labels)}) reaches gRPC`,
+        rules.some((r) => admits(r, pod, s.grpcPort, 'grpc')),
+        `${who} (${JSON.stringify(pod)}) reaches gRPC`,
       ).toBe(true);
     }
-    const strangers: Record<string, string>[] = [
-      { app: 'web' },
-      { 'app.kubernetes.io/component': 'proxy' },
-      { 'app.kubernetes.io/managed-by': 'envoy-gateway' },
-    ];
-    for (const stranger of strangers) {
+    for (const [who, pod] of Object.entries(STRANGER_PODS)) {
       expect(
-        rules.some((r) => admits(r, stranger, s.grpcPort, 'grpc')),
-        `${JSON.stringify(stranger)} is refused`,
+        rules.some((r) => admits(r, pod, s.grpcPort, 'grpc')),
+        `${who} (${JSON.stringify(pod)}) is refused`,
       ).toBe(false);
     }
   });

@@ -31,18 +31,28 @@ export interface HelmRendering {
 export class HelmRenderError extends Error {}
 
 /**
- * `helm template <chart> --name <release> -n <namespace> -f <values>`, through Helm's code.
+ * `helm template <chart> --name <release> -n <namespace> -f <values> [--set <s>...]`, through Helm's code.
  * A chart that refuses the values (a `fail`, the schema) throws HelmRenderError with Helm's message.
  */
-export function helmTemplate(chartDir: string, values: Record<string, unknown>, release = 'floodgate', namespace = 'rl'): HelmRendering {
+export function helmTemplate(
+  chartDir: string,
+  values: Record<string, unknown>,
+  release = 'floodgate',
+  namespace = 'rl',
+  sets: readonly string[] = [],
+): HelmRendering {
   let stdout: string;
   try {
-    stdout = execFileSync(helmRenderBinary(), ['-chart', chartDir, '-name', release, '-namespace', namespace], {
-      input: JSON.stringify(values),
-      stdio: ['pipe', 'pipe', 'pipe'],
-      timeout: 60_000,
-      encoding: 'utf8',
-    });
+    stdout = execFileSync(
+      helmRenderBinary(),
+      ['-chart', chartDir, '-name', release, '-namespace', namespace, ...sets.flatMap((s) => ['-set', s])],
+      {
+        input: JSON.stringify(values),
+        stdio: ['pipe', 'pipe', 'pipe'],
+        timeout: 60_000,
+        encoding: 'utf8',
+      },
+    );
   } catch (err) {
     const failure = err as { stderr?: string; message: string };
     throw new HelmRenderError(failure.stderr?.trim() || failure.message, { cause: err });

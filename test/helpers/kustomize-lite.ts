@@ -1,6 +1,6 @@
 // Renders a kustomization the way `kubectl kustomize` does for the features deploy/kubernetes
 // uses (resources: files and directories, components, patches by kind and name with a
-// strategic merge of maps), so the tests need no kubectl. Anything else in a kustomization
+// strategic merge of maps, `images:` rewriting the containers' images), so the tests need no kubectl. Anything else in a kustomization
 // file is refused, so a new feature cannot be silently ignored here.
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -43,5 +43,33 @@ export function kustomize(dir: string): Manifest[] {
       objects = objects.map((o) => (o === matches[0] ? merge(o, patch) : o));
     }
   }
+  for (const image of (k['images'] ?? []) as KustomizeImage[]) objects = objects.map((o) => withImage(o, image));
   return objects;
+}
+
+interface KustomizeImage {
+  readonly name: string;
+  readonly newName?: string;
+  readonly newTag?: string;
+  readonly digest?: string;
+}
+
+/** kustomize's `images:` on one object: every container (and init container) whose image name is `name`. */
+function withImage(object: Manifest, image: KustomizeImage): Manifest {
+  const podSpec = (object['spec']?.template?.spec ?? object['spec']?.jobTemplate?.spec?.template?.spec) as Manifest | undefined;
+  if (podSpec === undefined) return object;
+  const rewrite = (c: Manifest): Manifest => {
+    const ref = c['image'] as string;
+    const m = /^(.*?)(?::([\w][\w.-]*))?(?:@(sha256:[0-9a-f]{64}))?$/.exec(ref);
+    if (m === null || m[1] !== image.name) return c;
+    const name = image.newName ?? image.name;
+    const tail = image.digest ? `@${image.digest}` : image.newTag ? `:${image.newTag}` : m[3] ? `@${m[3]}` : m[2] ? `:${m[2]}` : '';
+    return { ...c, image: `${name}${tail}` };
+  };
+  const spec: Manifest = { ...podSpec, containers: (podSpec['containers'] as Manifest[]).map(rewrite) };
+  if (podSpec['initContainers']) spec['initContainers'] = (podSpec['initContainers'] as Manifest[]).map(rewrite);
+  const copy = structuredClone(object);
+  if (copy['spec'].template) copy['spec'].template.spec = spec;
+  else copy['spec'].jobTemplate.spec.template.spec = spec;
+  return copy;
 }

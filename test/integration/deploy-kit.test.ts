@@ -171,8 +171,7 @@ describe('overlays/redis-cluster', () => {
       expect(m, seed).not.toBeNull();
       expect(Number(m![1])).toBeLessThan(6);
     }
-    const env = find(objects, 'Deployment', 'floodgate')['spec'].template.spec.containers[0].env as { name: string; value?: string }[];
-    expect(env.find((e) => e.name === 'REDIS_TYPE')?.value).toBe('CLUSTER');
+    expect(find(objects, 'ConfigMap', 'floodgate-redis')['data'].type).toBe('CLUSTER');
   });
 });
 
@@ -180,8 +179,9 @@ describe('overlays/demo', () => {
   const objects = RENDERED['overlays/demo']!;
   const envoyConfig = parse(find(objects, 'ConfigMap', 'envoy-gateway')['data']['envoy.yaml'] as string) as Manifest;
 
-  it('holds floodgate, the Redis Cluster and the Envoy gateway', () => {
+  it('holds floodgate, the example rules, the Redis Cluster and the Envoy gateway', () => {
     for (const [kind, name] of [
+      ['ConfigMap', 'floodgate-rules'],
       ['Deployment', 'floodgate'],
       ['StatefulSet', 'redis-cluster'],
       ['Job', 'redis-cluster-create'],
@@ -298,7 +298,7 @@ describe('gateways', () => {
     expect(eg.provider.type).toBe('Kubernetes');
     const container = eg.provider.kubernetes.rateLimitDeployment.container;
     expect(container.image).toMatch(ENVOY_GATEWAY_IMAGE_RULE);
-    expect(container.image).toMatch(/^floodgate:/);
+    expect(container.image).toMatch(/^ghcr\.io\/floodgate-rls\/floodgate:\d+\.\d+\.\d+$/);
     // Only the fields KubernetesContainerSpec has (there is no command: /bin/ratelimit stays).
     for (const key of Object.keys(container))
       expect(['env', 'resources', 'securityContext', 'image', 'imageRepository', 'volumeMounts']).toContain(key);

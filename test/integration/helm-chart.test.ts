@@ -7,6 +7,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { projectRoot } from '../../src/paths';
 import {
   compileConfigMapRules,
@@ -106,13 +107,12 @@ describe.each(Object.keys(VALUE_SETS))('helm template, %s', (name) => {
 });
 
 describe('what each value set is for', () => {
-  it('defaults: Redis SINGLE at redis:6379 with the orphan scan, HPA 2-10 and no replicas field, PDB, NetworkPolicy, two Services', () => {
+  it('defaults (`helm template <release> deploy/helm/floodgate`, no flags): Redis SINGLE at redis:6379 with the orphan scan, HPA 2-10 and no replicas field, PDB, NetworkPolicy, two Services', () => {
     const s = settingsOf('defaults');
     expect(s.redis).toMatchObject({ type: 'SINGLE', url: 'redis:6379', tls: false });
     expect(s.orphanScan?.intervalMs).toBe(600_000);
     expect(s.backendFailureMode).toBe('local');
     expect(kinds('defaults').sort()).toEqual([
-      'ConfigMap floodgate-rules',
       'Deployment floodgate',
       'HorizontalPodAutoscaler floodgate',
       'NetworkPolicy floodgate',
@@ -123,10 +123,44 @@ describe('what each value set is for', () => {
     const deployment = findOne(objectsOf('defaults')(), 'Deployment', 'floodgate');
     expect(deployment['spec']).not.toHaveProperty('replicas');
     expect(findOne(objectsOf('defaults')(), 'HorizontalPodAutoscaler', 'floodgate')['spec']).toMatchObject({ minReplicas: 2, maxReplicas: 10 });
-    expect(deployment['spec'].template.spec.containers[0].image).toBe('floodgate:0.1.0');
-    // No rule files given: the ConfigMap is empty, and the notes say so.
-    expect(findOne(objectsOf('defaults')(), 'ConfigMap', 'floodgate-rules')['data'] ?? {}).toEqual({});
-    expect(rendered['defaults']?.notes).toContain('no rule files');
+    const chart = parse(readFileSync(join(CHART, 'Chart.yaml'), 'utf8')) as { appVersion: string };
+    expect(deployment['spec'].template.spec.containers[0].image).toBe(`ghcr.io/floodgate-rls/floodgate:${chart.appVersion}`);
+  });
+
+  it('defaults: no rules given, so no empty ConfigMap: the pods wait for floodgate-rules (never an answer-OK-to-everything limiter), and the notes say how', () => {
+    expect(kinds('defaults').filter((k) => k.startsWith('ConfigMap'))).toEqual([]);
+    const volume = (floodgateKit(objectsOf('defaults')()).podSpec['volumes'] as Manifest[]).find((v) => v['name'] === 'rules');
+    expect(volume?.['configMap']).toEqual({ name: 'floodgate-rules' });
+    expect(rendered['defaults']?.notes).toContain('kubectl -n rl create configmap floodgate-rules --from-file=');
+  });
+
+  it('rules.allowNone=true is the explicit opt-out: an empty rules ConfigMap, and the notes warn', () => {
+    const r = helmTemplate(CHART, { rules: { allowNone: true } });
+    expect(findOne(r.objects, 'ConfigMap', 'floodgate-rules')['data'] ?? {}).toEqual({});
+    expect(r.notes).toContain('every call is answered OK');
+  });
+
+  it('--set env.X=true (a boolean to Helm) and --set env.Y=1000000 pass the schema and render as strings', () => {
+    // The chart before this refused it: "at '/env/TRACING_ENABLED': got boolean, want string".
+    const r = helmTemplate(CHART, {}, 'floodgate', 'rl', ['env.TRACING_ENABLED=true', 'env.REDIS_POOL_SIZE=1000000']);
+    const env = floodgateKit(r.objects).container['env'] as Manifest[];
+    const value = (name: string) => env.find((e) => e['name'] === name)?.['value'];
+    expect([value('TRACING_ENABLED'), value('REDIS_POOL_SIZE')]).toEqual(['true', '1000000']);
+  });
+
+  it('a sentinel URL given with --set needs its commas escaped (the chart README says so)', () => {
+    const escaped = helmTemplate(CHART, {}, 'floodgate', 'rl', ['redis.type=SENTINEL', 'redis.url=mymaster\\,s0:26379\\,s1:26379']);
+    expect(loadRecordingReads(containerEnv(floodgateKit(escaped.objects))).settings.redis?.url).toBe('mymaster,s0:26379,s1:26379');
+    expect(() => helmTemplate(CHART, {}, 'floodgate', 'rl', ['redis.type=SENTINEL', 'redis.url=mymaster,s0:26379,s1:26379'])).toThrow(
+      /key "s0:26379" has no value/,
+    );
+  });
+
+  it('env takes booleans and numbers from a values file and renders them as strings', () => {
+    const r = helmTemplate(CHART, { env: { TRACING_ENABLED: true, CACHE_KEY_PREFIX: 'fg_', REDIS_POOL_SIZE: 1_000_000 } });
+    const env = floodgateKit(r.objects).container['env'] as Manifest[];
+    const value = (name: string) => env.find((e) => e['name'] === name)?.['value'];
+    expect([value('TRACING_ENABLED'), value('CACHE_KEY_PREFIX'), value('REDIS_POOL_SIZE')]).toEqual(['true', 'fg_', '1000000']);
   });
 
   it('sentinel: master name and sentinels, REDIS_AUTH and REDIS_SENTINEL_AUTH from the Secret, TLS files from the mounted Secret', () => {
@@ -215,6 +249,21 @@ describe('the chart refuses values that would deploy something broken', () => {
     ],
     ['xDS without a server', { rules: { source: 'xds' } }, /rules\.xds\.serverUrl/],
     ['a rule file name that is not .yaml', { rules: { files: { 'edge.txt': 'domain: e' } } }, /rules\.files\.edge\.txt/],
+    [
+      'a gateway peer in any namespace (namespaceSelector: {})',
+      { networkPolicy: { gateways: [{ namespaceSelector: {}, podSelector: { matchLabels: { app: 'envoy' } } }] } },
+      /networkPolicy\.gateways\[0\]\.namespaceSelector: select namespaces by kubernetes\.io\/metadata\.name/,
+    ],
+    [
+      'a Prometheus peer selected by a label anyone may put on a namespace',
+      {
+        networkPolicy: {
+          prometheus: [{ namespaceSelector: { matchLabels: { team: 'obs' } }, podSelector: { matchLabels: { app: 'prometheus' } } }],
+        },
+      },
+      /networkPolicy\.prometheus\[0\]\.namespaceSelector/,
+    ],
+    ['rules given and rules.allowNone at once', { rules: { allowNone: true, existingConfigMap: 'mine' } }, /rules\.allowNone/],
   ];
   it.each(refused)('%s', (_what, values, message) => {
     expect(() => helmTemplate(CHART, values)).toThrow(HelmRenderError);

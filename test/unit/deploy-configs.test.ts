@@ -353,12 +353,11 @@ describe('deploy/kubernetes', () => {
       );
     });
 
-    it('points at a Redis Cluster by its seed list, Prometheus on, rules watched through RUNTIME_ROOT', () => {
+    it('points at one Redis (the redis-cluster overlay makes it a cluster), Prometheus on, rules watched through RUNTIME_ROOT', () => {
       const { settings } = loadRecordingReads(env);
       expect(settings.backendType).toBe('redis');
-      expect(settings.redis?.type).toBe('CLUSTER');
-      // A cluster URL is a seed list: every entry is host:port.
-      for (const seed of settings.redis?.url.split(',') ?? []) expect(seed).toMatch(/^[\w.-]+:\d+$/);
+      expect(settings.redis?.type).toBe('SINGLE');
+      expect(settings.redis?.url).toMatch(/^[\w.-]+:\d+$/);
       expect(settings.usePrometheus).toBe(true);
       expect(settings.runtimeWatchRoot).toBe(true);
     });
@@ -375,8 +374,9 @@ describe('deploy/kubernetes', () => {
     });
   });
 
-  describe('rules ConfigMap', () => {
-    const configMap = k8s('ConfigMap', 'floodgate-rules');
+  // The base ships no rules; the demo overlay ships the example rules.
+  describe('the demo overlay’s rules ConfigMap', () => {
+    const configMap = findOne(kustomize(repoPath('deploy', 'kubernetes', 'overlays', 'demo')), 'ConfigMap', 'floodgate-rules');
     const data = configMap.data as Record<string, string>;
 
     it('holds exactly the files of config/, byte for byte', () => {

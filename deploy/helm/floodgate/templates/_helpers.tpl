@@ -67,6 +67,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- if and (eq .Values.rules.source "xds") (or .Values.rules.files .Values.rules.existingConfigMap) }}
 {{- fail "rules.source=xds reads no rule files: drop rules.files and rules.existingConfigMap" }}
 {{- end }}
+{{- if and .Values.rules.allowNone (or .Values.rules.files .Values.rules.existingConfigMap (eq .Values.rules.source "xds")) }}
+{{- fail "rules.allowNone=true is for running with no rules at all: drop it, or drop rules.files / rules.existingConfigMap / rules.source=xds" }}
+{{- end }}
 {{- if and .Values.rules.files .Values.rules.existingConfigMap }}
 {{- fail "rules.files and rules.existingConfigMap: set one of them" }}
 {{- end }}
@@ -82,9 +85,31 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- if and .Values.podDisruptionBudget.enabled (le (int (include "floodgate.minPods" .)) (int .Values.podDisruptionBudget.minAvailable)) }}
 {{- fail (printf "podDisruptionBudget.minAvailable (%v) must be below the pod count (%v), or no node can ever be drained" .Values.podDisruptionBudget.minAvailable (include "floodgate.minPods" .)) }}
 {{- end }}
+{{- if .Values.networkPolicy.enabled }}
+{{- range $list := list "gateways" "prometheus" }}
+{{- range $i, $peer := index $.Values.networkPolicy $list }}
+{{- if hasKey $peer "namespaceSelector" }}
+{{- if not (include "floodgate.namesNamespaces" $peer.namespaceSelector) }}
+{{- fail (printf "networkPolicy.%s[%d].namespaceSelector: select namespaces by kubernetes.io/metadata.name only (matchLabels, or matchExpressions with operator In): any other namespace label can be set by whoever may label a namespace, and {} admits every namespace" $list $i) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- range $name, $_ := .Values.env }}
 {{- if has $name (list "REDIS_URL" "REDIS_TYPE" "REDIS_AUTH" "REDIS_SENTINEL_AUTH" "REDIS_TLS" "REDIS_TLS_CACERT" "REDIS_TLS_CLIENT_CERT" "REDIS_TLS_CLIENT_KEY" "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION" "BACKEND_TYPE" "BACKEND_FAILURE_MODE" "CONFIG_TYPE" "CONFIG_GRPC_XDS_SERVER_URL" "CONFIG_GRPC_XDS_NODE_ID" "RUNTIME_ROOT" "RUNTIME_SUBDIRECTORY" "RUNTIME_APPDIRECTORY" "RUNTIME_WATCH_ROOT" "PORT" "GRPC_PORT" "HOST" "GRPC_HOST" "DEBUG_HOST" "USE_PROMETHEUS" "PROMETHEUS_ADDR" "PROMETHEUS_PATH" "SHUTDOWN_GRACE_MS" "ORPHAN_SCAN_INTERVAL" "ORPHAN_SCAN_REPLICAS" "GRPC_SERVER_USE_TLS" "GRPC_SERVER_TLS_CERT" "GRPC_SERVER_TLS_KEY" "GRPC_CLIENT_TLS_CACERT" "LOG_LEVEL" "LOG_FORMAT" "LIMIT_RESPONSE_HEADERS_ENABLED") }}
 {{- fail (printf "env.%s: the chart sets %s from its own values; set it there" $name $name) }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Non-empty when a namespaceSelector names its namespaces by kubernetes.io/metadata.name and nothing else. */}}
+{{- define "floodgate.namesNamespaces" -}}
+{{- $labels := get . "matchLabels" | default dict }}
+{{- $expressions := get . "matchExpressions" | default list }}
+{{- if and (eq (len $labels) 1) (eq (len $expressions) 0) (hasKey $labels "kubernetes.io/metadata.name") }}yes
+{{- else if and (eq (len $labels) 0) (eq (len $expressions) 1) }}
+{{- $e := first $expressions }}
+{{- if and (eq (get $e "key") "kubernetes.io/metadata.name") (eq (get $e "operator") "In") }}yes{{ end }}
 {{- end }}
 {{- end }}
