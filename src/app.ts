@@ -19,7 +19,7 @@ import type { PolicyStore } from './policy/policy-store';
 import { closeRunning, type Core, type Running } from './app-running';
 import { startRules, type RulesHolder } from './app-rules';
 import { openPorts, reportHealthChanges, type Ports } from './app-ports';
-import { startMetrics } from './app-metrics';
+import { startMetrics, watchDeadlines } from './app-metrics';
 
 /** A running floodgate instance. */
 export interface App extends Ports {
@@ -203,7 +203,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     const health = startHealth(settings, limiter, holder, running);
     const policy = await startPolicy(settings, options, core, { holder, limiter }, running);
     const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
-    const service = running.tracing ? running.tracing.traceService(untraced) : untraced;
+    const service = watchDeadlines(running.tracing ? running.tracing.traceService(untraced) : untraced, core.operator);
     const ports = await openPorts(settings, core, { service, policy, health, rules, limiter }, running);
     reportHealthChanges(health, core);
     let stopping: Promise<void> | undefined;
