@@ -32,13 +32,20 @@ function stale() {
 }
 
 if (stale()) {
-  process.stderr.write('floodgate: building dist/ (src/ changed)\n');
+  // Said before the compiler starts: on a first start it runs ~10 s, silent, before anything else.
+  process.stderr.write(
+    existsSync(entry)
+      ? 'floodgate: src/ changed since the last build: compiling into dist/\n'
+      : 'floodgate: first start: compiling the TypeScript sources into dist/ (about 10 s, once)\n',
+  );
+  const started = Date.now();
   const tsc = require.resolve('typescript/bin/tsc', { paths: [root] });
   const built = spawnSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { stdio: ['ignore', 2, 2] });
   if (built.status !== 0) {
     process.stderr.write('floodgate: the TypeScript build failed\n');
     process.exit(2);
   }
+  process.stderr.write(`floodgate: compiled in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
 }
 
 require(entry)

@@ -1,14 +1,34 @@
 #!/usr/bin/env node
-// One ShouldRateLimit call from the command line, through the project's own protos:
-//   node scripts/rls-call.js <domain> key=value [key=value ...] [--addr host:port] [--hits N]
-// All key=value pairs form one descriptor. Prints the answer as JSON.
+// One ShouldRateLimit call from the command line, through the project's own protos. Prints the
+// answer as JSON. See USAGE.
 'use strict';
 const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 
+const USAGE = `usage: node scripts/rls-call.js <domain> key=value [key=value ...] [--addr host:port] [--hits N]
+
+All key=value pairs form one descriptor; the answer is printed as JSON.
+
+  --addr host:port  the server's gRPC address (default: GRPC_HOST:GRPC_PORT from the
+                    environment, as the server reads them, else localhost:8081; a server
+                    listening on all interfaces, 0.0.0.0 or ::, is called on localhost)
+  --hits N          hits_addend (default 0, which the server counts as 1)
+`;
+
+/** Where the server listens when started from this environment (GRPC_HOST, GRPC_PORT). */
+function addressFromEnvironment(env) {
+  const host = env.GRPC_HOST && !['0.0.0.0', '::', '[::]'].includes(env.GRPC_HOST) ? env.GRPC_HOST : 'localhost';
+  const port = env.GRPC_PORT || '8081';
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
 const args = process.argv.slice(2);
-let addr = 'localhost:8081';
+if (args.includes('--help') || args.includes('-h')) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+let addr = addressFromEnvironment(process.env);
 let hits = 0;
 const positional = [];
 for (let i = 0; i < args.length; i++) {
@@ -18,7 +38,7 @@ for (let i = 0; i < args.length; i++) {
 }
 const [domain, ...pairs] = positional;
 if (!domain || pairs.length === 0) {
-  console.error('usage: node scripts/rls-call.js <domain> key=value [key=value ...] [--addr host:port] [--hits N]');
+  process.stderr.write(USAGE);
   process.exit(2);
 }
 const entries = pairs.map((p) => {

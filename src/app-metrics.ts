@@ -9,6 +9,7 @@ import { OperatorMetrics } from './metrics/operator-metrics';
 import { MappedPrometheusSink } from './metrics/mapped-prometheus-sink';
 import { StatsdMapping } from './metrics/statsd-mapping';
 import type { Settings } from './settings';
+import type { RateLimitHandler } from './service/rate-limit-handler';
 import { SettingsError } from './errors';
 
 import { closeRunning, type Core, type Running } from './app-running';
@@ -80,5 +81,19 @@ export async function startMetrics(
       operator: new OperatorMetrics(prometheusRegistry, { maxDomainSeries: settings.metricsMaxSeries }),
     },
     statsd,
+  };
+}
+
+/** Counts the calls that end near or past the caller's deadline (floodgate_calls_near_deadline_total). */
+export function watchDeadlines(service: RateLimitHandler, operator: OperatorMetrics): RateLimitHandler {
+  return {
+    async shouldRateLimit(request, deadline, incoming) {
+      const started = Date.now();
+      try {
+        return await service.shouldRateLimit(request, deadline, incoming);
+      } finally {
+        operator.callEnded(started, deadline, Date.now());
+      }
+    },
   };
 }

@@ -71,6 +71,7 @@ export async function startRules(settings: Settings, { logger, metrics, operator
       onLoaded,
       onError: (err, { log, unlogged }) => {
         metrics.configLoad(false);
+        operator.xdsNack();
         operator.loadFailed(`xDS: ${err.message}`);
         // Paced by the client: a server sending bad snapshots in a loop cannot flood the log.
         const since = unlogged > 0 ? ` (and ${unlogged} more rejected snapshots not logged since the last)` : '';

@@ -19,7 +19,7 @@ import type { PolicyStore } from './policy/policy-store';
 import { closeRunning, type Core, type Running } from './app-running';
 import { startRules, type RulesHolder } from './app-rules';
 import { openPorts, reportHealthChanges, type Ports } from './app-ports';
-import { startMetrics } from './app-metrics';
+import { startMetrics, watchDeadlines } from './app-metrics';
 
 /** A running floodgate instance. */
 export interface App extends Ports {
@@ -45,13 +45,26 @@ export interface AppOptions {
   readonly spanExporter?: import('@opentelemetry/sdk-trace-base').SpanExporter;
 }
 
-const BACKEND_STARTUP_WAIT_MS = 5000;
+/** How long the policy store's own connection is waited for, when the limiter's backend is up. */
+const POLICY_STARTUP_WAIT_MS = 5000;
 
-/** Resolves true once `isReady` says the backend is connected, false after `maxMs`. */
-async function backendReady(isReady: () => boolean, maxMs: number): Promise<boolean> {
-  const until = Date.now() + maxMs;
+/** While start-up waits for Redis, a line every this often says so (the ports are closed meanwhile). */
+const STARTUP_WAIT_REPORT_MS = 10_000;
+
+/**
+ * Resolves true once `isReady` says the backend is connected, false after `maxMs` (never, when
+ * `maxMs` is Infinity). `onWaiting` hears every STARTUP_WAIT_REPORT_MS how long it has waited.
+ */
+async function backendReady(isReady: () => boolean, maxMs: number, onWaiting?: (waitedMs: number) => void): Promise<boolean> {
+  const started = Date.now();
+  let nextReport = started + STARTUP_WAIT_REPORT_MS;
   while (!isReady()) {
-    if (Date.now() >= until) return false;
+    const now = Date.now();
+    if (now - started >= maxMs) return false;
+    if (onWaiting && now >= nextReport) {
+      onWaiting(now - started);
+      nextReport += STARTUP_WAIT_REPORT_MS;
+    }
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
   return true;
@@ -80,28 +93,36 @@ function serviceConfig(settings: Settings): ServiceConfig {
 }
 
 /**
- * The Redis client never queues commands, so a call that arrived before the first connection
- * is up would fail (and a burst of them would open the circuit breaker). The ports open only
- * once the backend is connected, or after a bound, so that with Redis away the service still
- * starts and the failure mode answers.
+ * The ports open only once Redis is connected, as in the reference, which retries and never opens
+ * its ports without it: a pod whose Redis setting is wrong is never Ready, so it never replaces a
+ * working pod nor counts alone (issue 28). The client retries in the background meanwhile. Also,
+ * the client never queues commands: a call that arrived before the connection would fail.
+ * REDIS_STARTUP_MAX_ELAPSED_TIME bounds the wait (then the start fails, as in the reference), and
+ * REDIS_STARTUP_SERVE_ANYWAY turns that failure into serving with BACKEND_FAILURE_MODE.
  */
 async function startLimiter(settings: Settings, options: AppOptions, { logger, metrics, operator }: Core, running: Running): Promise<Limiter> {
   const wrapScript = running.tracing?.traceScript.bind(running.tracing);
   const limiter = options.limiter ?? createLimiter(settings, { logger, metrics, operator, ...(wrapScript ? { wrapScript } : {}) });
   running.limiter = limiter;
-  const mustConnectWithinMs = settings.backendType === 'redis' ? settings.redisStartupMaxElapsedMs : 0;
-  if (mustConnectWithinMs > 0) {
-    // REDIS_STARTUP_MAX_ELAPSED_TIME: as the reference, no Redis within that time is a failed start.
-    if (!(await backendReady(() => limiter.isHealthy(), mustConnectWithinMs))) {
-      throw new BackendUnavailableError(`Redis not reachable within REDIS_STARTUP_MAX_ELAPSED_TIME (${mustConnectWithinMs} ms)`);
-    }
-    return limiter;
+  if (settings.backendType !== 'redis') return limiter;
+  const bound = settings.redisStartupMaxElapsedMs;
+  const connected = await backendReady(
+    () => limiter.isHealthy(),
+    bound > 0 ? bound : Infinity,
+    (waitedMs) =>
+      logger.warn(
+        `redis: not connected after ${Math.round(waitedMs / 1000)} s; still retrying, and the ports open once it answers ` +
+          (bound > 0 ? `(REDIS_STARTUP_MAX_ELAPSED_TIME ${bound} ms)` : '(no bound: REDIS_STARTUP_MAX_ELAPSED_TIME is 0)'),
+      ),
+  );
+  if (connected) return limiter;
+  if (!settings.redisStartupServeAnyway) {
+    throw new BackendUnavailableError(`Redis not reachable within REDIS_STARTUP_MAX_ELAPSED_TIME (${bound} ms)`);
   }
-  if (!(await backendReady(() => limiter.isHealthy(), BACKEND_STARTUP_WAIT_MS))) {
-    logger.warn(
-      `backend not connected after ${BACKEND_STARTUP_WAIT_MS} ms; serving anyway (BACKEND_FAILURE_MODE=${settings.backendFailureMode})`,
-    );
-  }
+  logger.warn(
+    `redis: not connected within REDIS_STARTUP_MAX_ELAPSED_TIME (${bound} ms); serving anyway as REDIS_STARTUP_SERVE_ANYWAY asks, ` +
+      `calls follow BACKEND_FAILURE_MODE=${settings.backendFailureMode} until it connects`,
+  );
   return limiter;
 }
 
@@ -160,7 +181,7 @@ async function startPolicy(
   // tier for nothing; not waited for when the limiter's backend is away too.
   if ((holder.current?.policies.length ?? 0) > 0) {
     policy.connect();
-    if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), BACKEND_STARTUP_WAIT_MS))) {
+    if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), POLICY_STARTUP_WAIT_MS))) {
       core.logger.warn('policy store not connected; policies answer normal until it is');
     }
   }
@@ -182,7 +203,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     const health = startHealth(settings, limiter, holder, running);
     const policy = await startPolicy(settings, options, core, { holder, limiter }, running);
     const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
-    const service = running.tracing ? running.tracing.traceService(untraced) : untraced;
+    const service = watchDeadlines(running.tracing ? running.tracing.traceService(untraced) : untraced, core.operator);
     const ports = await openPorts(settings, core, { service, policy, health, rules, limiter }, running);
     reportHealthChanges(health, core);
     let stopping: Promise<void> | undefined;

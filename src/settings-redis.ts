@@ -88,6 +88,22 @@ export function backendSettings(env: Env): { backendType: BackendType; redis?: R
   return { backendType, redis, redisPerSecond: redisSettings(env, 'REDIS_PERSECOND', perSecondUrl) };
 }
 
+/**
+ * REDIS_STARTUP_MAX_ELAPSED_TIME (the reference's: 0 waits for Redis for ever, above 0 gives up
+ * after that long and the start fails) and REDIS_STARTUP_SERVE_ANYWAY (ours: give up and serve
+ * instead). Serving without Redis is an explicit choice that names how long to wait first.
+ */
+export function redisStartup(env: Env): { redisStartupMaxElapsedMs: number; redisStartupServeAnyway: boolean } {
+  const redisStartupMaxElapsedMs = duration(env, 'REDIS_STARTUP_MAX_ELAPSED_TIME', 0);
+  const redisStartupServeAnyway = bool(env, 'REDIS_STARTUP_SERVE_ANYWAY', false);
+  if (redisStartupServeAnyway && redisStartupMaxElapsedMs === 0) {
+    throw new SettingsError(
+      `invalid value for REDIS_STARTUP_SERVE_ANYWAY: 'true' (needs REDIS_STARTUP_MAX_ELAPSED_TIME above 0: how long to wait for Redis before serving without it)`,
+    );
+  }
+  return { redisStartupMaxElapsedMs, redisStartupServeAnyway };
+}
+
 export function cacheKeyPrefix(env: Env): string {
   const prefix = str(env, 'CACHE_KEY_PREFIX', '');
   // A brace in the prefix would become the Redis Cluster hash tag and pile every key on one slot.

@@ -17,7 +17,7 @@ import type { PrometheusMetricsOptions } from './metrics/metrics';
 import type { StatsdSettings } from './metrics/statsd-metrics';
 import type { RequestLimits } from './service/validate-request';
 import { bool, duration, float, int, listenAddress, listenHost, oneOf, port, str, type Env } from './settings-parse';
-import { backendSettings, cacheKeyPrefix, checkAcceptedVariables } from './settings-redis';
+import { backendSettings, cacheKeyPrefix, checkAcceptedVariables, redisStartup } from './settings-redis';
 import { rulesSource, type ConfigType } from './settings-rules-source';
 import { statsSettings, tracingSettings } from './settings-stats';
 import { grpcConnectionAge, grpcLimits, grpcTls, header, httpLimits } from './settings-transport';
@@ -105,10 +105,15 @@ export interface Settings {
   /** PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS: the response-time histogram counts milliseconds. */
   readonly prometheusResponseTimeAsMilliseconds: boolean;
   /**
-   * REDIS_STARTUP_MAX_ELAPSED_TIME: when > 0, start-up waits this long for Redis and fails without
-   * it, as the reference does; 0 (the default) waits 5 s and then serves with BACKEND_FAILURE_MODE.
+   * REDIS_STARTUP_MAX_ELAPSED_TIME: the ports open only once Redis is connected; when > 0, start-up
+   * gives up after this long and fails, as the reference does; 0 (the default) waits for ever.
    */
   readonly redisStartupMaxElapsedMs: number;
+  /**
+   * REDIS_STARTUP_SERVE_ANYWAY (ours): after REDIS_STARTUP_MAX_ELAPSED_TIME without Redis, serve
+   * (BACKEND_FAILURE_MODE answering) instead of failing. The explicit opt-in to a Ready pod without Redis.
+   */
+  readonly redisStartupServeAnyway: boolean;
   /** GRPC_MAX_CONNECTION_AGE: a connection gets GOAWAY after this long (grpc-js adds ±10 % jitter). */
   readonly grpcMaxConnectionAgeMs: number;
   /** GRPC_MAX_CONNECTION_AGE_GRACE: then calls in flight get this long before it is closed. */
@@ -233,7 +238,7 @@ export function loadSettings(env: Env = process.env): Settings {
     memoryMaxBytes: int(env, 'MEMORY_MAX_BYTES', DEFAULT_MAX_BYTES, 1024 * 1024, 2 ** 40),
     metricsMaxSeries: int(env, 'METRICS_MAX_SERIES', 1000, 1, 1_000_000),
     ...statsSettings(env),
-    redisStartupMaxElapsedMs: duration(env, 'REDIS_STARTUP_MAX_ELAPSED_TIME', 0),
+    ...redisStartup(env),
     ...grpcConnectionAge(env),
     ...operatorSettings(env, backend.backendType),
   } satisfies Settings);

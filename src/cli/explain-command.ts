@@ -13,8 +13,8 @@ export const EXPLAIN_USAGE = `usage: floodgate explain <dir> <domain> k=v [k=v .
 
 Says which rule of the rule files in <dir> a request descriptor matches and why: per entry
 whether the file's exact value, a wildcard or the key alone matched; the limit, the algorithm,
-the Redis key the counter uses, and whether shadow mode or 'replaces' applies. A bare '+'
-starts another descriptor of the same request (needed to see 'replaces' at work).
+the Redis key the counter uses, and whether shadow mode, quota mode or 'replaces' applies. A
+bare '+' starts another descriptor of the same request (needed to see 'replaces' at work).
 
 The request runs through the server's own matching and request code, with a counter that
 counts nothing, so the answer is the server's.
@@ -41,6 +41,8 @@ export interface DescriptorExplanation {
   /** Names of this request's other rules whose `replaces` drop this one. */
   readonly replacedBy?: readonly string[];
   readonly shadowMode?: boolean;
+  /** Quota mode (the rule's `quota_mode` or QUOTA_MODE): over its limit, it denies only with every quota descriptor over. */
+  readonly quotaMode?: boolean;
 }
 
 /** A limiter that records what the service would count and charges nothing. */
@@ -110,6 +112,7 @@ export async function explainRequest(
         redisKey: (counted[0] as { redisKey: string }).redisKey,
         ...(match.rules !== undefined && { limits: counted }),
         shadowMode: rule.shadowMode || settings.shadowMode,
+        quotaMode: rule.quotaMode || settings.quotaMode,
       };
     }
     const replacedBy = matched.flatMap((m, j) =>
@@ -198,6 +201,7 @@ export function formatExplanation(list: readonly DescriptorExplanation[]): strin
       case 'counted':
         out += describeCounted(e);
         out += `  shadow mode: ${e.shadowMode ? 'yes (over the limit is reported, not enforced)' : 'no'}\n`;
+        out += `  quota mode: ${e.quotaMode ? 'yes (over its limit it denies the request only when every quota-mode descriptor of the request is over)' : 'no'}\n`;
         if ((r as RateLimitRule).replaces.length > 0) out += `  replaces: ${(r as RateLimitRule).replaces.map((n) => `'${n}'`).join(', ')}\n`;
         break;
     }

@@ -14,6 +14,13 @@ const DEFAULT_MAX_DOMAIN_SERIES = 1000;
 /** The `domain` of `floodgate_rules_loaded` that sums the domains beyond the bound. */
 export const OTHER_DOMAINS_LABEL = '(other)';
 
+/**
+ * A call that ends with less than this share of its deadline left is near it
+ * (floodgate_calls_near_deadline_total). Above the 25 % that BACKEND_FAILURE_MODE keeps back for
+ * its own answer (failure-mode-limiter.ts), so a call the backend did not answer in time counts.
+ */
+export const NEAR_DEADLINE_SHARE = 0.3;
+
 /** Kinds of Redis errors; a fixed set, so the label stays bounded. */
 export type RedisErrorKind = 'timeout' | 'breaker_open' | 'connection' | 'noscript' | 'cluster' | 'readonly' | 'oom' | 'other';
 
@@ -59,6 +66,8 @@ export class OperatorMetrics implements RedisCallObserver {
   private readonly redisErrors: Counter<'kind'>;
   private readonly failureModeAnswers: Counter<'mode'>;
   private readonly localCacheHits: Counter;
+  private readonly xdsNacks: Counter;
+  private readonly nearDeadline: Counter;
   /** What `floodgate_rules_loaded` reports at the next scrape: at most maxDomainSeries + 1 series. */
   private rulesLoadedSeries: readonly (readonly [domain: string, rules: number])[] = [];
   private readonly lastReload: Gauge;
@@ -105,6 +114,16 @@ export class OperatorMetrics implements RedisCallObserver {
       labelNames: ['mode'],
       registers,
     });
+    this.xdsNacks = new Counter({
+      name: 'floodgate_xds_nacks_total',
+      help: 'xDS snapshots rejected (NACKed); the rules in force stayed',
+      registers,
+    });
+    this.nearDeadline = new Counter({
+      name: 'floodgate_calls_near_deadline_total',
+      help: `Calls answered with less than ${NEAR_DEADLINE_SHARE * 100} % of the caller's deadline left, or after it`,
+      registers,
+    });
     this.localCacheHits = new Counter({
       name: 'floodgate_local_cache_hits_total',
       help: 'Checks answered over-limit from the local cache, without Redis',
@@ -129,6 +148,8 @@ export class OperatorMetrics implements RedisCallObserver {
     for (const mode of ['allow', 'deny', 'local'] as const) this.failureModeAnswers.inc({ mode }, 0);
     for (const kind of ['timeout', 'breaker_open', 'connection', 'other'] as const) this.redisErrors.inc({ kind }, 0);
     this.localCacheHits.inc(0);
+    this.xdsNacks.inc(0);
+    this.nearDeadline.inc(0);
   }
 
   /** The Redis nodes' breaker states now (the debug page shows them). */
@@ -164,6 +185,20 @@ export class OperatorMetrics implements RedisCallObserver {
   /** `mode` is a BACKEND_FAILURE_MODE value, a fixed set, so the label stays bounded. */
   failureModeAnswer(mode: string): void {
     this.failureModeAnswers.inc({ mode });
+  }
+
+  /** An xDS snapshot was rejected (counted once per distinct snapshot, as the client logs it). */
+  xdsNack(): void {
+    this.xdsNacks.inc();
+  }
+
+  /**
+   * A call ended: counted when less than NEAR_DEADLINE_SHARE of its budget (from `startedMs` to
+   * `deadlineMs`) was left at `endedMs`. Envoy's 20 ms timeout fails such calls open when slower.
+   */
+  callEnded(startedMs: number, deadlineMs: number, endedMs: number): void {
+    const budget = deadlineMs - startedMs;
+    if (budget > 0 && deadlineMs - endedMs < budget * NEAR_DEADLINE_SHARE) this.nearDeadline.inc();
   }
 
   localCacheHit(): void {

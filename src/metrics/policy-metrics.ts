@@ -13,6 +13,8 @@ export class PrometheusPolicyMetrics implements PolicyMetrics {
   private readonly decisions: Counter<'domain' | 'tier' | 'shadow'>;
   private readonly changes: Counter<'domain' | 'from' | 'to'>;
   private readonly failures: Counter<'domain'>;
+  /** Domains whose moves into the blocked tier are exported (at 0 until the first one). */
+  private readonly domainsSeen = new Set<string>();
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -38,6 +40,18 @@ export class PrometheusPolicyMetrics implements PolicyMetrics {
 
   decision(domain: string, tier: number, shadow: boolean): void {
     this.decisions.inc({ domain, tier: TIERS[tier], shadow: shadow ? 'true' : 'false' });
+    if (!this.domainsSeen.has(domain)) this.firstDecision(domain);
+  }
+
+  /**
+   * The moves into the blocked tier exist at 0 from a domain's first decision: Prometheus'
+   * increase() sees nothing in a series whose first sample is already 1, so without this the
+   * alert on clients being blocked would miss each domain's first one (deploy/.../alert-rules.yaml).
+   * Domains come from the rules, so the series stay few.
+   */
+  private firstDecision(domain: string): void {
+    this.domainsSeen.add(domain);
+    for (const from of TIERS.slice(0, -1)) this.changes.inc({ domain, from, to: 'blocked' }, 0);
   }
 
   tierChange(domain: string, from: number, to: number): void {

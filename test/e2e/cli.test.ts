@@ -1,7 +1,7 @@
 // `floodgate check`, `explain` and `--help`: the real bin on fixture rule files, exact output
 // and exit codes.
 import { spawn } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -131,16 +131,19 @@ describe('floodgate explain', () => {
         '  rule shop.api_key_partner-42: 100 per 60 s (MINUTE), algorithm fixed_window',
         '  redis key: fg_rl:{shop:api_key=partner-42}:fixed_window:60:<window start, epoch s>',
         '  shadow mode: no',
+        '  quota mode: no',
         'descriptor 2: api_key=test-9',
         "  api_key=test-9: wildcard 'test-*' (shop.api_key_test-*)",
         "  rule shop.api_key_test-* 'test_keys': 7 per 3600 s (HOUR), algorithm sliding_window",
         '  redis key: fg_rl:{shop:api_key=test-9}:sliding_window:3600',
         '  shadow mode: no',
+        '  quota mode: no',
         'descriptor 3: tenant=t:1',
         '  tenant=t:1: key only, any value (shop.tenant)',
         "  rule shop.tenant 'tenant_shadow': 50 per 60 s (MINUTE), algorithm gcra, burst 50",
         '  redis key: fg_rl:{shop:tenant=t%3A1}:gcra:60',
         '  shadow mode: yes (over the limit is reported, not enforced)',
+        '  quota mode: no',
         '',
       ].join('\n'),
     );
@@ -172,6 +175,7 @@ describe('floodgate explain', () => {
         "  rule shop.plan_premium 'premium': 1000 per 60 s (MINUTE), algorithm fixed_window",
         '  redis key: p_rl:{shop:plan=premium}:fixed_window:60:<window start, epoch s>',
         '  shadow mode: no',
+        '  quota mode: no',
         "  replaces: 'per_api_key'",
         'descriptor 2: api_key=abc',
         '  api_key=abc: key only, any value (shop.api_key)',
@@ -189,6 +193,29 @@ describe('floodgate explain', () => {
         '',
       ].join('\n'),
     );
+  });
+
+  test('quota mode, from the rule or from QUOTA_MODE, as the server applies it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'floodgate-explain-quota-'));
+    try {
+      writeFileSync(
+        join(dir, 'q.yaml'),
+        'domain: q\ndescriptors:\n  - key: daily\n    quota_mode: true\n    rate_limit: { unit: day, requests_per_unit: 1000 }\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 10 }\n',
+      );
+      const QUOTA = '  quota mode: yes (over its limit it denies the request only when every quota-mode descriptor of the request is over)\n';
+      const run = await runCli(['explain', dir, 'q', 'daily=d', '+', 'user=u']);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain(`  shadow mode: no\n${QUOTA}descriptor 2: user=u\n`);
+      expect(run.stdout.endsWith('  shadow mode: no\n  quota mode: no\n')).toBe(true);
+      const json = JSON.parse((await runCli(['explain', dir, 'q', 'daily=d', '+', 'user=u', '--json'])).stdout) as {
+        descriptors: { quotaMode?: boolean }[];
+      };
+      expect(json.descriptors.map((d) => d.quotaMode)).toEqual([true, false]);
+      const everyRule = await runCli(['explain', dir, 'q', 'user=u'], { QUOTA_MODE: 'true' });
+      expect(everyRule.stdout).toContain(QUOTA);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('SHADOW_MODE from the environment applies to every rule, as in the server', async () => {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../src/paths';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { waitUntil } from '../harness/wait';
-import { has, scrape, type Sample } from '../helpers/metrics-scrape';
+import { has, scrape, total, type Sample } from '../helpers/metrics-scrape';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 
@@ -145,5 +145,26 @@ describe('deploy/grafana/floodgate.json', () => {
     const used = [...new Set(queries.flatMap(metricNames))].sort();
     expect(used.length).toBeGreaterThan(15);
     expect(used.filter((n) => !exported.has(n))).toEqual([]);
+  });
+
+  it('"Decisions per second" counts calls answered, not hits: 5 calls of hits_addend 4 are 5 decisions', async () => {
+    const panel = dashboard.panels.find((p) => p.title === 'Decisions per second')!;
+    const read = [...new Set((panel.targets ?? []).flatMap((t) => metricNames(t.expr)))];
+    expect(read.length).toBeGreaterThan(0);
+    const memory = await startTestApp({
+      'h.yaml': 'domain: h\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1000 }\n',
+    });
+    try {
+      const before = await scrape(`${memory.debugUrl}/metrics`);
+      for (let i = 0; i < 5; i++) await memory.client.shouldRateLimit({ ...oneDescriptor('h', { k: 'a' }), hits_addend: 4 });
+      const after = await scrape(`${memory.debugUrl}/metrics`);
+      for (const name of read) expect(total(after, name) - total(before, name), name).toBe(5);
+      // The hits have their own panel.
+      const hits = dashboard.panels.find((p) => p.title === 'Hits per second per domain');
+      expect(hits?.targets?.flatMap((t) => metricNames(t.expr))).toEqual(['ratelimit_service_rate_limit_total_hits']);
+      expect(total(after, 'ratelimit_service_rate_limit_total_hits') - total(before, 'ratelimit_service_rate_limit_total_hits')).toBe(20);
+    } finally {
+      await memory.stop();
+    }
   });
 });

@@ -17,7 +17,7 @@ const root = mkdtempSync(join(tmpdir(), 'floodgate-startup-wait-'));
 mkdirSync(join(root, 'config'));
 writeFileSync(join(root, 'config', 'd.yaml'), 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 5 }\n');
 
-async function settingsFor(redisPort: number, maxElapsed: string) {
+async function settingsFor(redisPort: number, maxElapsed: string, extra: Record<string, string> = {}) {
   return loadSettings({
     RUNTIME_ROOT: root,
     RUNTIME_WATCH_ROOT: 'false',
@@ -30,6 +30,7 @@ async function settingsFor(redisPort: number, maxElapsed: string) {
     USE_STATSD: 'false',
     REDIS_URL: `127.0.0.1:${redisPort}`,
     REDIS_STARTUP_MAX_ELAPSED_TIME: maxElapsed,
+    ...extra,
   });
 }
 
@@ -54,6 +55,18 @@ describe('REDIS_STARTUP_MAX_ELAPSED_TIME', () => {
     expect(took).toBeGreaterThanOrEqual(650);
     expect(took).toBeLessThan(4000);
     expect(await canBind(settings.grpcPort)).toBe(true);
+  });
+
+  test('REDIS_STARTUP_SERVE_ANYWAY: after the time without Redis, it serves (the failure mode answering) instead of failing', async () => {
+    const settings = await settingsFor(await freePort(), '700ms', { REDIS_STARTUP_SERVE_ANYWAY: 'true', BACKEND_FAILURE_MODE: 'allow' });
+    const app = await startApp(settings, { logger: createLogger('ERROR', 'text') });
+    try {
+      expect(app.limiter.isHealthy()).toBe(false);
+      expect(await canBind(settings.grpcPort)).toBe(false);
+      expect(app.health.isServing()).toBe(true);
+    } finally {
+      await app.stop();
+    }
   });
 
   // Redis comes up after the 5 s that floodgate waits without the setting, so only the setting explains a healthy start.

@@ -801,6 +801,14 @@ describe('PROMETHEUS_MAPPER_YAML and REDIS_STARTUP_MAX_ELAPSED_TIME', () => {
     expect(loadSettings({ REDIS_STARTUP_MAX_ELAPSED_TIME: '2m' }).redisStartupMaxElapsedMs).toBe(120_000);
     expect(settingsErrorOf({ REDIS_STARTUP_MAX_ELAPSED_TIME: 'long' }).message).toContain('invalid value for REDIS_STARTUP_MAX_ELAPSED_TIME');
   });
+
+  it('REDIS_STARTUP_SERVE_ANYWAY: off by default, and only with a bound on the wait', () => {
+    expect(loadSettings({}).redisStartupServeAnyway).toBe(false);
+    expect(loadSettings({ REDIS_STARTUP_MAX_ELAPSED_TIME: '30s', REDIS_STARTUP_SERVE_ANYWAY: 'true' }).redisStartupServeAnyway).toBe(true);
+    expect(settingsErrorOf({ REDIS_STARTUP_SERVE_ANYWAY: 'true' }).message).toContain(
+      "invalid value for REDIS_STARTUP_SERVE_ANYWAY: 'true' (needs REDIS_STARTUP_MAX_ELAPSED_TIME above 0",
+    );
+  });
 });
 
 describe('LOG_LEVEL takes every level name the reference (logrus) takes', () => {

@@ -39,7 +39,8 @@ describe('every limit of a list is shown', () => {
         '  redis key: p_rl:{api:api_key=k1}:fixed_window:86400:<window start, epoch s>\n' +
         "  rule api.api_key 'minute_x5_token_bucket': 200 per 300 s (MINUTE), algorithm token_bucket, burst 50\n" +
         '  redis key: p_rl:{api:api_key=k1}:token_bucket:300\n' +
-        '  shadow mode: no\n',
+        '  shadow mode: no\n' +
+        '  quota mode: no\n',
     );
   });
 
