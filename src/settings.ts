@@ -15,7 +15,8 @@ import type { OrphanScanSettings } from './redis-keys/orphan-scan';
 import type { ResponseHeadersStyle } from './service/header-styles';
 import type { PrometheusMetricsOptions } from './metrics/metrics';
 import type { StatsdSettings } from './metrics/statsd-metrics';
-import type { RequestLimits } from './service/validate-request';
+import { MAX_LIMITS_PER_LIST } from './config/check-rules';
+import { DEFAULT_MAX_COUNTERS_PER_REQUEST, type RequestLimits } from './service/validate-request';
 import { bool, duration, float, int, listenAddress, listenHost, oneOf, port, str, type Env } from './settings-parse';
 import { backendSettings, cacheKeyPrefix, checkAcceptedVariables } from './settings-redis';
 import { rulesSource, type ConfigType } from './settings-rules-source';
@@ -222,6 +223,8 @@ export function loadSettings(env: Env = process.env): Settings {
       maxEntries: int(env, 'MAX_ENTRIES_PER_DESCRIPTOR', 32, 1, 1024),
       maxKeyBytes: int(env, 'MAX_DESCRIPTOR_KEY_BYTES', 256, 1, 65536),
       maxValueBytes: int(env, 'MAX_DESCRIPTOR_VALUE_BYTES', 4096, 1, 65536),
+      // At least one full rate_limits list, or a descriptor that matches one could never be counted.
+      maxCounters: int(env, 'MAX_COUNTERS_PER_REQUEST', DEFAULT_MAX_COUNTERS_PER_REQUEST, MAX_LIMITS_PER_LIST, 65536),
     }),
     defaultDeadlineMs: int(env, 'DEFAULT_DEADLINE_MS', 1000, 1, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),

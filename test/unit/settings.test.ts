@@ -80,7 +80,7 @@ describe('loadSettings defaults (empty environment)', () => {
   });
 
   it('has request size limits of a few KiB per value at most', () => {
-    expect(s.requestLimits).toEqual({ maxDescriptors: 64, maxEntries: 32, maxKeyBytes: 256, maxValueBytes: 4096 });
+    expect(s.requestLimits).toEqual({ maxDescriptors: 64, maxEntries: 32, maxKeyBytes: 256, maxValueBytes: 4096, maxCounters: 256 });
     expect(s.defaultDeadlineMs).toBe(1000);
     expect(s.shutdownGraceMs).toBe(10_000);
   });
