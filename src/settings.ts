@@ -16,6 +16,8 @@ import type { ResponseHeadersStyle } from './service/header-styles';
 import type { PrometheusMetricsOptions } from './metrics/metrics';
 import type { StatsdSettings } from './metrics/statsd-metrics';
 import { MAX_LIMITS_PER_LIST } from './config/check-rules';
+import { DEFAULT_MAX_RULE_TREE_BYTES } from './config/load-rule-directory';
+import { MAX_RULE_FILE_BYTES } from './config/parse-rule-file';
 import { DEFAULT_MAX_COUNTERS_PER_REQUEST, type RequestLimits } from './service/validate-request';
 import { bool, duration, float, int, listenAddress, listenHost, oneOf, port, str, type Env } from './settings-parse';
 import { backendSettings, cacheKeyPrefix, checkAcceptedVariables } from './settings-redis';
@@ -51,6 +53,8 @@ export interface Settings {
   readonly runtimeWatchRoot: boolean;
   readonly runtimeIgnoreDotFiles: boolean;
   readonly mergeDomainConfig: boolean;
+  /** MAX_RULE_TREE_BYTES: all rule files together (issue 26). */
+  readonly maxRuleTreeBytes: number;
   readonly forceStartWithoutInitialConfig: boolean;
   readonly healthyWithAtLeastOneConfigLoaded: boolean;
   /** REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: a lost backend makes /healthcheck and service `ratelimit` fail. */
@@ -199,6 +203,8 @@ export function loadSettings(env: Env = process.env): Settings {
     runtimeWatchRoot: bool(env, 'RUNTIME_WATCH_ROOT', true),
     runtimeIgnoreDotFiles: bool(env, 'RUNTIME_IGNOREDOTFILES', false),
     mergeDomainConfig: bool(env, 'MERGE_DOMAIN_CONFIG', false),
+    // At least one file of the per-file bound, or a tree of one large file could never load.
+    maxRuleTreeBytes: int(env, 'MAX_RULE_TREE_BYTES', DEFAULT_MAX_RULE_TREE_BYTES, MAX_RULE_FILE_BYTES, 2 ** 40),
     forceStartWithoutInitialConfig: bool(env, 'FORCE_START_WITHOUT_INITIAL_CONFIG', false),
     healthyWithAtLeastOneConfigLoaded: bool(env, 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
     redisHealthCheckActiveConnection: bool(env, 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false),

@@ -50,6 +50,7 @@ describe('loadSettings defaults (empty environment)', () => {
     expect(s.runtimeWatchRoot).toBe(true);
     expect(s.runtimeIgnoreDotFiles).toBe(false);
     expect(s.mergeDomainConfig).toBe(false);
+    expect(s.maxRuleTreeBytes).toBe(1024 * 1024);
     expect(s.forceStartWithoutInitialConfig).toBe(false);
     expect(s.healthyWithAtLeastOneConfigLoaded).toBe(false);
   });
