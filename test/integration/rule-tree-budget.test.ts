@@ -2,7 +2,7 @@
 // RSS). MAX_RULE_TREE_BYTES bounds all rule files together: a tree over it is refused whole,
 // from the files' sizes before any is read, and a file that grows past the budget after its
 // size was taken stops being read there.
-import { mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
@@ -47,6 +47,18 @@ describe('MAX_RULE_TREE_BYTES', () => {
     }
     await expect(load()).rejects.toThrow(
       `${dir}: rule files of ${40 * 508 * 1024} bytes or more in all, more than the limit of ${DEFAULT_MAX_RULE_TREE_BYTES} (MAX_RULE_TREE_BYTES)`,
+    );
+  });
+
+  test('a file larger than its size said (a /proc file says 0) stops being read at the budget', async () => {
+    // /proc/self/maps says 0 bytes and holds several KB: only what is read can count.
+    expect(readFileSync('/proc/self/maps').length).toBeGreaterThan(3000);
+    writeFileSync(join(dir, 'a.yaml'), ruleFile('a', 1000));
+    symlinkSync('/proc/self/maps', join(dir, 'b.yaml'));
+    const err = await load(2000).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toMatch(
+      new RegExp(`^${dir}: rule files of \\d+ bytes or more in all, more than the limit of 2000 \\(MAX_RULE_TREE_BYTES\\)$`),
     );
   });
 });
