@@ -146,7 +146,7 @@ function longList(): Attack {
 const fifoSwap: Attack = {
   name: 'reload: a FIFO swapped in over a rule file',
   rules: Object.fromEntries(
-    Array.from({ length: 100 }, (_, i) => [
+    Array.from({ length: 40 }, (_, i) => [
       `a-${String(i).padStart(3, '0')}.yaml`,
       `domain: d${i}\ndescriptors:\n  - key: k\n    rate_limit: { unit: hour, requests_per_unit: 1 }\n`,
     ]),
