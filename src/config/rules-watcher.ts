@@ -183,7 +183,9 @@ export class RulesWatcher {
     let timer: NodeJS.Timeout | undefined;
     const givenUp = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        reject(new ConfigError(`rules not loaded within ${this.loadTimeoutMs} ms (a rule file read or parse is stuck); the rules in force stay`));
+        reject(
+          new ConfigError(`rules not loaded within ${this.loadTimeoutMs} ms (a rule file read or parse is stuck); the rules in force stay`),
+        );
       }, this.loadTimeoutMs);
       timer.unref();
     });
