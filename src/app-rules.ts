@@ -16,7 +16,11 @@ import type { Running, Core } from './app-running';
  * directory); the whole load fails on any error.
  */
 export function ruleLoader(settings: Settings): () => Promise<RuleSet> {
-  const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
+  const options = {
+    mergeDomainConfig: settings.mergeDomainConfig,
+    ignoreDotFiles: settings.runtimeIgnoreDotFiles,
+    maxTreeBytes: settings.maxRuleTreeBytes,
+  };
   const tree = ruleTreeOf({
     root: settings.runtimeRoot,
     subdirectory: settings.runtimeSubdirectory,

@@ -15,7 +15,10 @@ import type { OrphanScanSettings } from './redis-keys/orphan-scan';
 import type { ResponseHeadersStyle } from './service/header-styles';
 import type { PrometheusMetricsOptions } from './metrics/metrics';
 import type { StatsdSettings } from './metrics/statsd-metrics';
-import type { RequestLimits } from './service/validate-request';
+import { MAX_LIMITS_PER_LIST } from './config/check-rules';
+import { DEFAULT_MAX_RULE_TREE_BYTES } from './config/load-rule-directory';
+import { MAX_RULE_FILE_BYTES } from './config/parse-rule-file';
+import { DEFAULT_MAX_COUNTERS_PER_REQUEST, type RequestLimits } from './service/validate-request';
 import { bool, duration, float, int, listenAddress, listenHost, oneOf, port, str, type Env } from './settings-parse';
 import { backendSettings, cacheKeyPrefix, checkAcceptedVariables, redisStartup } from './settings-redis';
 import { rulesSource, type ConfigType } from './settings-rules-source';
@@ -50,6 +53,8 @@ export interface Settings {
   readonly runtimeWatchRoot: boolean;
   readonly runtimeIgnoreDotFiles: boolean;
   readonly mergeDomainConfig: boolean;
+  /** MAX_RULE_TREE_BYTES: all rule files together (issue 26). */
+  readonly maxRuleTreeBytes: number;
   readonly forceStartWithoutInitialConfig: boolean;
   readonly healthyWithAtLeastOneConfigLoaded: boolean;
   /** REDIS_HEALTH_CHECK_ACTIVE_CONNECTION: a lost backend makes /healthcheck and service `ratelimit` fail. */
@@ -203,6 +208,8 @@ export function loadSettings(env: Env = process.env): Settings {
     runtimeWatchRoot: bool(env, 'RUNTIME_WATCH_ROOT', true),
     runtimeIgnoreDotFiles: bool(env, 'RUNTIME_IGNOREDOTFILES', false),
     mergeDomainConfig: bool(env, 'MERGE_DOMAIN_CONFIG', false),
+    // At least one file of the per-file bound, or a tree of one large file could never load.
+    maxRuleTreeBytes: int(env, 'MAX_RULE_TREE_BYTES', DEFAULT_MAX_RULE_TREE_BYTES, MAX_RULE_FILE_BYTES, 2 ** 40),
     forceStartWithoutInitialConfig: bool(env, 'FORCE_START_WITHOUT_INITIAL_CONFIG', false),
     healthyWithAtLeastOneConfigLoaded: bool(env, 'HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED', false),
     redisHealthCheckActiveConnection: bool(env, 'REDIS_HEALTH_CHECK_ACTIVE_CONNECTION', false),
@@ -227,6 +234,8 @@ export function loadSettings(env: Env = process.env): Settings {
       maxEntries: int(env, 'MAX_ENTRIES_PER_DESCRIPTOR', 32, 1, 1024),
       maxKeyBytes: int(env, 'MAX_DESCRIPTOR_KEY_BYTES', 256, 1, 65536),
       maxValueBytes: int(env, 'MAX_DESCRIPTOR_VALUE_BYTES', 4096, 1, 65536),
+      // At least one full rate_limits list, or a descriptor that matches one could never be counted.
+      maxCounters: int(env, 'MAX_COUNTERS_PER_REQUEST', DEFAULT_MAX_COUNTERS_PER_REQUEST, MAX_LIMITS_PER_LIST, 65536),
     }),
     defaultDeadlineMs: int(env, 'DEFAULT_DEADLINE_MS', 1000, 1, 600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),

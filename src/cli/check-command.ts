@@ -11,8 +11,8 @@ export const CHECK_USAGE = `usage: floodgate check [<dir> | <file>]
 Validates every rule file in <dir>, subdirectories included, exactly as the server loads them
 (same parser, same checks, same file order), or the one rule file <file>. Without <dir>, checks the files the server would
 load from RUNTIME_ROOT, RUNTIME_SUBDIRECTORY, RUNTIME_APPDIRECTORY and RUNTIME_WATCH_ROOT.
-MERGE_DOMAIN_CONFIG and RUNTIME_IGNOREDOTFILES are read from the environment, as the server
-reads them.
+MERGE_DOMAIN_CONFIG, RUNTIME_IGNOREDOTFILES and MAX_RULE_TREE_BYTES are read from the
+environment, as the server reads them.
 
 Prints one line per domain and exits 0, or prints 'file: message' for the first error and
 exits 1.
@@ -21,7 +21,11 @@ exits 1.
 /** The rule files of `dir` (or of the RUNTIME_* tree), loaded and checked by the server's own code. */
 export async function loadRulesLikeServer(dir: string | undefined): Promise<RuleSet> {
   const settings = loadSettings();
-  const options = { mergeDomainConfig: settings.mergeDomainConfig, ignoreDotFiles: settings.runtimeIgnoreDotFiles };
+  const options = {
+    mergeDomainConfig: settings.mergeDomainConfig,
+    ignoreDotFiles: settings.runtimeIgnoreDotFiles,
+    maxTreeBytes: settings.maxRuleTreeBytes,
+  };
   if (dir !== undefined) return isFile(dir) ? loadRuleFile(dir, options) : loadRuleDirectory(dir, options);
   const tree = ruleTreeOf({
     root: settings.runtimeRoot,

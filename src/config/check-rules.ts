@@ -124,6 +124,14 @@ function checkedLimit(raw: RawRateLimit, path: string, fail: Fail): RateLimitCon
 }
 
 /**
+ * The most limits one `rate_limits` list may hold (issue 26): each is a counter that every
+ * matching descriptor counts, so a long list multiplies what one request makes Redis do (a
+ * 2,000-limit list took a server to 1.09 GB). Distinct counters need distinct windows or
+ * algorithms; a real list has a handful (a second, a minute, a day, a burst).
+ */
+export const MAX_LIMITS_PER_LIST = 16;
+
+/**
  * `rate_limits` (ours, issue 21): one or more limits, each a `rate_limit`, never beside one.
  * Each limit needs a counter of its own (algorithm and window are the counter's identity, see
  * counter-key.ts) and a name of its own (metrics and headers tell the limits apart by it).
@@ -132,6 +140,9 @@ function buildLimitList(raw: RawDescriptor, path: string, fail: Fail): RateLimit
   const raws = raw.rateLimits ?? [];
   if (raw.rateLimit !== undefined) fail(`descriptor '${path}' has both rate_limit and rate_limits: give one of them`);
   if (raws.length === 0) fail(`descriptor '${path}' has an empty rate_limits list: give at least one limit`);
+  if (raws.length > MAX_LIMITS_PER_LIST) {
+    fail(`descriptor '${path}' has ${raws.length} limits in its rate_limits list, more than the limit of ${MAX_LIMITS_PER_LIST}`);
+  }
   // The list's names are the descriptor's: none of its entries may replace another.
   const names = new Set(raws.map((entry) => entry.name).filter((name) => name !== ''));
   const limits = raws.map((entry, i) => {

@@ -40,9 +40,36 @@ const workerAvailable = existsSync(WORKER_SCRIPT);
 export async function parseRuleFiles(files: readonly RuleFileText[]): Promise<DomainConfig[]> {
   const bytes = files.reduce((sum, file) => sum + file.text.length, 0);
   if (bytes < INLINE_PARSE_BYTES || !workerAvailable) return files.map((file) => parseRuleFile(file.name, file.text));
-  const answer = await inWorker(files);
-  if ('configs' in answer) return answer.configs.map((config) => deepFreeze(config));
-  throw answer.configError ? new ConfigError(answer.error) : new Error(answer.error);
+  const configs: DomainConfig[] = [];
+  // One worker per batch, in turn: a parse holds some 100 MB for a 510 KB file, freed when its
+  // worker ends, so a tree's peak is one batch's, not the sum of its files' (issue 26).
+  for (const batch of batches(files)) {
+    const answer = await inWorker(batch);
+    if (!('configs' in answer)) throw answer.configError ? new ConfigError(answer.error) : new Error(answer.error);
+    for (const config of answer.configs) configs.push(deepFreeze(config));
+  }
+  return configs;
+}
+
+/** The bytes of rule files one worker parses: one file of the per-file bound, or many small ones. */
+const WORKER_BATCH_BYTES = 512 * 1024;
+
+/** `files` in order, in consecutive batches of at most WORKER_BATCH_BYTES (a larger file alone). */
+function batches(files: readonly RuleFileText[]): RuleFileText[][] {
+  const out: RuleFileText[][] = [];
+  let current: RuleFileText[] = [];
+  let bytes = 0;
+  for (const file of files) {
+    if (current.length > 0 && bytes + file.text.length > WORKER_BATCH_BYTES) {
+      out.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(file);
+    bytes += file.text.length;
+  }
+  if (current.length > 0) out.push(current);
+  return out;
 }
 
 function inWorker(files: readonly RuleFileText[]): Promise<WorkerAnswer> {
@@ -53,8 +80,9 @@ function inWorker(files: readonly RuleFileText[]): Promise<WorkerAnswer> {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      void worker.terminate();
-      outcome();
+      // Settled once the worker is gone: the next batch's worker then starts with this one's
+      // memory freed.
+      void worker.terminate().then(outcome, outcome);
     };
     const timer = setTimeout(
       () => finish(() => reject(new ConfigError(`rule files not parsed within ${WORKER_TIMEOUT_MS} ms`))),

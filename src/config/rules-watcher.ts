@@ -1,7 +1,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
-import type { ConfigError } from '../errors';
+import { ConfigError } from '../errors';
 import { treeFingerprint } from './directory-fingerprint';
 import { ruleTreeOf, type RuleTree } from './rule-tree';
 import type { RuleSet } from './rule-types';
@@ -31,7 +31,19 @@ export interface RulesWatcherOptions {
   readonly debounceMs?: number;
   /** Poll period of the fallback that catches missed events; default 1000 ms. */
   readonly pollIntervalMs?: number;
+  /**
+   * A load not settled after this long is given up and reported, so that later changes load;
+   * default {@link DEFAULT_LOAD_TIMEOUT_MS}.
+   */
+  readonly loadTimeoutMs?: number;
 }
+
+/**
+ * Far above any load within MAX_RULE_TREE_BYTES (seconds on a busy machine), and above the
+ * parse worker's own 60 s: only a read stuck in the kernel (a hung network file system; a FIFO
+ * is refused at open) gets here. The stuck read keeps its libuv thread; reloads go on.
+ */
+export const DEFAULT_LOAD_TIMEOUT_MS = 120_000;
 
 interface WantedDirectory {
   readonly ino: bigint;
@@ -56,6 +68,7 @@ export class RulesWatcher {
   private readonly tree: RuleTree;
   private readonly debounceMs: number;
   private readonly pollIntervalMs: number;
+  private readonly loadTimeoutMs: number;
   private readonly watchers = new Map<string, ArmedWatcher>();
   private lastFingerprint: string | undefined;
   private debounceTimer: NodeJS.Timeout | undefined;
@@ -71,6 +84,7 @@ export class RulesWatcher {
     this.tree = ruleTreeOf(options);
     this.debounceMs = options.debounceMs ?? 100;
     this.pollIntervalMs = options.pollIntervalMs ?? 1000;
+    this.loadTimeoutMs = options.loadTimeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS;
   }
 
   /**
@@ -151,7 +165,7 @@ export class RulesWatcher {
   private async reload(): Promise<void> {
     let rules: RuleSet;
     try {
-      rules = await this.options.load();
+      rules = await this.loadWithin();
     } catch (err) {
       if (!this.closed) this.report(err);
       return;
@@ -162,6 +176,23 @@ export class RulesWatcher {
     } catch (err) {
       this.report(err);
     }
+  }
+
+  /** The load, or a ConfigError once loadTimeoutMs passed (the load's own outcome is then ignored). */
+  private loadWithin(): Promise<RuleSet> {
+    let timer: NodeJS.Timeout | undefined;
+    const givenUp = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        reject(
+          new ConfigError(`rules not loaded within ${this.loadTimeoutMs} ms (a rule file read or parse is stuck); the rules in force stay`),
+        );
+      }, this.loadTimeoutMs);
+      timer.unref();
+    });
+    const loading = this.options.load();
+    // A load given up may still fail later: that rejection is nobody's to handle.
+    loading.catch(() => undefined);
+    return Promise.race([loading, givenUp]).finally(() => clearTimeout(timer));
   }
 
   private report(err: unknown): void {

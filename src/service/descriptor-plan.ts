@@ -4,6 +4,7 @@ import { keyValue } from '../domain/descriptor';
 import { UNIT_SECONDS } from '../domain/units';
 import { HITS_COUNTED_MAX } from '../domain/uint32';
 import type { LimitSpec } from '../domain/limit-spec';
+import { InvalidRequestError } from '../errors';
 import type { RateLimitRequest, RequestDescriptor } from './types';
 
 /** What one request descriptor resolved to before counting. Immutable. */
@@ -107,8 +108,10 @@ function resolve(rules: RuleSet, domain: string, d: RequestDescriptor): Resolved
 /**
  * Matches every descriptor, applies `replaces` (a rule named by another matched rule is not
  * evaluated at all), and lists the counters to check, each plan knowing its check's index.
+ * Throws InvalidRequestError as soon as more than `maxCounters` checks are needed (issue 26):
+ * at most one list's worth is built beyond the bound.
  */
-export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestPlan {
+export function planRequest(rules: RuleSet, request: RateLimitRequest, maxCounters = Infinity): RequestPlan {
   const domain = request.domain;
   const domainKnown = rules.hasDomain(domain);
   const resolved = new Array<Resolved>(request.descriptors.length);
@@ -128,6 +131,7 @@ export function planRequest(rules: RuleSet, request: RateLimitRequest): RequestP
   const plans = new Array<DescriptorPlan>(resolved.length);
   for (let i = 0; i < resolved.length; i++) {
     plans[i] = planDescriptor(resolved[i] as Resolved, request.descriptors[i] as RequestDescriptor, request, replaced, checks);
+    if (checks.length > maxCounters) throw new InvalidRequestError(`request needs more than ${maxCounters} counters (MAX_COUNTERS_PER_REQUEST)`);
   }
   return { domainKnown, plans, checks };
 }

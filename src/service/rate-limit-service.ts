@@ -6,9 +6,9 @@ import { UINT32_MAX } from '../domain/uint32';
 import { hitCounts } from './hit-counts';
 import { currentLimitOf } from './current-limit';
 import { buildDynamicMetadata } from './dynamic-metadata';
-import { planRequest, type DescriptorPlan } from './descriptor-plan';
+import { planRequest, type DescriptorPlan, type RequestPlan } from './descriptor-plan';
 import { limitHeaders, type HeaderNames } from './limit-headers';
-import { validateRequest, type RequestLimits } from './validate-request';
+import { DEFAULT_MAX_COUNTERS_PER_REQUEST, validateRequest, type RequestLimits } from './validate-request';
 import type { Code, DescriptorStatus, HeaderPair, RateLimitRequest, RateLimitResponse } from './types';
 import { OverallTally } from './overall-tally';
 import { chosenLimitIndex, listRetryAfterMs } from './limit-list';
@@ -66,24 +66,26 @@ export class RateLimitService {
       validateRequest(request, this.deps.config.requestLimits);
       const rules = this.deps.rules();
       if (rules === undefined) throw new NotReadyError('no rate limit configuration loaded');
+      // Planned before the policy: a request over MAX_COUNTERS_PER_REQUEST is refused before
+      // any script call, the policy's included.
+      const plan = planRequest(rules, request, this.deps.config.requestLimits.maxCounters ?? DEFAULT_MAX_COUNTERS_PER_REQUEST);
+      if (!plan.domainKnown) this.deps.metrics.domainNotFound(request.domain);
       // The policy runs first, so the tier applied includes this request's own signals. Without
       // a policy for the domain there is nothing to wait for (a wait costs a turn of the queue).
       const deciding = this.policyDecision(rules, request, deadline);
-      if (deciding === undefined) return this.countAndAnswer(rules, request, undefined, deadline);
-      return deciding.then((decision) => this.countAndAnswer(rules, request, decision, deadline));
+      if (deciding === undefined) return this.countAndAnswer(request, plan, undefined, deadline);
+      return deciding.then((decision) => this.countAndAnswer(request, plan, decision, deadline));
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
   }
 
   private countAndAnswer(
-    rules: RuleSet,
     request: RateLimitRequest,
+    { plans, checks }: RequestPlan,
     decision: PolicyDecision | undefined,
     deadline: number,
   ): Promise<RateLimitResponse> {
-    const { domainKnown, plans, checks } = planRequest(rules, request);
-    if (!domainKnown) this.deps.metrics.domainNotFound(request.domain);
     return this.count(checks, decision, deadline).then((results) => this.answer(request, { plans, checks, results }, decision));
   }
 

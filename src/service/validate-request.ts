@@ -7,7 +7,19 @@ export interface RequestLimits {
   readonly maxEntries: number;
   readonly maxKeyBytes: number;
   readonly maxValueBytes: number;
+  /**
+   * MAX_COUNTERS_PER_REQUEST: the counters one request may need across all its descriptors and
+   * `rate_limits` lists (issue 26); default {@link DEFAULT_MAX_COUNTERS_PER_REQUEST}.
+   */
+  readonly maxCounters?: number;
 }
+
+/**
+ * Four times what a reference user can send (one counter per descriptor, 64 descriptors at
+ * MAX_DESCRIPTORS_PER_REQUEST's default); 16 full `rate_limits` lists. Each counter is a key and
+ * a script step in Redis: a request of 64 descriptors on a 2,000-limit list made 128,000.
+ */
+export const DEFAULT_MAX_COUNTERS_PER_REQUEST = 256;
 
 /**
  * Rejects requests that cannot be answered honestly or that are too large to count. The

@@ -11,6 +11,7 @@ import { parseInfo, respCommand } from '../harness/resp-client';
 import type { Attack, AttackContext } from './abuse-harness';
 import { partialCalls, rapidReset } from './http2-attacks';
 import { StatsdSink } from './statsd-sink';
+import { RULES_ATTACKS } from './rules-attacks';
 import { XDS_ATTACKS } from './xds-attacks';
 
 const METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
@@ -896,4 +897,5 @@ export const ATTACKS: readonly Attack[] = [
   unfinishedGrpc,
   rapidResetGrpc,
   ...XDS_ATTACKS,
+  ...RULES_ATTACKS,
 ];

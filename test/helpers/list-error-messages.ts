@@ -20,5 +20,7 @@ export const LIST_ERRORS: readonly (readonly [string, string])[] = [
     'over_bound_in_list',
     "rate_limits entry 2 of 'api.api_key': rate limit 'api.api_key': sliding_log allows at most 1000 requests_per_unit (one stored entry per admitted call), got 1001",
   ],
+  // Issue 26, finding 3: a list's limits are counters every matching descriptor counts.
+  ['too_many_limits_in_list', "descriptor 'api.api_key' has 17 limits in its rate_limits list, more than the limit of 16"],
   ['replaces_own_list_name', "rate_limits entry 2 of 'api.api_key': replaces should not contain name of same descriptor"],
 ];

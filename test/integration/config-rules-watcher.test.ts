@@ -333,4 +333,35 @@ describe('RulesWatcher', () => {
     },
     TEST_TIMEOUT_MS,
   );
+
+  it(
+    'a load that never settles (a read stuck in the kernel) is given up after loadTimeoutMs: the reason is reported and later changes load (issue 26, finding 4)',
+    async () => {
+      const dir = join(base, 'config');
+      await mkdir(dir);
+      await writeFile(join(dir, 'a.yaml'), ruleText(1));
+      const recorder = new Recorder();
+      recorder.current = await loadRuleDirectory(dir, { mergeDomainConfig: false, ignoreDotFiles: true });
+      let stuck = true;
+      await startWatcher(
+        recorder,
+        { root: base, subdirectory: '', appDirectory: 'config', watchRoot: false },
+        {
+          loadTimeoutMs: 300,
+          // The first reload hangs for ever, as a read blocked in a libuv thread did.
+          load: () =>
+            stuck ? new Promise<RuleSet>(() => undefined) : loadRuleDirectory(dir, { mergeDomainConfig: false, ignoreDotFiles: true }),
+        },
+      );
+      await writeAtomically(join(dir, 'a.yaml'), ruleText(2));
+      await within(DEADLINE_MS, () => recorder.errors.length === 1, 'stuck load reported');
+      expect(recorder.errors[0]).toBeInstanceOf(ConfigError);
+      expect(recorder.errors[0]?.message).toBe('rules not loaded within 300 ms (a rule file read or parse is stuck); the rules in force stay');
+      expect(recorder.limit()).toBe(1);
+      stuck = false;
+      await writeAtomically(join(dir, 'a.yaml'), ruleText(3));
+      await within(DEADLINE_MS, () => recorder.limit() === 3, 'the next change loaded');
+    },
+    TEST_TIMEOUT_MS,
+  );
 });

@@ -50,6 +50,7 @@ describe('loadSettings defaults (empty environment)', () => {
     expect(s.runtimeWatchRoot).toBe(true);
     expect(s.runtimeIgnoreDotFiles).toBe(false);
     expect(s.mergeDomainConfig).toBe(false);
+    expect(s.maxRuleTreeBytes).toBe(1024 * 1024);
     expect(s.forceStartWithoutInitialConfig).toBe(false);
     expect(s.healthyWithAtLeastOneConfigLoaded).toBe(false);
   });
@@ -80,7 +81,7 @@ describe('loadSettings defaults (empty environment)', () => {
   });
 
   it('has request size limits of a few KiB per value at most', () => {
-    expect(s.requestLimits).toEqual({ maxDescriptors: 64, maxEntries: 32, maxKeyBytes: 256, maxValueBytes: 4096 });
+    expect(s.requestLimits).toEqual({ maxDescriptors: 64, maxEntries: 32, maxKeyBytes: 256, maxValueBytes: 4096, maxCounters: 256 });
     expect(s.defaultDeadlineMs).toBe(1000);
     expect(s.shutdownGraceMs).toBe(10_000);
   });
