@@ -121,9 +121,11 @@ end
 
 -- The list `first..last` judged again and, when every limit admits, charged; answered.
 local function decide_list(first, last)
+  local denied = false
   for i = first, last do
-    if look_member(i) then return end
+    if look_member(i) then denied = true end
   end
+  if denied then return end
   for i = first, last do
     if algorithms[i] == 1 then
       fixed_window_answer(i, tally(i, hits[i], hit_texts[i]), false)

@@ -151,7 +151,7 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
 const fixedWindowDeclaredKey: AlgorithmScript['declaredKey'] = (counterKey, c, nowMs) => fixedWindowKey(counterKey, c.spec.windowSeconds, nowMs);
 
 /** A fixed window's judgement from its count (`used`) and the ms until its window ends. */
-function fixedWindowResult(used: number, resetMs: number, limit: number, denied: boolean): LimitResult {
+export function fixedWindowResult(used: number, resetMs: number, limit: number, denied: boolean): LimitResult {
   return {
     allowed: !denied,
     used,

@@ -20,6 +20,7 @@ import {
 } from './algorithm-scripts';
 import { CallCoalescer, type CoalescerOptions, type ScriptCall } from './call-coalescer';
 import { StopOrdering } from './stop-ordering';
+import { FixedWindowStopBatches, type FixedWindowStopDecision, type FixedWindowStopRequest } from './fixed-window-stop';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
 import type { BreakerState, RedisCallObserver } from '../../metrics/redis-call-observer';
 
@@ -113,6 +114,8 @@ export class RedisLimiter implements Limiter {
    * one atomic call.
    */
   readonly stopOrdering: StopOrdering | undefined;
+  /** STOP-mode requests of fixed windows over several servers, decided in batches (with stopOrdering). */
+  private readonly fixedWindowStops: FixedWindowStopBatches | undefined;
 
   constructor(private readonly options: RedisLimiterOptions) {
     this.scripts = algorithmScripts(options.wrapScript);
@@ -122,6 +125,7 @@ export class RedisLimiter implements Limiter {
     this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
     this.coalescer = new CallCoalescer({ ...options.coalescing, ...(options.observer ? { observer: options.observer } : {}) });
     this.stopOrdering = options.client instanceof Cluster || options.perSecondClient !== undefined ? new StopOrdering() : undefined;
+    this.fixedWindowStops = this.stopOrdering && new FixedWindowStopBatches(this.stopOrdering);
     // A (re)connected client is worth trying at once, not after the breaker's open time.
     for (const client of this.clients()) {
       client.on('ready', () => {
@@ -145,11 +149,31 @@ export class RedisLimiter implements Limiter {
     // Decided in one atomic call, a request runs beside others; one that looks and then charges
     // (its counters on several servers) runs alone on its counters in this process.
     const atomic = groups.length === 1 || options.holdBack === true || this.stopUnitMode(groups) !== undefined;
-    return atomic ? ordering.shared(keys, run) : ordering.exclusive(keys, run);
+    if (atomic) return ordering.shared(keys, run);
+    if (this.fixedWindowStops !== undefined && groups.every((g) => g.algorithm.countsEveryHit || g.algorithm === this.fixedWindowListScript)) {
+      return this.fixedWindowStops.join({
+        request: this.fixedWindowRequest(checks, groups),
+        orderKeys: keys,
+        look: () => this.decide(checks, groups, options, 'look'),
+        charge: (decision) => this.chargeDecided(checks, groups, options, decision),
+      });
+    }
+    return ordering.exclusive(keys, run);
   }
 
-  private async decide(checks: readonly LimitCheck[], groups: SlotGroup[], options: CheckOptions): Promise<LimitResult[]> {
+  /**
+   * The request's answers, Redis' failures as the limiter's errors. `only`: just its look (nothing
+   * charged), or just the stop pass of these groups (FixedWindowStopBatches).
+   */
+  private async decide(
+    checks: readonly LimitCheck[],
+    groups: SlotGroup[],
+    options: CheckOptions,
+    only?: 'look' | SlotGroup[],
+  ): Promise<LimitResult[]> {
     try {
+      if (only === 'look') return await this.runGroups(checks, groups, 'look', options.deadline);
+      if (only !== undefined) return await this.runGroups(checks, only, 'stop', options.deadline);
       if (options.holdBack === true) return await this.runGroups(heldBack(checks, groups), groups, 'look', options.deadline);
       return options.stopIncrementWhenOverLimit && groups.length > 1
         ? await this.stopRequest(checks, groups, options.deadline)
@@ -333,6 +357,41 @@ export class RedisLimiter implements Limiter {
     const results = new Array<LimitResult>(checks.length);
     unit.indexes.forEach((i, j) => (results[i] = script.decode(reply, j)));
     return results;
+  }
+
+  /**
+   * Charges what a batch decided for this request: every group when it was admitted, else the
+   * groups with a counter of their own that was over (as stopAcrossGroups' second pass), each in
+   * its stop pass, which judges again on Redis' count (another process may have charged since the
+   * look); the other groups keep the decision's answers.
+   */
+  private async chargeDecided(
+    checks: readonly LimitCheck[],
+    groups: SlotGroup[],
+    options: CheckOptions,
+    decision: FixedWindowStopDecision,
+  ): Promise<LimitResult[]> {
+    const charged = decision.admitted ? groups : groups.filter((g) => g.indexes.some((i) => decision.over[i] === true));
+    const results = decision.results;
+    if (charged.length === 0) return results;
+    const fromRedis = await this.decide(checks, groups, options, charged);
+    for (const g of charged) for (const i of g.indexes) results[i] = fromRedis[i] as LimitResult;
+    return results;
+  }
+
+  /** A request of fixed windows (of their own, and lists) as FixedWindowStopBatches decides it: each check's key and list. */
+  private fixedWindowRequest(checks: readonly LimitCheck[], groups: readonly SlotGroup[]): Omit<FixedWindowStopRequest, 'resetMs'> {
+    const keys = new Array<string>(checks.length);
+    const parts = new Array<number>(checks.length);
+    let lists = 0;
+    for (const g of groups) {
+      const part = g.algorithm === this.fixedWindowListScript ? ++lists : 0;
+      g.indexes.forEach((i, j) => {
+        keys[i] = g.keys[j] as string;
+        parts[i] = part;
+      });
+    }
+    return { checks, keys, parts };
   }
 
   /**
