@@ -160,6 +160,43 @@ describe('STOP mode on one Redis: N concurrent requests = a sequential replay', 
   });
 });
 
+describe('STOP mode with REDIS_PERSECOND (per-second counters on a second server)', () => {
+  let second: RedisProcess;
+  let limiter: RedisLimiter;
+  beforeAll(async () => {
+    second = await startStandalone();
+    limiter = new RedisLimiter({
+      client: new Redis({ host: standalone.host, port: standalone.port }),
+      perSecondClient: new Redis({ host: second.host, port: second.port }),
+      keyPrefix: 'ser_ps_',
+    });
+    await healthy(limiter);
+  });
+  afterAll(async () => {
+    await limiter?.close();
+    await second?.stop();
+  });
+
+  // A day's quota on the main server beside a 2/s burst on the per-second one; 10 requests in
+  // the same second (away from its edge): the day counts only the admitted ones.
+  const burstAndDay: Shape = (v) => [
+    { counter: counter('burst', v), spec: limit('fixed_window', 2, 1), hits: 1 },
+    { counter: counter('day', v), spec: limit('fixed_window', 1000, DAY), hits: 1 },
+  ];
+
+  test('10 concurrent [burst 2/s, day] = a sequential replay', async () => {
+    // Both runs in one second each: the burst window must not turn within a run.
+    await awayFromWindowEdge(1, 600);
+    const { calls, ...concurrent } = await concurrently([limiter], burstAndDay, fresh('bc'), 10, [standalone, second]);
+    console.info(`STOP mode, REDIS_PERSECOND: 10 concurrent requests, ${calls} script calls`);
+    await awayFromWindowEdge(1, 600);
+    const sequential = await sequentially(limiter, burstAndDay, fresh('bs'), 10);
+    expect(concurrent).toEqual(sequential);
+    expect(concurrent.stored).toEqual([10, 2]);
+    expect(limiter.stopOrdering?.size).toBe(0);
+  });
+});
+
 /** The master that serves `slot` (CLUSTER SLOTS). */
 async function ownerOf(masters: readonly ClusterNode[], slot: number): Promise<number> {
   const ranges = (await masters[0]!.command('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
@@ -216,6 +253,45 @@ describe('STOP mode in a 3-master cluster', () => {
     expect(alone!.allowed).toBe(true);
   });
 
+  /** A suffix for a counter value whose slot is on another master than `other`'s. */
+  async function elsewhere(other: LimitCheck, make: (suffix: string) => LimitCheck): Promise<string> {
+    const masters = cluster.masters();
+    const slotOf = (c: LimitCheck) => keySlot(checkKey('ser_', c));
+    const owner = await ownerOf(masters, slotOf(other));
+    for (let i = 0; i < 10_000; i++) if ((await ownerOf(masters, slotOf(make(`y${i}`)))) !== owner) return `y${i}`;
+    throw new Error('no placement found');
+  }
+
+  test.each([
+    [
+      'a list of fixed windows beside b on another master',
+      (v: string, s: string): LimitCheck[] => [
+        { counter: counter('quota', `${s}-${v}`), spec: limit('fixed_window', 100, HOUR), hits: 1, listSize: 2 },
+        { counter: counter('quota', `${s}-${v}`), spec: limit('fixed_window', 1000, DAY), hits: 1 },
+        { counter: counter('b', v), spec: limit('fixed_window', 2, HOUR), hits: 1 },
+      ],
+    ],
+    [
+      'a sliding window beside b on another master (one request at a time)',
+      (v: string, s: string): LimitCheck[] => [
+        { counter: counter('sw', `${s}-${v}`), spec: limit('sliding_window', 4, HOUR), hits: 1 },
+        { counter: counter('b', v), spec: limit('fixed_window', 2, HOUR), hits: 1 },
+      ],
+    ],
+  ] as const)('%s: 12 concurrent = a sequential replay, nothing left in the order', async (_name, make) => {
+    await awayFromWindowEdge(DAY, 20_000);
+    const shapeOf = async (v: string): Promise<Shape> => {
+      const suffix = await elsewhere(make(v, '')[make(v, '').length - 1]!, (s) => make(v, s)[0]!);
+      return (value) => make(value, suffix);
+    };
+    const c = fresh('cx');
+    const s = fresh('sx');
+    const { calls, ...concurrent } = await concurrently([limiter], await shapeOf(c), c, 12, cluster.masters());
+    expect(concurrent).toEqual(await sequentially(limiter, await shapeOf(s), s, 12));
+    expect(limiter.stopOrdering?.size).toBe(0);
+    console.info(`STOP mode, cluster (${_name}): 12 concurrent requests, ${calls} script calls`);
+  });
+
   test.each([2, 3])(
     '%d pods, a and b on different masters: the stated bound (no request admitted past a limit; a counter may be charged for requests another master refused)',
     async (podCount) => {
@@ -241,4 +317,74 @@ describe('STOP mode in a 3-master cluster', () => {
       console.info(`STOP mode, ${podCount} pods, a and b on different masters: a = ${a} (a sequential order: 2)`);
     },
   );
+});
+
+describe('STOP mode in a cluster while a slot moves', () => {
+  /** Moves `slot` (and its keys) from the master on `fromPort` to `target`, as redis-cli --cluster reshard does. */
+  async function moveSlot(slot: number, fromPort: number, target: ClusterNode): Promise<void> {
+    const masters = cluster.masters();
+    const source = masters.find((m) => m.port === fromPort)!;
+    await target.command('CLUSTER', 'SETSLOT', slot, 'IMPORTING', source.id);
+    await source.command('CLUSTER', 'SETSLOT', slot, 'MIGRATING', target.id);
+    const keys = (await source.command('CLUSTER', 'GETKEYSINSLOT', slot, 1000)) as string[];
+    if (keys.length > 0) await source.command('MIGRATE', target.host, target.port, '', 0, 5000, 'KEYS', ...keys);
+    for (const m of masters) await m.command('CLUSTER', 'SETSLOT', slot, 'NODE', target.id);
+  }
+
+  test("a request of two slots of one master whose slot moves behind the limiter's back: answered as a sequential order, nothing counted twice", async () => {
+    await awayFromWindowEdge(HOUR, 20_000);
+    const masters = cluster.masters();
+    const slotOf = (c: LimitCheck) => keySlot(checkKey('ser_mv_', c));
+    const make =
+      (suffix: string): Shape =>
+      (v) => [
+        { counter: counter('a', `${suffix}-${v}`), spec: limit('fixed_window', 4, HOUR), hits: 1 },
+        { counter: counter('b', v), spec: limit('fixed_window', 2, HOUR), hits: 1 },
+      ];
+    const sameMaster = async (v: string): Promise<Shape> => {
+      const b = make('')(v)[1]!;
+      const owner = await ownerOf(masters, slotOf(b));
+      for (let i = 0; i < 10_000; i++) {
+        const a = make(`z${i}`)(v)[0]!;
+        if (slotOf(a) !== slotOf(b) && (await ownerOf(masters, slotOf(a))) === owner) return make(`z${i}`);
+      }
+      throw new Error('no placement found');
+    };
+    const c = fresh('mv');
+    const shape = await sameMaster(c);
+    const limiter = new RedisLimiter({ client: new Cluster(cluster.startupNodes as { host: string; port: number }[]), keyPrefix: 'ser_mv_' });
+    await healthy(limiter);
+    const first = answer(await limiter.check(shape(c), STOP()));
+    // a's slot goes to another master; the limiter's slot map still names the old one, so the
+    // request's unit (mode 4, counters named) is answered "not served", and decided again.
+    const aSlot = slotOf(shape(c)[0]!);
+    const from = await ownerOf(masters, aSlot);
+    await moveSlot(
+      aSlot,
+      from,
+      masters.find((m) => m.port !== from)!,
+    );
+    const rest = await Promise.all(Array.from({ length: 8 }, () => limiter.check(shape(c), STOP())));
+    const counts = await stored(limiter, shape(c));
+    expect(limiter.stopOrdering?.size).toBe(0);
+    await limiter.close();
+
+    const s = fresh('mvs');
+    const replayShape = await sameMaster(s);
+    const replayer = limiter0();
+    await healthy(replayer);
+    const replay = await sequentially(replayer, replayShape, s, 9);
+    expect({ answers: [first, ...rest.map(answer)].sort(), stored: counts }).toEqual(replay);
+  });
+
+  let replayLimiter: RedisLimiter | undefined;
+  /** A limiter for the replays (its own prefix, as the moved one's). */
+  const limiter0 = () =>
+    (replayLimiter ??= new RedisLimiter({
+      client: new Cluster(cluster.startupNodes as { host: string; port: number }[]),
+      keyPrefix: 'ser_mv_',
+    }));
+  afterAll(async () => {
+    await replayLimiter?.close();
+  });
 });

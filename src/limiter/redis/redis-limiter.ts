@@ -135,6 +135,19 @@ export class RedisLimiter implements Limiter {
   }
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
+    try {
+      return await this.checkOnce(checks, options);
+    } catch (err) {
+      // A slot moved under a STOP unit of several slots (nothing of it written): planned again,
+      // now that node calls are paused, after its place in the order was given up.
+      if (!(err instanceof UnitNotServed)) throw err;
+      return this.checkOnce(checks, options).catch((again: unknown) => {
+        throw again instanceof UnitNotServed ? new BackendUnavailableError('backend unavailable: a slot moved twice under the request') : again;
+      });
+    }
+  }
+
+  private async checkOnce(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     const groups = this.group(checks, this.options.pinnedNow?.() ?? Date.now());
     try {
       admitOrThrow(groups);
@@ -179,6 +192,7 @@ export class RedisLimiter implements Limiter {
         ? await this.stopRequest(checks, groups, options.deadline)
         : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? 'stop' : 'count', options.deadline);
     } catch (err) {
+      if (err instanceof UnitNotServed) throw err;
       if (err instanceof DeadlineExceededError) this.options.observer?.refused('timeout');
       for (const group of groups) refreshAfterFailure(group.client);
       throw err instanceof DeadlineExceededError || err instanceof BackendUnavailableError
@@ -350,9 +364,9 @@ export class RedisLimiter implements Limiter {
     const script = this.stopRequestScript;
     if (script.notServedAt(reply, 0)) {
       // A slot moved under the unit: nothing of it was written. Calls go per slot for a while,
-      // and this request is decided again that way.
+      // and check() plans this request again that way (in its place in the order).
       this.nodeMergePausedUntil = Date.now() + NODE_MERGE_PAUSE_MS;
-      return this.stopRequest(checks, groups, deadline);
+      throw new UnitNotServed();
     }
     const results = new Array<LimitResult>(checks.length);
     unit.indexes.forEach((i, j) => (results[i] = script.decode(reply, j)));
@@ -550,6 +564,9 @@ export class RedisLimiter implements Limiter {
     return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then(decode);
   }
 }
+
+/** A STOP unit's node no longer serves one of its slots: the request is planned again (check()). Never leaves the limiter. */
+class UnitNotServed extends Error {}
 
 /** True when every group goes to one server: one node of a cluster (as the slot map names it), one side. */
 function onOneServer(groups: readonly SlotGroup[]): boolean {
