@@ -1,5 +1,6 @@
 import type { LimitCheck, LimitResult } from '../limiter';
 import { fixedWindowResult } from './algorithm-scripts';
+import { withDeadline } from './stop-ordering';
 
 /**
  * One STOP-mode request of fixed windows only (counters of their own and lists of fixed windows)
@@ -109,6 +110,8 @@ export interface FixedWindowStopWaiter {
   readonly request: Omit<FixedWindowStopRequest, 'resetMs'>;
   /** Every declared key of the request, for the order per counter. */
   readonly orderKeys: readonly string[];
+  /** Epoch ms: the request is refused with DeadlineExceededError if its batch has not answered by then. */
+  readonly deadline: number;
   /** Its look, nothing charged (merged with the batch's others per node). */
   look(): Promise<LimitResult[]>;
   /**
@@ -135,13 +138,14 @@ interface Waiting extends FixedWindowStopWaiter {
 export class FixedWindowStopBatches {
   private waiting: Waiting[] = [];
 
-  constructor(private readonly ordering: { exclusive<T>(keys: readonly string[], run: () => Promise<T>): Promise<T> }) {}
+  constructor(private readonly ordering: { exclusive<T>(keys: readonly string[], deadline: number, run: () => Promise<T>): Promise<T> }) {}
 
   join(waiter: FixedWindowStopWaiter): Promise<LimitResult[]> {
-    return new Promise((resolve, reject) => {
+    const answered = new Promise<LimitResult[]>((resolve, reject) => {
       if (this.waiting.length === 0) setImmediate(() => this.flush());
       this.waiting.push({ ...waiter, look: () => waiter.look(), charge: (d) => waiter.charge(d), resolve, reject });
     });
+    return withDeadline(answered, waiter.deadline);
   }
 
   private flush(): void {
@@ -149,8 +153,10 @@ export class FixedWindowStopBatches {
     this.waiting = [];
     const keys = new Set<string>();
     for (const w of batch) for (const k of w.orderKeys) keys.add(k);
+    // Each request's wait is bounded by its own deadline (join); the batch's by the latest.
+    const latest = Math.max(...batch.map((w) => w.deadline));
     this.ordering
-      .exclusive([...keys], () => this.run(batch))
+      .exclusive([...keys], latest, () => this.run(batch))
       .catch((err: unknown) => {
         for (const w of batch) w.reject(err);
       });

@@ -162,16 +162,17 @@ export class RedisLimiter implements Limiter {
     // Decided in one atomic call, a request runs beside others; one that looks and then charges
     // (its counters on several servers) runs alone on its counters in this process.
     const atomic = groups.length === 1 || options.holdBack === true || this.stopUnitMode(groups) !== undefined;
-    if (atomic) return ordering.shared(keys, run);
+    if (atomic) return ordering.shared(keys, options.deadline, run);
     if (this.fixedWindowStops !== undefined && groups.every((g) => g.algorithm.countsEveryHit || g.algorithm === this.fixedWindowListScript)) {
       return this.fixedWindowStops.join({
         request: this.fixedWindowRequest(checks, groups),
         orderKeys: keys,
+        deadline: options.deadline,
         look: () => this.decide(checks, groups, options, 'look'),
         charge: (decision) => this.chargeDecided(checks, groups, options, decision),
       });
     }
-    return ordering.exclusive(keys, run);
+    return ordering.exclusive(keys, options.deadline, run);
   }
 
   /**

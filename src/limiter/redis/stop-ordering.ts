@@ -1,3 +1,5 @@
+import { DeadlineExceededError } from '../../errors';
+
 /**
  * Orders this process' STOP-mode requests on their counters (issue 27), so that a request whose
  * counters live on several Redis servers (masters of a cluster, or REDIS_PERSECOND's second
@@ -18,8 +20,13 @@
 export class StopOrdering {
   private readonly counters = new Map<string, CounterTurns>();
 
-  /** Runs `run` as a request on one server: after the exclusive requests before it on `keys`. */
-  shared<T>(keys: readonly string[], run: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `run` as a request on one server: after the exclusive requests before it on `keys`. A
+   * request that waits is refused with DeadlineExceededError at `deadline` (epoch ms) if its turn
+   * has not come and gone by then; it keeps its place (`run`, whose calls then find no time left,
+   * ends at once).
+   */
+  shared<T>(keys: readonly string[], deadline: number, run: () => Promise<T>): Promise<T> {
     const waits: Promise<void>[] = [];
     const epochs: Epoch[] = [];
     for (const key of keys) {
@@ -36,11 +43,11 @@ export class StopOrdering {
         this.forget(key);
       });
     };
-    return this.after(waits, run, release);
+    return this.after(waits, run, release, deadline);
   }
 
-  /** Runs `run` as a request over several servers: alone on `keys`, after every request before it. */
-  exclusive<T>(keys: readonly string[], run: () => Promise<T>): Promise<T> {
+  /** Runs `run` as a request over several servers: alone on `keys`, after every request before it (`deadline` as for shared). */
+  exclusive<T>(keys: readonly string[], deadline: number, run: () => Promise<T>): Promise<T> {
     const waits: Promise<void>[] = [];
     const done = deferred();
     const distinct = [...new Set(keys)];
@@ -60,7 +67,7 @@ export class StopOrdering {
         this.forget(key);
       }
     };
-    return this.after(waits, run, release);
+    return this.after(waits, run, release, deadline);
   }
 
   /** Counters with a request running or waiting (tests: none left once every request ended). */
@@ -68,9 +75,10 @@ export class StopOrdering {
     return this.counters.size;
   }
 
-  private after<T>(waits: Promise<void>[], run: () => Promise<T>, release: () => void): Promise<T> {
-    const started = waits.length === 0 ? run() : Promise.all(waits).then(run);
-    return started.finally(release);
+  private after<T>(waits: Promise<void>[], run: () => Promise<T>, release: () => void, deadline: number): Promise<T> {
+    if (waits.length === 0) return run().finally(release);
+    const ran = Promise.all(waits).then(run).finally(release);
+    return withDeadline(ran, deadline);
   }
 
   private turns(key: string): CounterTurns {
@@ -109,4 +117,18 @@ function deferred(): Deferred {
   let resolve: () => void = () => {};
   const promise = new Promise<void>((r) => (resolve = r));
   return { promise, resolve };
+}
+
+/** `promise`, or DeadlineExceededError at `deadline` (epoch ms) if it has not settled by then. */
+export function withDeadline<T>(promise: Promise<T>, deadline: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new DeadlineExceededError('no turn for the request before its deadline')),
+      Math.max(0, deadline - Date.now()),
+    );
+  });
+  // The request keeps its place whatever the caller hears: its own end is not left unhandled.
+  promise.catch(() => {});
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
