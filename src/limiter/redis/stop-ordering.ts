@@ -18,7 +18,12 @@ import { DeadlineExceededError } from '../../errors';
  * interleave (docs/redis.md states the bound that holds then).
  */
 export class StopOrdering {
-  private readonly counters = new Map<string, CounterTurns>();
+  /** Per counter: the end of the last exclusive request on it, while it runs or waits. */
+  private readonly exclusives = new Map<string, Promise<void>>();
+  /** The shared requests since the last exclusive one arrived (new ones join it). */
+  private epoch: Epoch = newEpoch();
+  /** Earlier epochs whose shared requests still run. */
+  private readonly draining = new Set<Epoch>();
 
   /**
    * Runs `run` as a request on one server: after the exclusive requests before it on `keys`. A
@@ -27,85 +32,72 @@ export class StopOrdering {
    * ends at once).
    */
   shared<T>(keys: readonly string[], deadline: number, run: () => Promise<T>): Promise<T> {
-    const waits: Promise<void>[] = [];
-    const epochs: Epoch[] = [];
-    for (const key of keys) {
-      const turns = this.turns(key);
-      if (turns.exclusive !== undefined) waits.push(turns.exclusive);
-      turns.epoch ??= { running: 0, drained: undefined };
-      turns.epoch.running++;
-      epochs.push(turns.epoch);
-    }
+    const epoch = this.epoch;
+    epoch.running++;
     const release = (): void => {
-      keys.forEach((key, i) => {
-        const epoch = epochs[i] as Epoch;
-        if (--epoch.running === 0) epoch.drained?.resolve();
-        this.forget(key);
-      });
+      if (--epoch.running > 0) return;
+      epoch.drained?.resolve();
+      this.draining.delete(epoch);
     };
-    return this.after(waits, run, release, deadline);
+    // The common case, no exclusive request anywhere: a count, nothing per counter.
+    if (this.exclusives.size === 0) return settle(run(), release);
+    const waits: Promise<void>[] = [];
+    for (const key of keys) {
+      const tail = this.exclusives.get(key);
+      if (tail !== undefined && !waits.includes(tail)) waits.push(tail);
+    }
+    if (waits.length === 0) return settle(run(), release);
+    return withDeadline(settle(Promise.all(waits).then(run), release), deadline);
   }
 
-  /** Runs `run` as a request over several servers: alone on `keys`, after every request before it (`deadline` as for shared). */
+  /**
+   * Runs `run` as a request over several servers: alone on `keys`, after every request before it
+   * on them (`deadline` as for shared). It waits for every shared request running when it
+   * arrives, whatever its counters (counting them per counter cost every request): they end
+   * within a round trip.
+   */
   exclusive<T>(keys: readonly string[], deadline: number, run: () => Promise<T>): Promise<T> {
     const waits: Promise<void>[] = [];
+    if (this.epoch.running > 0) {
+      this.draining.add(this.epoch);
+      this.epoch = newEpoch();
+    }
+    for (const epoch of this.draining) waits.push((epoch.drained ??= deferred()).promise);
     const done = deferred();
     const distinct = [...new Set(keys)];
     for (const key of distinct) {
-      const turns = this.turns(key);
-      if (turns.exclusive !== undefined) waits.push(turns.exclusive);
-      if (turns.epoch !== undefined && turns.epoch.running > 0) waits.push((turns.epoch.drained ??= deferred()).promise);
-      // The shared requests after this one wait for it, in an epoch of their own.
-      turns.epoch = undefined;
-      turns.exclusive = done.promise;
+      const tail = this.exclusives.get(key);
+      if (tail !== undefined && !waits.includes(tail)) waits.push(tail);
+      this.exclusives.set(key, done.promise);
     }
     const release = (): void => {
       done.resolve();
-      for (const key of distinct) {
-        const turns = this.counters.get(key);
-        if (turns?.exclusive === done.promise) turns.exclusive = undefined;
-        this.forget(key);
-      }
+      for (const key of distinct) if (this.exclusives.get(key) === done.promise) this.exclusives.delete(key);
     };
-    return this.after(waits, run, release, deadline);
+    if (waits.length === 0) return settle(run(), release);
+    return withDeadline(settle(Promise.all(waits).then(run), release), deadline);
   }
 
-  /** Counters with a request running or waiting (tests: none left once every request ended). */
+  /** Counters held by an exclusive request, and epochs still draining (tests: none once every request ended). */
   get size(): number {
-    return this.counters.size;
-  }
-
-  private after<T>(waits: Promise<void>[], run: () => Promise<T>, release: () => void, deadline: number): Promise<T> {
-    if (waits.length === 0) return run().finally(release);
-    const ran = Promise.all(waits).then(run).finally(release);
-    return withDeadline(ran, deadline);
-  }
-
-  private turns(key: string): CounterTurns {
-    let turns = this.counters.get(key);
-    if (turns === undefined) this.counters.set(key, (turns = { exclusive: undefined, epoch: undefined }));
-    return turns;
-  }
-
-  /** Drops a counter's entry once nothing runs or waits on it. */
-  private forget(key: string): void {
-    const turns = this.counters.get(key);
-    if (turns !== undefined && turns.exclusive === undefined && (turns.epoch === undefined || turns.epoch.running === 0)) {
-      this.counters.delete(key);
-    }
+    return this.exclusives.size + this.draining.size + this.epoch.running;
   }
 }
 
-/** One counter's queue: the last exclusive request's end, and the shared requests since it. */
-interface CounterTurns {
-  exclusive: Promise<void> | undefined;
-  epoch: Epoch | undefined;
+/** `promise`, with `release` run once it settles (the request's place given up). */
+function settle<T>(promise: Promise<T>, release: () => void): Promise<T> {
+  promise.then(release, release);
+  return promise;
 }
 
-/** The shared requests on a counter between two exclusive ones: how many still run, and a promise of their end (made when an exclusive one waits). */
+/** Shared requests between two exclusive ones: how many still run, and a promise of their end (made when an exclusive one waits). */
 interface Epoch {
   running: number;
   drained: Deferred | undefined;
+}
+
+function newEpoch(): Epoch {
+  return { running: 0, drained: undefined };
 }
 
 interface Deferred {
