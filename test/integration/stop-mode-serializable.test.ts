@@ -326,9 +326,10 @@ describe('STOP mode in a 3-master cluster', () => {
       await Promise.all(pods.slice(1).map((p) => p.close()));
       const [a, b] = await stored(limiter, shape(v));
       // A request is OK only when every counter admitted and charged it, and no counter admits
-      // past its limit: exactly b's 2 pass, as in a sequential order.
-      expect(results.filter((r) => r.every((x) => x.allowed))).toHaveLength(2);
-      expect(results.filter((r) => r[1]!.allowed)).toHaveLength(2);
+      // past its limit: at most b's 2 pass (a sequential order passes exactly 2; across pods a and
+      // b may admit different requests first, so fewer can).
+      expect(results.filter((r) => r.every((x) => x.allowed)).length).toBeLessThanOrEqual(2);
+      expect(results.filter((r) => r[1]!.allowed).length).toBeLessThanOrEqual(2);
       // b goes over first and counts every hit (the reference's rule).
       expect(b).toBe(30);
       // A sequential order leaves a at 2. Across pods a request's look and charge can have another
