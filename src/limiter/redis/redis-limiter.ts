@@ -161,8 +161,9 @@ export class RedisLimiter implements Limiter {
     const run = (): Promise<LimitResult[]> => this.decide(checks, groups, options);
     // Decided in one atomic call, a request runs beside others; one that looks and then charges
     // (its counters on several servers) runs alone on its counters in this process.
-    const atomic = groups.length === 1 || options.holdBack === true || this.stopUnitMode(groups) !== undefined;
-    if (atomic) return ordering.shared(keys, options.deadline, run);
+    if (groups.length === 1 || options.holdBack === true) return ordering.shared(keys, options.deadline, run);
+    if (this.stopUnitMode(groups) !== undefined)
+      return ordering.shared(keys, options.deadline, () => this.decide(checks, groups, options, 'unit'));
     if (this.fixedWindowStops !== undefined && groups.every((g) => g.algorithm.countsEveryHit || g.algorithm === this.fixedWindowListScript)) {
       return this.fixedWindowStops.join({
         request: this.fixedWindowRequest(checks, groups),
@@ -177,16 +178,18 @@ export class RedisLimiter implements Limiter {
 
   /**
    * The request's answers, Redis' failures as the limiter's errors. `only`: just its look (nothing
-   * charged), or just the stop pass of these groups (FixedWindowStopBatches).
+   * charged), just the stop pass of these groups (FixedWindowStopBatches), or its one
+   * lua/stop_request.lua call, as planned (UnitNotServed when it cannot be made any more).
    */
   private async decide(
     checks: readonly LimitCheck[],
     groups: SlotGroup[],
     options: CheckOptions,
-    only?: 'look' | SlotGroup[],
+    only?: 'look' | 'unit' | SlotGroup[],
   ): Promise<LimitResult[]> {
     try {
       if (only === 'look') return await this.runGroups(checks, groups, 'look', options.deadline);
+      if (only === 'unit') return await this.stopRequest(checks, groups, options.deadline, true);
       if (only !== undefined) return await this.runGroups(checks, only, 'stop', options.deadline);
       if (options.holdBack === true) return await this.runGroups(heldBack(checks, groups), groups, 'look', options.deadline);
       return options.stopIncrementWhenOverLimit && groups.length > 1
@@ -357,8 +360,11 @@ export class RedisLimiter implements Limiter {
    * decided one after another). Counters on several servers cannot be decided atomically: look,
    * then charge (stopAcrossGroups).
    */
-  private async stopRequest(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number): Promise<LimitResult[]> {
+  private async stopRequest(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number, planned = false): Promise<LimitResult[]> {
     const unit = this.stopUnitCall(checks, groups, deadline);
+    // Planned as one call, it may not be one any more (another request found a slot moving and
+    // paused node calls): planned again, in its place in the order.
+    if (unit === undefined && planned) throw new UnitNotServed();
     if (unit === undefined) return this.stopAcrossGroups(checks, groups, deadline);
     const pinned = this.options.pinnedNow;
     const reply = await this.coalescer.run(unit.call, pinned === undefined, pinned === undefined ? undefined : [pinned()]);
