@@ -93,19 +93,26 @@ function algorithmScript(name: Algorithm | 'limit_list', wrap: WrapScript): Algo
       args.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
     },
     declaredKey: (counterKey) => counterKey,
-    decode(reply, j) {
-      const at = j * REPLY_WIDTH;
-      return {
-        allowed: reply[at + 4] !== 1,
-        used: reply[at] as number,
-        remaining: reply[at + 1] as number,
-        resetMs: reply[at + 2] as number,
-        retryAfterMs: reply[at + 3] as number,
-        blockedForMs: reply[at + 5],
-      };
-    },
-    notServedAt: (reply, j) => reply[j * REPLY_WIDTH + 4] === NOT_SERVED_HERE,
+    decode: (reply, j) => runCallResult(reply, j),
+    notServedAt: runCallNotServedAt,
   };
+}
+
+/** Key j of a lib/run_call.lua-shaped reply: six integers a key, the whole judgement. */
+function runCallResult(reply: readonly number[], j: number): LimitResult {
+  const at = j * REPLY_WIDTH;
+  return {
+    allowed: reply[at + 4] !== 1,
+    used: reply[at] as number,
+    remaining: reply[at + 1] as number,
+    resetMs: reply[at + 2] as number,
+    retryAfterMs: reply[at + 3] as number,
+    blockedForMs: reply[at + 5],
+  };
+}
+
+function runCallNotServedAt(reply: readonly number[], j: number): boolean {
+  return reply[j * REPLY_WIDTH + 4] === NOT_SERVED_HERE;
 }
 
 /**
@@ -144,7 +151,7 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
 const fixedWindowDeclaredKey: AlgorithmScript['declaredKey'] = (counterKey, c, nowMs) => fixedWindowKey(counterKey, c.spec.windowSeconds, nowMs);
 
 /** A fixed window's judgement from its count (`used`) and the ms until its window ends. */
-function fixedWindowResult(used: number, resetMs: number, limit: number, denied: boolean): LimitResult {
+export function fixedWindowResult(used: number, resetMs: number, limit: number, denied: boolean): LimitResult {
   return {
     allowed: !denied,
     used,
@@ -241,5 +248,35 @@ export function fixedWindowListScript(wrap: WrapScript = (script) => script): Al
       return fixedWindowResult(used, resetMs, limit, !admitted && used + check.hits > limit);
     },
     notServedAt: fixedWindowNotServedAt,
+  };
+}
+
+/** lua/stop_request.lua's mode for units whose counters are KEYS (one slot, or one Redis server). */
+export const STOP_REQUEST_MODE = 1;
+/** lua/stop_request.lua's mode for units whose counters are named in ARGV (a Redis Cluster node's, of any of its slots). */
+export const STOP_REQUEST_NAMED_MODE = 4;
+
+/**
+ * lua/stop_request.lua (issue 27): a STOP-mode request whose counters would take several calls,
+ * decided whole in one atomic call, whatever their algorithms and lists; the units of concurrent
+ * requests merge, each led by its key count. Its reply is lib/run_call.lua's, six integers a
+ * counter (denied 2: not served by the node, nothing written).
+ */
+export interface StopRequestScript {
+  readonly script: LuaScript;
+  /** Appends one counter's ARGV: its list (`part`: 0 for a counter of its own), algorithm, hits, limit, window, burst. */
+  pushArgs(args: (number | string)[], part: number, check: LimitCheck): void;
+  decode(reply: readonly number[], j: number): LimitResult;
+  notServedAt(reply: readonly number[], j: number): boolean;
+}
+
+export function stopRequestScript(wrap: WrapScript = (script) => script): StopRequestScript {
+  return {
+    script: wrap(loadLuaScript('stop_request'), 'stop_request'),
+    pushArgs(args, part, c) {
+      args.push(part, LIST_ALGORITHM[c.spec.algorithm], c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
+    },
+    decode: runCallResult,
+    notServedAt: runCallNotServedAt,
   };
 }

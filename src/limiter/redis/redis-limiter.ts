@@ -9,11 +9,18 @@ import {
   algorithmScripts,
   fixedWindowListScript,
   limitListScript,
+  stopRequestScript,
+  STOP_REQUEST_MODE,
+  STOP_REQUEST_NAMED_MODE,
+  REPLY_WIDTH,
   type AlgorithmScript,
+  type StopRequestScript,
   type CallPass,
   type WrapScript,
 } from './algorithm-scripts';
-import { CallCoalescer, type CoalescerOptions } from './call-coalescer';
+import { CallCoalescer, type CoalescerOptions, type ScriptCall } from './call-coalescer';
+import { StopOrdering } from './stop-ordering';
+import { FixedWindowStopBatches, type FixedWindowStopDecision, type FixedWindowStopRequest } from './fixed-window-stop';
 import { isClientReady, refreshAfterFailure, type RedisClient } from './redis-client';
 import type { BreakerState, RedisCallObserver } from '../../metrics/redis-call-observer';
 
@@ -50,6 +57,10 @@ interface SlotGroup {
   readonly breaker: CircuitBreaker;
   /** The breaker's name: side and node (`m|127.0.0.1:7000`). */
   readonly node: string;
+  /** Client side (0 main, 1 REDIS_PERSECOND), slot (-1 outside a cluster) and, in a cluster, the node the slot map names. */
+  readonly side: 0 | 1;
+  readonly slot: number;
+  readonly served: string | undefined;
   readonly keys: string[];
   readonly indexes: number[];
 }
@@ -61,6 +72,8 @@ type ScriptName = Algorithm | 'fixed_window_list' | 'limit_list';
 /** The list scripts' indexes in a batch key, after the algorithms'. */
 const LIST_INDEX = ALGORITHMS.length;
 const FIXED_WINDOW_LIST_INDEX = ALGORITHMS.length + 1;
+/** lua/stop_request.lua's index in a batch key: the last of the 8. */
+const STOP_REQUEST_INDEX = ALGORITHMS.length + 2;
 /**
  * Added to a slot's batch key for the calls of a pass that merge apart from the counts: above
  * every slot's ((16384 + 1) * 2 + 1) * 8 + 7.
@@ -86,6 +99,7 @@ export class RedisLimiter implements Limiter {
   private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>>;
   private readonly listScript: AlgorithmScript;
   private readonly fixedWindowListScript: AlgorithmScript;
+  private readonly stopRequestScript: StopRequestScript;
   /** Per side (main, per-second): node name → its breaker. */
   private readonly breakers: readonly [Map<string, CircuitBreaker>, Map<string, CircuitBreaker>] = [new Map(), new Map()];
   private readonly coalescer: CallCoalescer;
@@ -94,13 +108,24 @@ export class RedisLimiter implements Limiter {
   private readonly nodeNumbers = new Map<string, number>();
   /** Epoch ms until which calls are merged per slot, not per node (NODE_MERGE_PAUSE_MS). */
   private nodeMergePausedUntil = 0;
+  /**
+   * STOP mode's order per counter in this process, when a request's counters can live on several
+   * servers (a cluster, REDIS_PERSECOND); undefined on one Redis server, where every request is
+   * one atomic call.
+   */
+  readonly stopOrdering: StopOrdering | undefined;
+  /** STOP-mode requests of fixed windows over several servers, decided in batches (with stopOrdering). */
+  private readonly fixedWindowStops: FixedWindowStopBatches | undefined;
 
   constructor(private readonly options: RedisLimiterOptions) {
     this.scripts = algorithmScripts(options.wrapScript);
     this.listScript = limitListScript(options.wrapScript, this.scripts);
     this.fixedWindowListScript = fixedWindowListScript(options.wrapScript);
+    this.stopRequestScript = stopRequestScript(options.wrapScript);
     this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
     this.coalescer = new CallCoalescer({ ...options.coalescing, ...(options.observer ? { observer: options.observer } : {}) });
+    this.stopOrdering = options.client instanceof Cluster || options.perSecondClient !== undefined ? new StopOrdering() : undefined;
+    this.fixedWindowStops = this.stopOrdering && new FixedWindowStopBatches(this.stopOrdering);
     // A (re)connected client is worth trying at once, not after the breaker's open time.
     for (const client of this.clients()) {
       client.on('ready', () => {
@@ -110,6 +135,19 @@ export class RedisLimiter implements Limiter {
   }
 
   async check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
+    try {
+      return await this.checkOnce(checks, options);
+    } catch (err) {
+      // A slot moved under a STOP unit of several slots (nothing of it written): planned again,
+      // now that node calls are paused, after its place in the order was given up.
+      if (!(err instanceof UnitNotServed)) throw err;
+      return this.checkOnce(checks, options).catch((again: unknown) => {
+        throw again instanceof UnitNotServed ? new BackendUnavailableError('backend unavailable: a slot moved twice under the request') : again;
+      });
+    }
+  }
+
+  private async checkOnce(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
     const groups = this.group(checks, this.options.pinnedNow?.() ?? Date.now());
     try {
       admitOrThrow(groups);
@@ -117,12 +155,48 @@ export class RedisLimiter implements Limiter {
       this.options.observer?.refused('breaker_open');
       throw err;
     }
+    const ordering = options.stopIncrementWhenOverLimit ? this.stopOrdering : undefined;
+    if (ordering === undefined) return this.decide(checks, groups, options);
+    const keys = groups.length === 1 ? (groups[0] as SlotGroup).keys : groups.flatMap((g) => g.keys);
+    const run = (): Promise<LimitResult[]> => this.decide(checks, groups, options);
+    // Decided in one atomic call, a request runs beside others; one that looks and then charges
+    // (its counters on several servers) runs alone on its counters in this process.
+    if (groups.length === 1 || options.holdBack === true) return ordering.shared(keys, options.deadline, run);
+    if (this.stopUnitMode(groups) !== undefined)
+      return ordering.shared(keys, options.deadline, () => this.decide(checks, groups, options, 'unit'));
+    if (this.fixedWindowStops !== undefined && groups.every((g) => g.algorithm.countsEveryHit || g.algorithm === this.fixedWindowListScript)) {
+      return this.fixedWindowStops.join({
+        request: this.fixedWindowRequest(checks, groups),
+        orderKeys: keys,
+        deadline: options.deadline,
+        look: () => this.decide(checks, groups, options, 'look'),
+        charge: (decision) => this.chargeDecided(checks, groups, options, decision),
+      });
+    }
+    return ordering.exclusive(keys, options.deadline, run);
+  }
+
+  /**
+   * The request's answers, Redis' failures as the limiter's errors. `only`: just its look (nothing
+   * charged), just the stop pass of these groups (FixedWindowStopBatches), or its one
+   * lua/stop_request.lua call, as planned (UnitNotServed when it cannot be made any more).
+   */
+  private async decide(
+    checks: readonly LimitCheck[],
+    groups: SlotGroup[],
+    options: CheckOptions,
+    only?: 'look' | 'unit' | SlotGroup[],
+  ): Promise<LimitResult[]> {
     try {
+      if (only === 'look') return await this.runGroups(checks, groups, 'look', options.deadline);
+      if (only === 'unit') return await this.stopRequest(checks, groups, options.deadline, true);
+      if (only !== undefined) return await this.runGroups(checks, only, 'stop', options.deadline);
       if (options.holdBack === true) return await this.runGroups(heldBack(checks, groups), groups, 'look', options.deadline);
       return options.stopIncrementWhenOverLimit && groups.length > 1
-        ? await this.stopAcrossGroups(checks, groups, options.deadline)
+        ? await this.stopRequest(checks, groups, options.deadline)
         : await this.runGroups(checks, groups, options.stopIncrementWhenOverLimit ? 'stop' : 'count', options.deadline);
     } catch (err) {
+      if (err instanceof UnitNotServed) throw err;
       if (err instanceof DeadlineExceededError) this.options.observer?.refused('timeout');
       for (const group of groups) refreshAfterFailure(group.client);
       throw err instanceof DeadlineExceededError || err instanceof BackendUnavailableError
@@ -228,6 +302,9 @@ export class RedisLimiter implements Limiter {
       nodeBatchKey: algorithm.namedMode('count') !== undefined ? this.nodeBatchKey(served, side, ALGORITHM_INDEX[algorithmName]) : undefined,
       breaker: this.breakerFor(side, node),
       node: SIDES[side] + node,
+      side,
+      slot,
+      served,
       keys: [],
       indexes: [],
     };
@@ -268,9 +345,139 @@ export class RedisLimiter implements Limiter {
       nodeBatchKey: this.nodeBatchKey(served, 0, index),
       breaker: this.breakerFor(0, node),
       node: SIDES[0] + node,
+      side: 0,
+      slot,
+      served,
       keys,
       indexes,
     };
+  }
+
+  /**
+   * STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT for a request of several groups. When they all live on
+   * one Redis server (one node of a cluster, one side), the whole request is one atomic call of
+   * lua/stop_request.lua, merged with concurrent requests' (issue 27: concurrent requests are then
+   * decided one after another). Counters on several servers cannot be decided atomically: look,
+   * then charge (stopAcrossGroups).
+   */
+  private async stopRequest(checks: readonly LimitCheck[], groups: SlotGroup[], deadline: number, planned = false): Promise<LimitResult[]> {
+    const unit = this.stopUnitCall(checks, groups, deadline);
+    // Planned as one call, it may not be one any more (another request found a slot moving and
+    // paused node calls): planned again, in its place in the order.
+    if (unit === undefined && planned) throw new UnitNotServed();
+    if (unit === undefined) return this.stopAcrossGroups(checks, groups, deadline);
+    const pinned = this.options.pinnedNow;
+    const reply = await this.coalescer.run(unit.call, pinned === undefined, pinned === undefined ? undefined : [pinned()]);
+    const script = this.stopRequestScript;
+    if (script.notServedAt(reply, 0)) {
+      // A slot moved under the unit: nothing of it was written. Calls go per slot for a while,
+      // and check() plans this request again that way (in its place in the order).
+      this.nodeMergePausedUntil = Date.now() + NODE_MERGE_PAUSE_MS;
+      throw new UnitNotServed();
+    }
+    const results = new Array<LimitResult>(checks.length);
+    unit.indexes.forEach((i, j) => (results[i] = script.decode(reply, j)));
+    return results;
+  }
+
+  /**
+   * Charges what a batch decided for this request: every group when it was admitted, else the
+   * groups with a counter of their own that was over (as stopAcrossGroups' second pass), each in
+   * its stop pass, which judges again on Redis' count (another process may have charged since the
+   * look); the other groups keep the decision's answers.
+   */
+  private async chargeDecided(
+    checks: readonly LimitCheck[],
+    groups: SlotGroup[],
+    options: CheckOptions,
+    decision: FixedWindowStopDecision,
+  ): Promise<LimitResult[]> {
+    const charged = decision.admitted ? groups : groups.filter((g) => g.indexes.some((i) => decision.over[i] === true));
+    const results = decision.results;
+    if (charged.length === 0) return results;
+    const fromRedis = await this.decide(checks, groups, options, charged);
+    for (const g of charged) for (const i of g.indexes) results[i] = fromRedis[i] as LimitResult;
+    return results;
+  }
+
+  /** A request of fixed windows (of their own, and lists) as FixedWindowStopBatches decides it: each check's key and list. */
+  private fixedWindowRequest(checks: readonly LimitCheck[], groups: readonly SlotGroup[]): Omit<FixedWindowStopRequest, 'resetMs'> {
+    const keys = new Array<string>(checks.length);
+    const parts = new Array<number>(checks.length);
+    let lists = 0;
+    for (const g of groups) {
+      const part = g.algorithm === this.fixedWindowListScript ? ++lists : 0;
+      g.indexes.forEach((i, j) => {
+        keys[i] = g.keys[j] as string;
+        parts[i] = part;
+      });
+    }
+    return { checks, keys, parts };
+  }
+
+  /**
+   * lua/stop_request.lua's mode for a request of these groups: STOP_REQUEST_MODE when they share
+   * a slot (or one Redis server), STOP_REQUEST_NAMED_MODE when they are of several slots of one
+   * cluster node (named counters: only on a node the slot map knows, and not while node calls
+   * are paused by a resharding); undefined when one atomic call cannot decide them.
+   */
+  private stopUnitMode(groups: readonly SlotGroup[]): number | undefined {
+    if (!onOneServer(groups)) return undefined;
+    const first = groups[0] as SlotGroup;
+    for (const g of groups) {
+      if (g.slot === first.slot) continue;
+      return first.served === undefined || Date.now() < this.nodeMergePausedUntil ? undefined : STOP_REQUEST_NAMED_MODE;
+    }
+    return STOP_REQUEST_MODE;
+  }
+
+  /**
+   * The one lua/stop_request.lua call that decides a request whose groups are all on one server;
+   * undefined when they are not (or, in a cluster whose node calls are paused, span slots).
+   */
+  private stopUnitCall(
+    checks: readonly LimitCheck[],
+    groups: readonly SlotGroup[],
+    deadline: number,
+  ): { call: ScriptCall; indexes: number[] } | undefined {
+    const mode = this.stopUnitMode(groups);
+    if (mode === undefined) return undefined;
+    const first = groups[0] as SlotGroup;
+    const named = mode === STOP_REQUEST_NAMED_MODE;
+    const script = this.stopRequestScript;
+    const keys: string[] = [];
+    const indexes: number[] = [];
+    const args: (number | string)[] = [0];
+    let lists = 0;
+    for (const g of groups) {
+      const part = g.algorithm === this.listScript || g.algorithm === this.fixedWindowListScript ? ++lists : 0;
+      g.indexes.forEach((i, j) => {
+        const key = g.keys[j] as string;
+        keys.push(key);
+        indexes.push(i);
+        if (named) args.push(key);
+        script.pushArgs(args, part, checks[i] as LimitCheck);
+      });
+    }
+    args[0] = keys.length;
+    const batchKey = named
+      ? (this.nodeBatchKey(first.served, first.side, STOP_REQUEST_INDEX) as number)
+      : ((first.slot + 1) * 2 + first.side) * 8 + STOP_REQUEST_INDEX;
+    const call = {
+      batchKey,
+      client: first.client,
+      script: script.script,
+      scriptName: 'stop_request',
+      node: first.node,
+      mode,
+      replyWidth: REPLY_WIDTH,
+      breaker: first.breaker,
+      keys,
+      args,
+      deadline,
+      keysInArgs: named,
+    };
+    return { call, indexes };
   }
 
   /**
@@ -363,6 +570,16 @@ export class RedisLimiter implements Limiter {
     }
     return this.coalescer.run(call, merge, pinned === undefined ? undefined : [pinned()]).then(decode);
   }
+}
+
+/** A STOP unit's node no longer serves one of its slots: the request is planned again (check()). Never leaves the limiter. */
+class UnitNotServed extends Error {}
+
+/** True when every group goes to one server: one node of a cluster (as the slot map names it), one side. */
+function onOneServer(groups: readonly SlotGroup[]): boolean {
+  const first = groups[0] as SlotGroup;
+  for (const g of groups) if (g.client !== first.client || g.node !== first.node) return false;
+  return true;
 }
 
 /** The part of `group` that a node's merged call answered as not served (`reply`), as a per-slot group; undefined when none. */
