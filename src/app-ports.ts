@@ -9,6 +9,7 @@ import { HttpListener, type Route } from './http/http-listener';
 import { metricsRoute } from './http/metrics-route';
 import { healthcheckRoute, jsonRouteFor } from './http/service-routes';
 import type { Limiter } from './limiter/limiter';
+import type { RuleActivity } from './metrics/rule-activity';
 import type { Settings } from './settings';
 import { SettingsError } from './errors';
 import { policyRoute } from './http/policy-route';
@@ -26,6 +27,8 @@ export interface Served {
   readonly policy: PolicyEngine;
   readonly health: HealthState;
   readonly rules: () => RuleSet | undefined;
+  /** Per-rule totals, for the debug page. */
+  readonly activity: RuleActivity;
 }
 
 export interface Ports {
@@ -68,7 +71,7 @@ async function listenHttp(
 export async function openPorts(
   settings: Settings,
   { logger, metrics, prometheus, prometheusRegistry, operator }: Core,
-  { service, policy, health, rules, limiter }: Served,
+  { service, policy, health, rules, limiter, activity }: Served,
   running: Running,
 ): Promise<Ports> {
   running.grpcServer = new GrpcServer({
@@ -120,6 +123,7 @@ export async function openPorts(
         breakers: () => operator.breakerStates(),
         lastLoad: () => operator.lastLoad,
         lastLoadError: () => operator.lastLoadError,
+        activity,
       }),
       '/policy': policyRoute(rules, policy),
     },

@@ -12,6 +12,7 @@ import { RateLimitService, type ServiceConfig } from './service/rate-limit-servi
 import type { Settings } from './settings';
 import { BackendUnavailableError } from './errors';
 import { PrometheusPolicyMetrics } from './metrics/policy-metrics';
+import { RuleActivity } from './metrics/rule-activity';
 import { createPolicyStore } from './policy/create-policy-store';
 import { PolicyEngine } from './policy/policy-engine';
 import type { PolicyStore } from './policy/policy-store';
@@ -202,9 +203,10 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     startOrphanScan(settings, core, running);
     const health = startHealth(settings, limiter, holder, running);
     const policy = await startPolicy(settings, options, core, { holder, limiter }, running);
-    const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy });
+    const activity = new RuleActivity();
+    const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy, activity });
     const service = watchDeadlines(running.tracing ? running.tracing.traceService(untraced) : untraced, core.operator);
-    const ports = await openPorts(settings, core, { service, policy, health, rules, limiter }, running);
+    const ports = await openPorts(settings, core, { service, policy, health, rules, limiter, activity }, running);
     reportHealthChanges(health, core);
     let stopping: Promise<void> | undefined;
     const stop = (): Promise<void> => (stopping ??= closeRunning(running, settings.shutdownGraceMs));

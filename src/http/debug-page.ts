@@ -1,7 +1,9 @@
+import cluster from 'node:cluster';
+import { hostname } from 'node:os';
 import type { Registry } from 'prom-client';
 import type { RateLimitRule, RuleSet } from '../config/rule-types';
 import { TIERS, type PolicyConfig } from '../domain/policy-config';
-import { ruleLabels } from '../metrics/metrics';
+import type { RuleActivity } from '../metrics/rule-activity';
 import type { Route } from './http-listener';
 
 /** What the debug page shows, read live on each refresh. */
@@ -16,35 +18,16 @@ export interface DebugPageSources {
   readonly lastLoad: () => number | undefined;
   /** The last failed rule load (epoch seconds and message), if any. */
   readonly lastLoadError: () => { readonly at: number; readonly message: string } | undefined;
+  /** Per-rule totals, kept by rule (a detailed_metric rule's labels carry request values). */
+  readonly activity: RuleActivity;
 }
 
-interface RuleTotals {
-  hits: number;
-  overLimit: number;
-  nearLimit: number;
-  shadow: number;
-}
-
-// The reference's per-rule counters, by the totals field they feed.
-const TOTALS: Readonly<Record<keyof RuleTotals, string>> = {
-  hits: 'ratelimit_service_rate_limit_total_hits',
-  overLimit: 'ratelimit_service_rate_limit_over_limit',
-  nearLimit: 'ratelimit_service_rate_limit_near_limit',
-  shadow: 'ratelimit_service_rate_limit_shadow_mode',
-};
-
-/** Each counter's values by `domain\nkey1\nkey2`. */
-async function counterValues(registry: Registry): Promise<Record<keyof RuleTotals, Map<string, number>>> {
-  const out = {} as Record<keyof RuleTotals, Map<string, number>>;
-  for (const [field, name] of Object.entries(TOTALS) as [keyof RuleTotals, string][]) {
-    const values = new Map<string, number>();
-    const metric = registry.getSingleMetric(name);
-    if (metric !== undefined) {
-      for (const v of (await metric.get()).values) values.set(`${v.labels['domain']}\n${v.labels['key1']}\n${v.labels['key2']}`, v.value);
-    }
-    out[field] = values;
-  }
-  return out;
+/**
+ * Which process answers: behind a Service each refresh may reach another pod, and with WORKERS
+ * another worker; the page shows whose numbers it has.
+ */
+function instance(): { hostname: string; pid: number; worker?: number } {
+  return { hostname: hostname(), pid: process.pid, ...(cluster.isWorker && cluster.worker ? { worker: cluster.worker.id } : {}) };
 }
 
 /** Decisions per tier so far, by `domain` (floodgate_policy_decisions_total, shadow or not). */
@@ -75,35 +58,24 @@ function policyState(policy: PolicyConfig, decisions: Map<string, Record<string,
 /** The page's data: domains, rules with live totals, policies, backend health, breakers, loads. */
 export async function debugState(sources: DebugPageSources): Promise<unknown> {
   const rules = sources.rules();
-  const values = await counterValues(sources.registry);
   const decisions = await decisionsByTier(sources.registry);
   const domains = [...(rules?.rulesByDomain ?? new Map<string, readonly RateLimitRule[]>())]
     .sort(([a], [b]) => (a < b ? -1 : 1))
     .map(([domain, list]) => ({
       domain,
-      rules: list.map((r) => {
-        // Rules whose metric key depends on request values (detailed_metric, value_to_metric)
-        // are counted under other labels; they show the totals of their file path only.
-        // A limit of a `rate_limits` list counts under `<path>.<limit name>` (rate-limit-service.ts).
-        const l = ruleLabels(domain, r.limitName === undefined ? r.fullKey : `${r.fullKey}.${r.limitName}`);
-        const key = `${l.domain}\n${l.key1}\n${l.key2}`;
-        return {
-          fullKey: r.fullKey,
-          name: r.limitName ?? r.name ?? '',
-          limit: r.unlimited ? 'unlimited' : `${r.requestsPerUnit} / ${r.windowSeconds} s`,
-          algorithm: r.algorithm,
-          shadowMode: r.shadowMode,
-          totals: {
-            hits: values.hits.get(key) ?? 0,
-            overLimit: values.overLimit.get(key) ?? 0,
-            nearLimit: values.nearLimit.get(key) ?? 0,
-            shadow: values.shadow.get(key) ?? 0,
-          },
-        };
-      }),
+      rules: list.map((r) => ({
+        fullKey: r.fullKey,
+        name: r.limitName ?? r.name ?? '',
+        limit: r.unlimited ? 'unlimited' : `${r.requestsPerUnit} / ${r.windowSeconds} s`,
+        algorithm: r.algorithm,
+        shadowMode: r.shadowMode,
+        // By rule, whatever labels its metrics carry (detailed_metric, value_to_metric, a list's limit).
+        totals: sources.activity.totals(domain, r),
+      })),
     }));
   return {
     generatedAt: new Date().toISOString(),
+    instance: instance(),
     serving: sources.serving(),
     backend: { type: sources.backendType, healthy: sources.backendHealthy() },
     breakers: sources.breakers(),
@@ -144,6 +116,7 @@ const PAGE = `<!doctype html>
 <body>
 <h1>floodgate</h1>
 <p id="status">loading…</p>
+<p>answering: <span id="instance"></span> (behind a Service, each refresh may reach another pod: every number here is that process's own)</p>
 <h2>Backend</h2>
 <p>type <span id="backend-type"></span>, <span id="backend-health"></span>, service <span id="serving"></span>, rules loaded <span id="last-load"></span></p>
 <p>last failed reload: <span id="last-load-error"></span></p>
@@ -164,7 +137,19 @@ function row(cells) {
   for (const c of cells) tr.appendChild(c);
   return tr;
 }
+// The previous refresh's totals per rule, for the rates (per second, between two refreshes of one process).
+let previous = { at: 0, instance: "", totals: new Map() };
+function rate(now, before, seconds) {
+  if (before === undefined || seconds <= 0) return "–";
+  return (Math.max(0, now - before) / seconds).toFixed(1) + "/s";
+}
 function render(state) {
+  const who = state.instance.hostname + " (pid " + state.instance.pid + (state.instance.worker ? ", worker " + state.instance.worker : "") + ")";
+  document.getElementById("instance").textContent = who;
+  const at = Date.parse(state.generatedAt) / 1000;
+  // Totals of another process are not comparable: no rate until two refreshes of the same one.
+  const seconds = previous.instance === who ? at - previous.at : 0;
+  const totals = new Map();
   document.getElementById("backend-type").textContent = state.backend.type;
   const health = document.getElementById("backend-health");
   health.textContent = state.backend.healthy ? "healthy" : "UNHEALTHY";
@@ -182,10 +167,15 @@ function render(state) {
     const section = document.createElement("section");
     section.appendChild(el("h2", "domain " + d.domain));
     const table = document.createElement("table");
-    table.appendChild(row(["rule", "name", "limit", "algorithm", "shadow", "hits", "over limit", "near limit", "shadow hits"].map((h) => el("th", h))));
+    table.appendChild(row(["rule", "name", "limit", "algorithm", "shadow", "hits", "hits/s", "over limit", "over limit/s", "near limit", "shadow hits"].map((h) => el("th", h))));
     for (const r of d.rules) {
+      const key = d.domain + "|" + r.fullKey + "|" + r.name;
+      const before = previous.totals.get(key);
+      totals.set(key, r.totals);
       const tr = row([el("td", r.fullKey), el("td", r.name), el("td", r.limit), el("td", r.algorithm), el("td", r.shadowMode ? "yes" : "no"),
-        el("td", r.totals.hits, "n hits"), el("td", r.totals.overLimit, "n over"), el("td", r.totals.nearLimit, "n near"), el("td", r.totals.shadow, "n shadow")]);
+        el("td", r.totals.hits, "n hits"), el("td", rate(r.totals.hits, before && before.hits, seconds), "n hits-rate"),
+        el("td", r.totals.overLimit, "n over"), el("td", rate(r.totals.overLimit, before && before.overLimit, seconds), "n over-rate"),
+        el("td", r.totals.nearLimit, "n near"), el("td", r.totals.shadow, "n shadow")]);
       tr.dataset.rule = r.fullKey;
       table.appendChild(tr);
     }
@@ -193,6 +183,7 @@ function render(state) {
     return section;
   });
   domains.replaceChildren(...sections);
+  previous = { at, instance: who, totals };
   document.getElementById("status").textContent = "updated " + state.generatedAt + ", every " + REFRESH_MS / 1000 + " s";
 }
 function renderPolicies(policies) {

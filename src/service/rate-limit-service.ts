@@ -1,6 +1,7 @@
 import { NotReadyError } from '../errors';
 import type { RateLimitRule, RuleSet } from '../config/rule-types';
 import type { Limiter, LimitResult } from '../limiter/limiter';
+import type { RuleActivity } from '../metrics/rule-activity';
 import type { ServiceMetrics } from '../metrics/metrics';
 import { UINT32_MAX } from '../domain/uint32';
 import { hitCounts } from './hit-counts';
@@ -41,6 +42,8 @@ export interface RateLimitServiceDeps {
   readonly config: ServiceConfig;
   /** The policy layer; absent: no policy is ever applied. */
   readonly policy?: PolicyEngine;
+  /** Per-rule totals by rule (the debug page); absent: not kept. */
+  readonly activity?: RuleActivity;
 }
 
 /** Statuses a descriptor gets without counting. */
@@ -198,7 +201,9 @@ export class RateLimitService {
   private judge({ domain, plan, rule, result, decision }: CountedDescriptor): Judged {
     const { config, metrics } = this.deps;
     const limit = limitUnder(decision, rule.requestsPerUnit);
-    metrics.recordRule(domain, plan.metricKey, this.countsOf(limit, result, plan.hits, rule.shadowMode));
+    const counts = this.countsOf(limit, result, plan.hits, rule.shadowMode);
+    metrics.recordRule(domain, plan.metricKey, counts);
+    this.deps.activity?.record(domain, rule, counts);
     const over = !result.allowed && !rule.shadowMode;
     return { status: statusOf(rule, limit, result, over), over, quota: rule.quotaMode || config.quotaMode, retryAfterMs: result.retryAfterMs };
   }
@@ -239,6 +244,7 @@ export class RateLimitService {
           ? { totalHits: plan.hits, withinLimit: 0, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 }
           : this.countsOf(limit, result, plan.hits, l.shadowMode);
       metrics.recordRule(domain, `${plan.metricKey}.${l.limitName ?? ''}`, counts);
+      this.deps.activity?.record(domain, l, counts);
       return statusOf(l, limit, result, !result.allowed && !l.shadowMode);
     });
     const chosen = limitStatuses[chosenLimitIndex(mine)] as DescriptorStatus;

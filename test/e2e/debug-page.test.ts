@@ -1,5 +1,6 @@
 // The debug page `/` in a real headless Chromium: it lists the loaded domains and rules, and a
 // rule's live totals change after requests without reloading the page.
+import { hostname } from 'node:os';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { waitUntil } from '../harness/wait';
 import { launchChromium, type Browser } from '../helpers/headless-chromium';
@@ -14,6 +15,9 @@ descriptors:
   - key: tenant
     shadow_mode: true
     rate_limit: { unit: hour, requests_per_unit: 1 }
+  - key: api_key
+    detailed_metric: true
+    rate_limit: { unit: hour, requests_per_unit: 2 }
 `,
   'search.yaml': 'domain: search\ndescriptors:\n  - key: q\n    rate_limit: { unit: second, requests_per_unit: 9 }\n',
 };
@@ -74,6 +78,39 @@ test('the page lists domains and rules and its counts follow requests live', asy
     { timeoutMs: 20_000, intervalMs: 200 },
   );
   expect(tenant.shadow).toBe('1');
+});
+
+// Issue 28: a detailed_metric rule counts under labels made of request values; the page showed
+// 0 for it while it was limiting, no rates, and not which pod answered.
+test('a detailed_metric rule shows its own hits, the rows show rates, and the page names its pod', async () => {
+  const page = await browser.open(`${app.debugUrl}/`);
+  const readRate = `(() => {
+    const tr = [...document.querySelectorAll('tr[data-rule]')].find((r) => r.dataset.rule === 'shop.api_key');
+    return tr ? [tr.querySelector('td.hits-rate').textContent, tr.querySelector('td.over-rate').textContent] : null;
+  })()`;
+  await waitUntil('rule row shop.api_key', () => page.evaluate<string[] | null>(readRate).then((r) => r ?? undefined), {
+    timeoutMs: 20_000,
+    intervalMs: 200,
+  });
+  for (let i = 0; i < 4; i++) await app.client.shouldRateLimit(oneDescriptor('shop', { api_key: `key-${i % 2}` }));
+  // 2 per hour per key: two keys, each 2 within; then calls over the limit.
+  for (let i = 0; i < 3; i++) await app.client.shouldRateLimit(oneDescriptor('shop', { api_key: 'key-0' }));
+  const row = await waitUntil(
+    'hits 7',
+    () => page.evaluate<RuleRow | null>(READ_ROW('shop.api_key')).then((r) => (r?.hits === '7' ? r : undefined)),
+    { timeoutMs: 20_000, intervalMs: 200 },
+  );
+  expect(row.over).toBe('3');
+  // The refresh after the calls shows them as a rate (per second, over the refresh interval).
+  const rates = await waitUntil(
+    'a rate above 0',
+    () => page.evaluate<string[] | null>(readRate).then((r) => (r !== null && Number.parseFloat(r[0]!) > 0 ? r : undefined)),
+    { timeoutMs: 20_000, intervalMs: 100 },
+  );
+  expect(rates[0]).toMatch(/^\d+(\.\d+)?\/s$/);
+  const instance = await page.evaluate<string>(`document.getElementById('instance').textContent`);
+  expect(instance).toContain(hostname());
+  expect(instance).toContain(`pid ${process.pid}`);
 });
 
 // Issue 19: a newcomer met a debug page that showed neither why a reload failed nor the policy.

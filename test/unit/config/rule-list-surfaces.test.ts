@@ -1,4 +1,5 @@
 // Issue 21: `check`, `explain`, `/rlconfig` and the debug page show every limit of a list.
+import { RuleActivity } from '../../../src/metrics/rule-activity';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
@@ -44,16 +45,22 @@ describe('every limit of a list is shown', () => {
     );
   });
 
-  test('the debug page: a row per limit, named, with the totals of its own metric key', async () => {
+  test('the debug page: a row per limit, named, with its own totals', async () => {
     const metrics = new PrometheusMetrics();
-    metrics.recordRule('api', 'api.api_key.daily', {
-      totalHits: 7,
-      withinLimit: 7,
-      nearLimit: 0,
-      overLimit: 0,
-      overLimitWithLocalCache: 0,
-      shadowMode: 0,
-    });
+    // As the service records a list's limit: by the limit's rule (fullKey and limit name).
+    const activity = new RuleActivity();
+    activity.record(
+      'api',
+      { fullKey: 'api.api_key', limitName: 'daily' },
+      {
+        totalHits: 7,
+        withinLimit: 7,
+        nearLimit: 0,
+        overLimit: 0,
+        overLimitWithLocalCache: 0,
+        shadowMode: 0,
+      },
+    );
     const state = (await debugState({
       rules: () => rules,
       registry: metrics.registry,
@@ -63,6 +70,7 @@ describe('every limit of a list is shown', () => {
       breakers: () => [],
       lastLoad: () => undefined,
       lastLoadError: () => undefined,
+      activity,
     })) as { domains: { rules: { fullKey: string; name: string; limit: string; totals: { hits: number } }[] }[] };
     expect(state.domains[0]?.rules.map((r) => [r.fullKey, r.name, r.limit, r.totals.hits])).toEqual([
       ['api.api_key', 'burst', '10 / 1 s', 0],

@@ -18,12 +18,17 @@ function setUp() {
   const decide = async (): Promise<string> => (await engine.decide(TRACE_POLICY, 'c', request, Date.now() + 1000)).tier;
   const changes = async (): Promise<Record<string, number>> => {
     const out: Record<string, number> = {};
+    // The changes counted: the moves into blocked exist at 0 from the first decision (below).
     for (const v of (await registry.getSingleMetric('floodgate_policy_tier_changes_total')!.get()).values) {
-      out[`${v.labels.from}>${v.labels.to}`] = v.value;
+      if (v.value > 0) out[`${v.labels.from}>${v.labels.to}`] = v.value;
     }
     return out;
   };
-  return { clock, decide, changes };
+  const zeros = async (): Promise<string[]> =>
+    (await registry.getSingleMetric('floodgate_policy_tier_changes_total')!.get()).values
+      .filter((v) => v.value === 0)
+      .map((v) => `${v.labels.domain} ${v.labels.from}>${v.labels.to}`);
+  return { clock, decide, changes, zeros };
 }
 
 /** TRACE_POLICY: a request scores 1, elevated at 10, suspicious at 20; quiet 30 s; window 10 s. */
@@ -37,6 +42,15 @@ async function raise(decide: () => Promise<string>, clock: { now: number }, call
 }
 
 describe('tier changes', () => {
+  // Issue 28: the alert on clients entering the blocked tier uses increase(), which sees nothing
+  // in a series whose first sample is already 1.
+  it("a domain's moves into blocked are exported at 0 from its first decision", async () => {
+    const { decide, zeros } = setUp();
+    expect(await zeros()).toEqual([]);
+    await decide();
+    expect((await zeros()).sort()).toEqual(['traces elevated>blocked', 'traces normal>blocked', 'traces suspicious>blocked']);
+  });
+
   it('elevated, then back to normal after a quiet period: the step down is counted at the next decision', async () => {
     const { clock, decide, changes } = setUp();
     expect(await raise(decide, clock, 10)).toBe('elevated');
