@@ -10,6 +10,7 @@ import { projectRoot } from '../../src/paths';
 import { parseInfo, respCommand } from '../harness/resp-client';
 import type { Attack, AttackContext } from './abuse-harness';
 import { partialCalls, rapidReset } from './http2-attacks';
+import { healthProbes, slowloris } from '../helpers/slowloris';
 import { StatsdSink } from './statsd-sink';
 import { XDS_ATTACKS } from './xds-attacks';
 
@@ -867,6 +868,31 @@ const rapidResetGrpc: Attack = {
   },
 };
 
+const slowlorisHttp: Attack = {
+  name: 'http: slowloris, 1,024 slow headers (default bounds)',
+  // Issue 26, finding 7: 1,024 connections sending headers a byte every 500 ms took every slot
+  // of the HTTP port; /healthcheck on a fresh connection (the kubelet's probe) got 36 resets
+  // and 7 answers of 200. A full port now closes the connection waiting longest without a
+  // whole request (connection-slots.ts). The probe's answers are counted as health_<status>.
+  async run(ctx) {
+    const port = ctx.server.httpPort;
+    const idle = await healthProbes(port, 5);
+    ctx.note('idleProbe', JSON.stringify(idle));
+    const attack = slowloris(port, 1024, '127.0.0.1');
+    try {
+      for (let i = 0; i < 100 && attack.open < 1024; i++) await sleep(100);
+      const rounds = n(ctx, 1, 5);
+      for (let r = 0; r < rounds; r++) {
+        for (const [status, count] of Object.entries(await healthProbes(port, 15))) ctx.answer(`health_${status}`, count);
+      }
+      ctx.note('closedByServer', attack.closedByServer);
+    } finally {
+      attack.stop();
+    }
+    requireOnly(ctx, 'health_200');
+  },
+};
+
 /** Every attack of issue 8, in the order they are run. */
 export const ATTACKS: readonly Attack[] = [
   emptyDescriptors,
@@ -895,5 +921,6 @@ export const ATTACKS: readonly Attack[] = [
   statsdNames('udp'),
   unfinishedGrpc,
   rapidResetGrpc,
+  slowlorisHttp,
   ...XDS_ATTACKS,
 ];
