@@ -2,7 +2,8 @@
 // image's Node flags (NODE_OPTIONS in deploy/Dockerfile) and default settings, ghz sending
 // requests of two new descriptors each for SOAK_SECONDS (default 45) at SOAK_RATE req/s (default
 // 10,000; the machine may answer fewer). Prints the server's idle RSS, its RSS every 5 s, and
-// the peak (VmHWM), against 80 % of the shipped pod's memory limit.
+// the peak (VmHWM), against 80 % of the shipped pod's memory limit. SOAK_NODE_FLAGS replaces the
+// flags (e.g. the image's of before: SOAK_NODE_FLAGS=--max-semi-space-size=16).
 //
 //   npm run build && node scripts/memory-soak.mjs
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
@@ -17,7 +18,10 @@ const RATE = Number(process.env.SOAK_RATE ?? 10_000);
 const GHZ_VERSION = 'v0.120.0';
 
 const dockerfile = readFileSync(join(ROOT, 'deploy/Dockerfile'), 'utf8');
-const flags = (/NODE_OPTIONS="?([^"\\\n]+)"?/.exec(dockerfile)?.[1] ?? '').trim().split(/\s+/);
+const flags =
+  process.env.SOAK_NODE_FLAGS !== undefined
+    ? process.env.SOAK_NODE_FLAGS.split(/\s+/).filter(Boolean)
+    : (/NODE_OPTIONS="?([^"\\\n]+)"?/.exec(dockerfile)?.[1] ?? '').trim().split(/\s+/);
 const deployment = readFileSync(join(ROOT, 'deploy/kubernetes/base/deployment.yaml'), 'utf8');
 const limitMiB = Number(/limits:\s*\n(?:\s+\w+:.*\n)*?\s+memory:\s*(\d+)Mi/.exec(deployment)?.[1]);
 
@@ -108,7 +112,7 @@ try {
   clearInterval(sampler);
   const report = JSON.parse(out);
   console.log(
-    `${report.count} calls in ${SECONDS} s (${report.rps.toFixed(0)} req/s, ${Object.keys(report.errorDistribution ?? {}).length} kinds of error); ` +
+    `${report.count} calls in ${SECONDS} s (${report.rps.toFixed(0)} req/s, ${Object.values(report.errorDistribution ?? {}).reduce((a, b) => a + b, 0)} errors: the calls in flight that ghz -z cuts when time is up); ` +
       `RSS now ${mib(server.pid, 'VmRSS').toFixed(0)} MiB, peak ${mib(server.pid, 'VmHWM').toFixed(0)} MiB, idle ${idle.toFixed(0)} MiB`,
   );
 } finally {
