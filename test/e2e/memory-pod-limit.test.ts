@@ -2,7 +2,7 @@
 // on what the process keeps in memory takes it past 80 % of the shipped pod's memory limit.
 // Before: the memory backend under ever-new keys reached 269 MB, sliding_log with hits_addend
 // 1000 × 64 descriptors 377 MB, the policy's memory store with 111,582 clients sending 4,000 B
-// values 324 MB, against a limit of 256 Mi. Each case drives a fixed amount of work against the
+// values 324 MB, and a ghz soak of two new descriptors a request 443 MB, against a limit of 256 Mi. Each case drives a fixed amount of work against the
 // built server (a real process, memory backend, default settings) and compares its peak
 // resident memory (VmHWM) with the bound; the server's idle RSS is printed beside it.
 import * as grpc from '@grpc/grpc-js';
@@ -88,6 +88,19 @@ describe('memory bounds against the shipped pod limit (memory backend, default s
     });
     expect(peak).toBeLessThan(BOUND_BYTES);
   }, 300_000);
+
+  test('churn: 80,000 requests of two new descriptors each, 64 at a time (the soak of the issue, fixed in size)', async () => {
+    const peak = await measure('memory backend churn, 80,000 × 2 new descriptors', async (client) => {
+      const t = tally();
+      const stamp = Date.now();
+      await pool(80_000, 64, async (i) => {
+        const descriptors: Descriptor[] = [{ entries: [['user', `${stamp}-a-${i}`]] }, { entries: [['user', `${stamp}-b-${i}`]] }];
+        t.add(await rawCall(client, encodeRequest('abuse', descriptors)));
+      });
+      return t.answers;
+    });
+    expect(peak).toBeLessThan(BOUND_BYTES);
+  }, 400_000);
 
   test('policy memory store: 111,582 clients sending 4,000 B values', async () => {
     const peak = await measure('policy (memory), 111,582 clients × 4,000 B', async (client) => {
