@@ -80,6 +80,7 @@ export function httpLimits(env: Env): HttpLimits {
     headersTimeoutMs,
     maxBodyBytes: int(env, 'HTTP_MAX_BODY_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024),
     maxConnections: int(env, 'HTTP_MAX_CONNECTIONS', 1024, 1, 1_000_000),
+    maxConnectionsPerPeer: int(env, 'HTTP_MAX_CONNECTIONS_PER_PEER', 512, 1, 1_000_000),
   });
 }
 

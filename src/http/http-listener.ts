@@ -1,6 +1,7 @@
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { RequestTooLargeError } from '../errors';
+import { ConnectionSlots } from './connection-slots';
 
 /** Bounds on what one HTTP client can make the server hold (HTTP_*); for every HTTP port. */
 export interface HttpLimits {
@@ -10,8 +11,13 @@ export interface HttpLimits {
   readonly headersTimeoutMs: number;
   /** A larger body gets 413. */
   readonly maxBodyBytes: number;
-  /** Connections held at once per port; more are closed at once. */
+  /**
+   * Connections held at once per port. When full, the connection waiting longest without a
+   * whole request is closed for the new one (connection-slots.ts).
+   */
   readonly maxConnections: number;
+  /** Connections one peer address holds at once per port; its own waiting ones go first. */
+  readonly maxConnectionsPerPeer: number;
 }
 
 export type Route = (req: http.IncomingMessage, res: http.ServerResponse) => void;
@@ -27,6 +33,7 @@ const TIMEOUT_CHECK_INTERVAL_MS = 500;
  */
 export class HttpListener {
   private readonly server: http.Server;
+  private readonly slots: ConnectionSlots;
 
   constructor(
     private readonly routes: Readonly<Record<string, Route>>,
@@ -39,6 +46,7 @@ export class HttpListener {
         connectionsCheckingInterval: Math.min(TIMEOUT_CHECK_INTERVAL_MS, limits.headersTimeoutMs),
       },
       (req, res) => {
+        this.trackAnswer(req, res);
         const path = (req.url ?? '/').split('?', 1)[0] as string;
         const route = this.routes[path];
         if (route === undefined) {
@@ -48,9 +56,31 @@ export class HttpListener {
         route(req, res);
       },
     );
-    this.server.maxConnections = limits.maxConnections;
+    // Not net.Server's maxConnections, which refuses the newest: slowloris then locks everyone out.
+    this.slots = new ConnectionSlots({ maxConnections: limits.maxConnections, maxPerPeer: limits.maxConnectionsPerPeer });
+    this.server.on('connection', (socket: Socket) => this.slots.admit(socket));
     // Idle keep-alive connections must not hold a shutdown open.
     this.server.keepAliveTimeout = 5000;
+  }
+
+  /** Connections closed so far to make room for newer ones (tests, debugging). */
+  get evictedConnections(): number {
+    return this.slots.evicted;
+  }
+
+  /**
+   * A request whose bytes have all arrived is being answered: its connection is not evicted
+   * until the answer is out. Until then (slow headers, a slow body) it may be.
+   */
+  private trackAnswer(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const socket = req.socket;
+    const markBusy = (): void => {
+      if (!res.writableEnded) this.slots.busy(socket);
+    };
+    const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+    if (hasBody && !req.complete) req.once('end', markBusy);
+    else markBusy();
+    res.once('close', () => this.slots.answered(socket));
   }
 
   listen(host: string, port: number): Promise<number> {

@@ -260,7 +260,7 @@ describe('deploy/Dockerfile', () => {
 
   it('runs node with the flags the tests run the server with, and so does npm start', () => {
     const env = runtimeStage.instructions.filter((i) => /^ENV\s/i.test(i)).join(' ');
-    expect(env).toContain(`NODE_OPTIONS=${SERVER_NODE_FLAGS.join(' ')} `);
+    expect(env).toContain(`NODE_OPTIONS="${SERVER_NODE_FLAGS.join(' ')}" `);
     expect((JSON.parse(read('package.json')) as { scripts: { start: string } }).scripts.start).toContain(`node ${SERVER_NODE_FLAGS.join(' ')} `);
   });
 

@@ -521,7 +521,13 @@ describe('bounds against abusive clients (issue 8)', () => {
     });
     // The issue's bound: idle gRPC connections closed within 90 s.
     expect(s.grpcLimits.maxConnectionIdleMs).toBeLessThanOrEqual(90_000);
-    expect(s.httpLimits).toEqual({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, maxBodyBytes: 65536, maxConnections: 1024 });
+    expect(s.httpLimits).toEqual({
+      requestTimeoutMs: 10_000,
+      headersTimeoutMs: 5_000,
+      maxBodyBytes: 65536,
+      maxConnections: 1024,
+      maxConnectionsPerPeer: 512,
+    });
   });
 
   it('are read from the environment', () => {
@@ -538,6 +544,7 @@ describe('bounds against abusive clients (issue 8)', () => {
       HTTP_HEADERS_TIMEOUT: '500ms',
       HTTP_MAX_BODY_BYTES: '4096',
       HTTP_MAX_CONNECTIONS: '10',
+      HTTP_MAX_CONNECTIONS_PER_PEER: '3',
     });
     expect(s.grpcLimits).toEqual({
       maxReceiveMessageBytes: 262144,
@@ -546,7 +553,13 @@ describe('bounds against abusive clients (issue 8)', () => {
       maxSessionMemoryMb: 32,
       connections: { maxConnections: 64, maxRequestReceiveMs: 2000, resetBurst: 10, resetsPerSecond: 5 },
     });
-    expect(s.httpLimits).toEqual({ requestTimeoutMs: 2000, headersTimeoutMs: 500, maxBodyBytes: 4096, maxConnections: 10 });
+    expect(s.httpLimits).toEqual({
+      requestTimeoutMs: 2000,
+      headersTimeoutMs: 500,
+      maxBodyBytes: 4096,
+      maxConnections: 10,
+      maxConnectionsPerPeer: 3,
+    });
     expect(Object.isFrozen(s.grpcLimits)).toBe(true);
     expect(Object.isFrozen(s.httpLimits)).toBe(true);
   });
