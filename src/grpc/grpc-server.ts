@@ -80,6 +80,13 @@ export class GrpcServer {
     this.guard = new ConnectionGuard(deps.limits.connections, {
       onResetFlood: (peer) =>
         deps.logger.warn('gRPC connection closed: too many calls reset before their answer (GRPC_MAX_RESET_BURST)', { peer }),
+      onRequestBudgetFull: (resets) =>
+        deps.logger.warn('gRPC calls reset: their unfinished requests held GRPC_MAX_UNFINISHED_REQUEST_BYTES, oldest first', { resets }),
+      onConnectionsEvicted: (count) =>
+        deps.logger.warn(
+          'gRPC connections closed to make room for new ones (GRPC_MAX_CONNECTIONS), or without a finished call (GRPC_MAX_FIRST_CALL_TIME)',
+          { count },
+        ),
     });
     onEachHttp2Server(this.server, (http2Server) => {
       http2Server.on('error', (err: NodeJS.ErrnoException) => (this.listenError = err));
