@@ -33,8 +33,9 @@ export function grpcTls(env: Env): GrpcTls | undefined {
 // while a 4 MiB message of empty descriptors took 600 MB and 1.4 s to decode.
 const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
 // Requests arrive whole in one read (a few hundred bytes) and leave the count at once; 16 MiB is
-// 256 requests of the largest size arriving at the same moment, and what a client holding
-// partial messages open can make the process hold (issue 26: 750 MB without it).
+// 2,048 calls whose requests are arriving at the same moment (each counts 8 KiB besides its
+// bytes), or 220 of the largest size, and what a client holding partial messages open can make
+// the process hold (issue 26: 750 MB without it).
 const DEFAULT_MAX_UNFINISHED_REQUEST_BYTES = 16 * 1024 * 1024;
 
 export function grpcLimits(env: Env): GrpcLimits {

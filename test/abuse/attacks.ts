@@ -10,6 +10,7 @@ import { projectRoot } from '../../src/paths';
 import { parseInfo, respCommand } from '../harness/resp-client';
 import type { Attack, AttackContext } from './abuse-harness';
 import { partialCalls, rapidReset } from './http2-attacks';
+import { GRPC_BOUNDS_ATTACKS } from './grpc-bounds-attacks';
 import { StatsdSink } from './statsd-sink';
 import { XDS_ATTACKS } from './xds-attacks';
 
@@ -895,5 +896,6 @@ export const ATTACKS: readonly Attack[] = [
   statsdNames('udp'),
   unfinishedGrpc,
   rapidResetGrpc,
+  ...GRPC_BOUNDS_ATTACKS,
   ...XDS_ATTACKS,
 ];
