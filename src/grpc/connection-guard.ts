@@ -95,14 +95,14 @@ export class ConnectionGuard {
   }
 
   /** Bounds `http2Server`'s connections, and watches its sessions and streams. */
-  install(http2Server: GrpcHttp2Server): void {
+  install(http2Server: GrpcHttp2Server, maxConcurrentStreams: number): void {
     const slots = new ConnectionSlots(this.bounds.maxConnections, this.bounds.maxFirstCallMs);
     this.slots.push(slots);
     // A backstop only: the slots keep the port at maxConnections, and the sockets of connections
     // they closed gracefully go within seconds.
     http2Server.maxConnections = 2 * this.bounds.maxConnections;
     http2Server.on('connection', (socket: Socket) => slots.admit(socket, Date.now()));
-    http2Server.on('session', (session: Http2Session) => this.watchSession(session, slots.attach(session)));
+    http2Server.on('session', (session: Http2Session) => this.watchSession(session, slots.attach(session), maxConcurrentStreams));
   }
 
   /** Bytes of unfinished requests counted now (for tests and metrics). */
@@ -117,12 +117,23 @@ export class ConnectionGuard {
     this.budget.clear();
   }
 
-  private watchSession(session: Http2Session, slot: Slot | undefined): void {
+  /** `maxConcurrentStreams`: what the connection may open once a call on it has finished (see startStreamsAt). */
+  private watchSession(session: Http2Session, slot: Slot | undefined, maxConcurrentStreams: number): void {
     const allowance = this.allowanceFor(session.socket?.remoteAddress);
     const unfinished = this.unfinished;
     const deadlines = this.deadlines;
     const budget = this.budget;
     const coarseNow = (): number => this.coarseNowMs;
+    let proven = false;
+    const firstCallFinished = (): void => {
+      proven = true;
+      if (session.closed || session.destroyed) return;
+      try {
+        session.settings({ maxConcurrentStreams });
+      } catch {
+        // Too many SETTINGS unacknowledged: the client does not answer them; it keeps the few.
+      }
+    };
     const afterClose = (stream: ServerHttp2Stream): void => {
       this.afterClose(stream, session, allowance);
       deadlines.delete(stream);
@@ -132,9 +143,12 @@ export class ConnectionGuard {
     const onStreamClose = function (this: ServerHttp2Stream): void {
       unfinished.delete(this);
       budget.release(this);
-      if (slot !== undefined && !this.aborted && this.rstCode === constants.NGHTTP2_NO_ERROR) {
-        slot.proven = true;
-        slot.lastCallMs = coarseNow();
+      if (!this.aborted && this.rstCode === constants.NGHTTP2_NO_ERROR) {
+        if (!proven) firstCallFinished();
+        if (slot !== undefined) {
+          slot.proven = true;
+          slot.lastCallMs = coarseNow();
+        }
       }
       afterClose(this);
     };
@@ -195,10 +209,12 @@ export class ConnectionGuard {
   }
 
   /**
-   * The budget is full and `stream` has been arriving longest: it is reset, and its connection
-   * gets GOAWAY, so that nghttp2 drops the client's further streams there unread. Resetting
-   * streams alone let a client open new ones as fast as they went: each a call object made and
-   * dropped, and 25,600 of them took the heap from 37 to 115 MB.
+   * The budget is full and `stream` has been arriving longest: it is reset, and so is every
+   * other request still arriving on its connection, which gets GOAWAY, so that nghttp2 drops the
+   * client's further streams and their DATA there unread; calls whose request has arrived are
+   * answered before it closes. Resetting streams one by one let a client open new ones as fast
+   * as they went: each a call object made and dropped, and 25,600 of them took the heap from 37
+   * to 115 MB.
    */
   private makeRoom(stream: ServerHttp2Stream): void {
     const session = stream.session;
@@ -206,6 +222,7 @@ export class ConnectionGuard {
     if (session === undefined || session.closed || session.destroyed) return;
     session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
     session.close();
+    this.budget.dropSession(session);
   }
 
   private resetStream(stream: ServerHttp2Stream, code: number): void {

