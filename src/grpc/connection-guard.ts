@@ -80,8 +80,6 @@ export class ConnectionGuard {
   private readonly budget: RequestBudget;
   /** One per gRPC port. */
   private readonly slots: ConnectionSlots[] = [];
-  /** Date.now() at the last sweep: when a call finished, to within SWEEP_INTERVAL_MS. */
-  private coarseNowMs = Date.now();
   private lastReportMs = 0;
   private readonly sweepTimer: NodeJS.Timeout;
 
@@ -123,7 +121,6 @@ export class ConnectionGuard {
     const unfinished = this.unfinished;
     const deadlines = this.deadlines;
     const budget = this.budget;
-    const coarseNow = (): number => this.coarseNowMs;
     let proven = false;
     const firstCallFinished = (): void => {
       proven = true;
@@ -147,7 +144,9 @@ export class ConnectionGuard {
         if (!proven) firstCallFinished();
         if (slot !== undefined) {
           slot.proven = true;
-          slot.lastCallMs = coarseNow();
+          // Not a coarse clock: equal times would make the oldest connection, a busy one
+          // among them, look the idlest.
+          slot.lastCallMs = Date.now();
         }
       }
       afterClose(this);
@@ -220,7 +219,9 @@ export class ConnectionGuard {
     const session = stream.session;
     this.resetStream(stream, constants.NGHTTP2_ENHANCE_YOUR_CALM);
     if (session === undefined || session.closed || session.destroyed) return;
-    session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    // The calls it has answered or is answering count as processed; the requests still arriving
+    // on it are reset just below.
+    session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM, 2 ** 31 - 1);
     session.close();
     this.budget.dropSession(session);
   }
@@ -233,7 +234,6 @@ export class ConnectionGuard {
   /** Resets every stream whose request is still incomplete past its deadline; closes slot holders. */
   private sweep(): void {
     const now = Date.now();
-    this.coarseNowMs = now;
     for (const slots of this.slots) slots.sweep(now);
     this.forgetRefilledPeers(now);
     this.report(now);

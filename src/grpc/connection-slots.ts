@@ -7,12 +7,15 @@ export interface Slot {
   /** The peer's address ('' for a unix socket). */
   readonly peer: string;
   readonly openedMs: number;
-  /** When a call on it last finished (coarse clock), or when it opened. */
+  /** When a call on it last finished, or when it opened. */
   lastCallMs: number;
   /** Some call on it has finished: it is a client, not something holding a slot. */
   proven: boolean;
   session: Http2Session | undefined;
 }
+
+/** The largest HTTP/2 stream id. */
+const LAST_STREAM_ID = 2 ** 31 - 1;
 
 /** How long a proven connection that was made room for may finish its calls in flight. */
 const EVICTION_GRACE_MS = 2000;
@@ -101,7 +104,9 @@ export class ConnectionSlots {
       return;
     }
     try {
-      session.goaway(constants.NGHTTP2_NO_ERROR);
+      // Every stream opened so far counts as processed: the calls in flight are answered, as
+      // grpc-js does at GRPC_MAX_CONNECTION_AGE (a last stream id of 0 fails them UNAVAILABLE).
+      session.goaway(constants.NGHTTP2_NO_ERROR, LAST_STREAM_ID);
       session.close();
     } catch {
       slot.socket.destroy();

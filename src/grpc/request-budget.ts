@@ -71,7 +71,7 @@ export class RequestBudget {
       if (stream.session !== session) continue;
       this.receiving.delete(stream);
       this.held -= bytes;
-      if (stream.readableEnded || stream.destroyed) continue;
+      if (arrived(stream) || stream.destroyed) continue;
       this.resets++;
       this.reset(stream);
     }
@@ -106,9 +106,18 @@ export class RequestBudget {
       if (this.held <= this.maxBytes) return;
       this.receiving.delete(stream);
       this.held -= bytes;
-      if (stream.readableEnded || stream.destroyed) continue;
+      if (arrived(stream) || stream.destroyed) continue;
       this.resets++;
       this.reset(stream);
     }
   }
+}
+
+/**
+ * END_STREAM has been read for `stream`, whether or not grpc-js has consumed it yet ('end',
+ * readableEnded, comes only once it has: grpc-js pauses a stream between a message and its
+ * handler's next read, and an ordinary call waiting there is no request in progress).
+ */
+function arrived(stream: ServerHttp2Stream): boolean {
+  return (stream as unknown as { _readableState: { ended: boolean } })._readableState.ended;
 }

@@ -49,6 +49,9 @@ function unfinishedMessages(sentBytes: number, label: string): Attack {
   };
 }
 
+/** ShouldRateLimit for domain `probe`, descriptor k=v (protobuf bytes; PROBE_RULES has it). */
+const PROBE_REQUEST = Buffer.from([0x0a, 5, ...Buffer.from('probe'), 0x12, 8, 0x0a, 6, 0x0a, 1, 0x6b, 0x12, 1, 0x76]);
+
 /** One call and one health check, each on a connection of its own; the statuses counted. */
 async function freshClient(ctx: AttackContext): Promise<void> {
   const own = { 'grpc.use_local_subchannel_pool': 1 };
@@ -59,7 +62,7 @@ async function freshClient(ctx: AttackContext): Promise<void> {
       '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
       (b: Buffer) => b,
       (b: Buffer) => b,
-      Buffer.from([0x0a, 5, 0x70, 0x72, 0x6f, 0x62, 0x65]),
+      PROBE_REQUEST,
       { deadline: Date.now() + 3000 },
       (err: grpc.ServiceError | null) => resolve(err ? (grpc.status[err.code] ?? String(err.code)) : 'OK'),
     );
@@ -108,7 +111,7 @@ function resetVariant(label: string, extra: { headers?: Record<string, string>; 
     // Finding 6: the allowance (100, then 20 a second) holds whatever the headers, and a peer
     // that reconnects keeps what it spent.
     async run(ctx) {
-      const request = Buffer.from([0x0a, 5, 0x70, 0x72, 0x6f, 0x62, 0x65]);
+      const request = PROBE_REQUEST;
       const until = Date.now() + n(ctx, 3000, 15_000);
       let worst = 0;
       while (Date.now() < until) {

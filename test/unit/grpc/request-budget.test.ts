@@ -1,12 +1,12 @@
 // The budget of bytes of gRPC requests still arriving (issue 26, finding 1): who is reset when
 // it is full. Plain objects stand in for node:http2's streams: the budget reads only
-// readableEnded, destroyed and session.
+// whether END_STREAM was read (_readableState.ended), destroyed and session.
 import type { Http2Session, ServerHttp2Stream } from 'node:http2';
 import { describe, expect, it } from 'vitest';
 import { RequestBudget, STREAM_CHARGE_BYTES } from '../../../src/grpc/request-budget';
 
 interface FakeStream {
-  readableEnded: boolean;
+  _readableState: { ended: boolean };
   destroyed: boolean;
   session: object;
 }
@@ -18,7 +18,7 @@ function setup(maxBytes: number): { budget: RequestBudget; reset: FakeStream[]; 
     f.destroyed = true;
     reset.push(f);
   });
-  const stream = (session: object = {}): FakeStream => ({ readableEnded: false, destroyed: false, session });
+  const stream = (session: object = {}): FakeStream => ({ _readableState: { ended: false }, destroyed: false, session });
   return { budget, reset, stream };
 }
 
@@ -58,7 +58,7 @@ describe('RequestBudget', () => {
     const done = stream();
     budget.open(as(done));
     data(budget, done, 50_000);
-    done.readableEnded = true;
+    done._readableState.ended = true;
     const partial = stream();
     budget.open(as(partial));
     data(budget, partial, 20_000);
@@ -82,7 +82,7 @@ describe('RequestBudget', () => {
     const arrived = stream(conn);
     const other = stream();
     for (const s of [...mine, arrived, other]) budget.open(as(s));
-    arrived.readableEnded = true;
+    arrived._readableState.ended = true;
     budget.dropSession(conn as Http2Session);
     expect(reset).toEqual(mine);
     expect(budget.heldBytes).toBe(STREAM_CHARGE_BYTES);
