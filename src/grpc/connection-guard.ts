@@ -99,7 +99,9 @@ export class ConnectionGuard {
     // A backstop only: the slots keep the port at maxConnections, and the sockets of connections
     // they closed gracefully go within seconds.
     http2Server.maxConnections = 2 * this.bounds.maxConnections;
-    http2Server.on('connection', (socket: Socket) => slots.admit(socket, Date.now()));
+    // Prepended: node:http2's own 'connection' listener makes the session (and emits 'session')
+    // at once for plaintext; the slot must exist by then for the session to find it.
+    http2Server.prependListener('connection', (socket: Socket) => slots.admit(socket, Date.now()));
     http2Server.on('session', (session: Http2Session) => this.watchSession(session, slots.attach(session), maxConcurrentStreams));
   }
 

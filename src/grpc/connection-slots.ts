@@ -1,6 +1,10 @@
 import { constants, type Http2Session } from 'node:http2';
 import type { Socket } from 'node:net';
 
+/** Where a socket keeps its slot, for its session to find (see `attach`). */
+const SLOT = Symbol('floodgate.slot');
+type Tagged = Socket & { [SLOT]?: Slot };
+
 /** One connection to a gRPC port, as its slots see it. */
 export interface Slot {
   readonly socket: Socket;
@@ -38,8 +42,6 @@ const EVICTION_GRACE_MS = 2000;
 export class ConnectionSlots {
   /** Insertion order is the order the connections opened. */
   private readonly slots = new Map<Socket, Slot>();
-  /** The same slots by `address|port`, to find a session's (node:http2 hands a proxy of its socket). */
-  private readonly byEndpoint = new Map<string, Slot>();
   private evicted = 0;
 
   constructor(
@@ -55,16 +57,18 @@ export class ConnectionSlots {
     }
     const slot: Slot = { socket, peer: socket.remoteAddress ?? '', openedMs: nowMs, lastCallMs: nowMs, proven: false, session: undefined };
     this.slots.set(socket, slot);
-    const key = endpointKey(socket);
-    if (key !== undefined) this.byEndpoint.set(key, slot);
+    (socket as Tagged)[SLOT] = slot;
     socket.once('close', () => this.forget(slot));
   }
 
-  /** The slot of `session`'s connection, which it now holds (undefined for a unix socket's). */
+  /**
+   * The slot of `session`'s connection. node:http2 hands out a proxy of its socket, which
+   * forwards property reads to the socket: the raw one for plaintext, the TLS socket over it
+   * (whose `_parent` is the raw one) with TLS.
+   */
   attach(session: Http2Session): Slot | undefined {
-    const socket = session.socket as Socket | undefined;
-    const key = socket === undefined ? undefined : endpointKey(socket);
-    const slot = key === undefined ? undefined : this.byEndpoint.get(key);
+    const socket = session.socket as (Tagged & { _parent?: Tagged }) | undefined;
+    const slot = socket?.[SLOT] ?? socket?._parent?.[SLOT];
     if (slot !== undefined) slot.session = session;
     return slot;
   }
@@ -89,10 +93,7 @@ export class ConnectionSlots {
   }
 
   private forget(slot: Slot): void {
-    if (this.slots.get(slot.socket) !== slot) return;
     this.slots.delete(slot.socket);
-    const key = endpointKey(slot.socket);
-    if (key !== undefined && this.byEndpoint.get(key) === slot) this.byEndpoint.delete(key);
   }
 
   private evict(slot: Slot): void {
@@ -134,9 +135,4 @@ export class ConnectionSlots {
     for (const p of unproven.values()) if (pick === undefined || p.count > pick.count) pick = p;
     return pick?.oldest;
   }
-}
-
-function endpointKey(socket: Socket): string | undefined {
-  const port = socket.remotePort;
-  return port === undefined ? undefined : `${socket.remoteAddress}|${port}`;
 }

@@ -3,6 +3,7 @@
 // hold every one of GRPC_MAX_CONNECTIONS (256). A fresh client, and a gRPC health probe that
 // connects anew for each check as the kubelet's does, must still be answered, as must a client
 // connected before. Printed against the same server's idle answers.
+import * as http2 from 'node:http2';
 import { afterEach, describe, expect, test } from 'vitest';
 import { holdConnectionSlots } from '../abuse/http2-attacks';
 import { oneDescriptor, rlsClient } from '../helpers/rls-client';
@@ -105,4 +106,53 @@ describe('gRPC connection slots (issue 26, finding 2)', () => {
     expect(ordinaryOk).toBe(ordinaryCalls);
     expect(server.proc.exitCode).toBeNull();
   }, 90_000);
+
+  test('GRPC_MAX_FIRST_CALL_TIME closes a connection without a finished call, never a client that calls', async () => {
+    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_FIRST_CALL_TIME: '1s' });
+    const port = server.grpcPort;
+    // One HTTP/2 connection, watched: a gRPC client would reconnect unseen.
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on('error', () => {});
+    let closedAtCall: number | undefined;
+    const holders = holdConnectionSlots({ port, connections: 3, holdMs: 3500 });
+    let ok = 0;
+    session.once('close', () => (closedAtCall = ok + 1));
+    for (let i = 0; i < 30 && closedAtCall === undefined; i++) {
+      if ((await call(session)) === '0') ok++;
+      await sleep(100);
+    }
+    const held = await holders;
+    session.destroy();
+    console.log(
+      `GRPC_MAX_FIRST_CALL_TIME=1s: one connection calling every 100 ms for 3 s: ${ok}/30 OK` +
+        `${closedAtCall === undefined ? '' : `, closed by the server at call ${closedAtCall}`}; ` +
+        `3 raw connections without a call: ${held.closedByServer} closed by the server (${held.opened} opened)`,
+    );
+    expect(closedAtCall).toBeUndefined();
+    expect(ok).toBe(30);
+    // Each raw connection closed about every second, and opened again.
+    expect(held.closedByServer).toBeGreaterThanOrEqual(3);
+  }, 60_000);
 });
+
+/** One ShouldRateLimit call (domain b, k=v) on `session`; its grpc-status, or why none came. */
+function call(session: http2.ClientHttp2Session): Promise<string> {
+  const entry = Buffer.from([0x0a, 1, 0x6b, 0x12, 1, 0x76]);
+  const body = Buffer.concat([Buffer.from([0x0a, 1, 0x62, 0x12, entry.length + 2, 0x0a, entry.length]), entry]);
+  const message = Buffer.concat([Buffer.from([0, 0, 0, 0, body.length]), body]);
+  return new Promise((resolve) => {
+    if (session.closed || session.destroyed) return resolve('closed');
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
+    let status = 'no trailers';
+    stream.on('trailers', (t: http2.IncomingHttpHeaders) => (status = String(t['grpc-status'])));
+    stream.on('error', () => (status = 'error'));
+    stream.once('close', () => resolve(status));
+    stream.resume();
+    stream.end(message);
+  });
+}

@@ -75,6 +75,15 @@ describe('ConnectionSlots', () => {
     expect(slots.size).toBe(2);
   });
 
+  it('a session finds its connection through its socket, or the TLS socket over it', () => {
+    const slots = new ConnectionSlots(4, 10_000);
+    const raw = connect(slots, '10.0.0.1', 0);
+    expect(slots.attach({ socket: raw } as never)).toBeDefined();
+    const other = connect(slots, '10.0.0.2', 0);
+    const tlsOver = { _parent: other };
+    expect(slots.attach({ socket: tlsOver } as never)?.peer).toBe('10.0.0.2');
+  });
+
   it('a closed connection gives its slot back', () => {
     const slots = new ConnectionSlots(1, 10_000);
     const a = connect(slots, '10.0.0.1', 0);
