@@ -32,11 +32,11 @@ export function grpcTls(env: Env): GrpcTls | undefined {
 // 64 KiB holds any request Envoy sends (a few descriptors of short values) many times over,
 // while a 4 MiB message of empty descriptors took 600 MB and 1.4 s to decode.
 const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
-// Requests arrive whole in one read (a few hundred bytes) and leave the count at once; 16 MiB is
-// 2,048 calls whose requests are arriving at the same moment (each counts 8 KiB besides its
-// bytes), or 220 of the largest size, and what a client holding partial messages open can make
-// the process hold (issue 26: 750 MB without it).
-const DEFAULT_MAX_UNFINISHED_REQUEST_BYTES = 16 * 1024 * 1024;
+// Requests arrive whole in one read (a few hundred bytes) and leave the count at once; 8 MiB is
+// 512 calls whose requests are arriving at the same moment (each counts 16 KiB besides its
+// bytes), or 100 of the largest size, and what a client holding partial messages open can make
+// the process hold (issue 26: 750 MB without it; 181-190 MiB with it, 202-210 at 16 MiB).
+const DEFAULT_MAX_UNFINISHED_REQUEST_BYTES = 8 * 1024 * 1024;
 
 export function grpcLimits(env: Env): GrpcLimits {
   const idleMs = duration(env, 'GRPC_MAX_CONNECTION_IDLE', 60_000);

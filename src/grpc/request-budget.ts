@@ -17,8 +17,11 @@ import type { Http2Session, ServerHttp2Stream } from 'node:http2';
  * RESOURCE_EXHAUSTED). Refusing the newest instead would let one client that fills the budget
  * refuse every other client's request.
  */
-/** What an open call costs the process besides its bytes: grpc-js' call, node's stream, nghttp2's (measured 7 KB). */
-export const STREAM_CHARGE_BYTES = 8 * 1024;
+/**
+ * What an open call is counted for besides its bytes: grpc-js' call, node's stream, nghttp2's
+ * (measured about 7 KB), and the garbage it leaves when reset, which waits for a GC.
+ */
+export const STREAM_CHARGE_BYTES = 16 * 1024;
 
 export class RequestBudget {
   /** Bytes counted now, over every stream in `receiving`. */

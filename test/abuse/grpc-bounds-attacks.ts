@@ -29,7 +29,7 @@ function holdPodShare(ctx: AttackContext): void {
 function unfinishedMessages(sentBytes: number, label: string): Attack {
   return {
     name: `grpc: 256 x 100 streams ${label}, never finished (issue 26)`,
-    // Finding 1: GRPC_MAX_UNFINISHED_REQUEST_BYTES (16 MiB, each open call counting 8 KiB)
+    // Finding 1: GRPC_MAX_UNFINISHED_REQUEST_BYTES (8 MiB, each open call counting 16 KiB)
     // resets the streams arriving longest; held under GRPC_MAX_REQUEST_RECEIVE_TIME (10 s).
     async run(ctx) {
       const result = await partialCalls({

@@ -1,6 +1,6 @@
 // Issue 26, finding 1, against the built server (`npm run build` first), with raw HTTP/2
 // (node:http2): streams that each send a 5-byte prefix declaring 65,536 bytes, then 65,535 of
-// them, and never finish. GRPC_MAX_UNFINISHED_REQUEST_BYTES (16 MiB) bounds what they make the
+// them, and never finish. GRPC_MAX_UNFINISHED_REQUEST_BYTES (8 MiB) bounds what they make the
 // process hold, the memory is given back (the same attack again takes no more), and an
 // ordinary client is answered meanwhile. Printed against the same server's idle figures.
 import { afterEach, describe, expect, test } from 'vitest';
@@ -88,7 +88,7 @@ describe('bytes of unfinished gRPC requests (issue 26, finding 1)', () => {
       );
     }
     expect(server.proc.exitCode).toBeNull();
-    // 16 MiB of budget, the streams themselves and the garbage between two GCs (seen +84 MB); was
+    // 8 MiB of budget, the streams themselves and the garbage between two GCs (seen +84 MB); was
     // +243 MB, and still +243 MB after the streams were gone. The second round may find the
     // first's garbage not yet collected (an idle process does not collect; seen +113 MB), but
     // what the first held is not held twice: 3,200 streams × 64 KiB more would be +330 MB.

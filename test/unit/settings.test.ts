@@ -519,7 +519,7 @@ describe('bounds against abusive clients (issue 8)', () => {
       connections: {
         maxConnections: 256,
         maxFirstCallMs: 10_000,
-        maxUnfinishedRequestBytes: 16 * 1024 * 1024,
+        maxUnfinishedRequestBytes: 8 * 1024 * 1024,
         maxRequestReceiveMs: 10_000,
         resetBurst: 100,
         resetsPerSecond: 20,
