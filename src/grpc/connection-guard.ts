@@ -105,11 +105,6 @@ export class ConnectionGuard {
     http2Server.on('session', (session: Http2Session) => this.watchSession(session, slots.attach(session), maxConcurrentStreams));
   }
 
-  /** Bytes of unfinished requests counted now (for tests and metrics). */
-  get unfinishedRequestBytes(): number {
-    return this.budget.heldBytes;
-  }
-
   close(): void {
     clearInterval(this.sweepTimer);
     this.unfinished.clear();

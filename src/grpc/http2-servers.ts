@@ -11,8 +11,8 @@ interface GrpcServerInternals {
 /**
  * Calls `hook` with every node:http2 server `server` creates, before it listens. grpc-js hands
  * none of them out, and the bounds floodgate needs live there: connections per port, resets and
- * unfinished requests per connection (node 20 has no option for RST_STREAM rates, and grpc-js
- * none for the rest). This is the one place that reaches into grpc-js (its private
+ * unfinished requests per connection, the streams a new connection starts with (node 20 has no
+ * option for RST_STREAM rates, and grpc-js none for the rest). This is the one place that reaches into grpc-js (its private
  * `createHttp2Server`, in every 1.x release); should a release rename it, the server refuses to
  * start rather than run without its bounds, and test/e2e/grpc-connection-bounds.test.ts fails.
  */
