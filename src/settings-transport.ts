@@ -32,6 +32,11 @@ export function grpcTls(env: Env): GrpcTls | undefined {
 // 64 KiB holds any request Envoy sends (a few descriptors of short values) many times over,
 // while a 4 MiB message of empty descriptors took 600 MB and 1.4 s to decode.
 const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024;
+// Requests arrive whole in one read (a few hundred bytes) and leave the count at once; 8 MiB is
+// 512 calls whose requests are arriving at the same moment (each counts 16 KiB besides its
+// bytes), or 100 of the largest size, and what a client holding partial messages open can make
+// the process hold (issue 26: 750 MB without it; 181-190 MiB with it, 202-210 at 16 MiB).
+const DEFAULT_MAX_UNFINISHED_REQUEST_BYTES = 8 * 1024 * 1024;
 
 export function grpcLimits(env: Env): GrpcLimits {
   const idleMs = duration(env, 'GRPC_MAX_CONNECTION_IDLE', 60_000);
@@ -46,8 +51,22 @@ export function grpcLimits(env: Env): GrpcLimits {
       `invalid value for GRPC_MAX_REQUEST_RECEIVE_TIME: '${env.GRPC_MAX_REQUEST_RECEIVE_TIME}' (expected a duration from 1ms to 1h)`,
     );
   }
+  const firstCallMs = duration(env, 'GRPC_MAX_FIRST_CALL_TIME', 10_000);
+  if (firstCallMs < 1 || firstCallMs > 3_600_000) {
+    throw new SettingsError(
+      `invalid value for GRPC_MAX_FIRST_CALL_TIME: '${env.GRPC_MAX_FIRST_CALL_TIME}' (expected a duration from 1ms to 1h)`,
+    );
+  }
+  const maxReceiveMessageBytes = int(env, 'GRPC_MAX_RECEIVE_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024);
+  // One message of the largest size, with its 5-byte prefix, must fit.
+  const maxUnfinishedRequestBytes = int(env, 'GRPC_MAX_UNFINISHED_REQUEST_BYTES', DEFAULT_MAX_UNFINISHED_REQUEST_BYTES, 1024, 2 ** 31);
+  if (maxUnfinishedRequestBytes < maxReceiveMessageBytes + 5) {
+    throw new SettingsError(
+      `invalid value for GRPC_MAX_UNFINISHED_REQUEST_BYTES: '${maxUnfinishedRequestBytes}' (must be at least GRPC_MAX_RECEIVE_MESSAGE_BYTES + 5, ${maxReceiveMessageBytes + 5})`,
+    );
+  }
   return Object.freeze({
-    maxReceiveMessageBytes: int(env, 'GRPC_MAX_RECEIVE_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024),
+    maxReceiveMessageBytes,
     // 100 calls in progress per connection is more than Envoy keeps on one (it opens another
     // connection past the SETTINGS value); 1000 × 64 KiB partial messages was 64 MB a connection.
     maxConcurrentStreams: int(env, 'GRPC_MAX_CONCURRENT_STREAMS', 100, 1, 1_000_000),
@@ -55,6 +74,8 @@ export function grpcLimits(env: Env): GrpcLimits {
     maxSessionMemoryMb: int(env, 'GRPC_MAX_SESSION_MEMORY', 10, 1, 4096),
     connections: Object.freeze({
       maxConnections: int(env, 'GRPC_MAX_CONNECTIONS', 256, 1, 1_000_000),
+      maxFirstCallMs: Math.ceil(firstCallMs),
+      maxUnfinishedRequestBytes,
       maxRequestReceiveMs: Math.ceil(receiveMs),
       resetBurst: int(env, 'GRPC_MAX_RESET_BURST', 100, 1, 1_000_000),
       resetsPerSecond: int(env, 'GRPC_MAX_RESETS_PER_SECOND', 20, 1, 1_000_000),

@@ -1,11 +1,18 @@
 import { constants, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import type { Socket } from 'node:net';
+import { ConnectionSlots, type Slot } from './connection-slots';
 import type { GrpcHttp2Server } from './http2-servers';
 import { grpcTimeoutMs } from './grpc-timeout';
+import { RequestBudget } from './request-budget';
 
 /** Bounds on what one HTTP/2 client can make the gRPC server hold or do (issue 18). */
 export interface ConnectionBounds {
-  /** Connections held at once per gRPC port; more are closed at once (GRPC_MAX_CONNECTIONS). */
+  /** Connections held at once per gRPC port; a new one past it takes the slot of another (GRPC_MAX_CONNECTIONS, connection-slots.ts). */
   readonly maxConnections: number;
+  /** A connection on which no call has finished this long after it opened is closed (GRPC_MAX_FIRST_CALL_TIME). */
+  readonly maxFirstCallMs: number;
+  /** Bytes of requests still arriving, over every connection (GRPC_MAX_UNFINISHED_REQUEST_BYTES, request-budget.ts). */
+  readonly maxUnfinishedRequestBytes: number;
   /** A call whose request has not fully arrived after this long is reset (GRPC_MAX_REQUEST_RECEIVE_TIME). */
   readonly maxRequestReceiveMs: number;
   /** Calls one connection may reset before the server answers, at once... (GRPC_MAX_RESET_BURST) */
@@ -17,6 +24,10 @@ export interface ConnectionBounds {
 /** What the guard did, for the log. */
 export interface ConnectionGuardEvents {
   onResetFlood(peer: string | undefined): void;
+  /** Streams reset because GRPC_MAX_UNFINISHED_REQUEST_BYTES was full, in the last second or so. */
+  onRequestBudgetFull(resets: number): void;
+  /** Connections closed to make room for new ones, or for want of a first call, in the last second or so. */
+  onConnectionsEvicted(count: number): void;
 }
 
 /** A token bucket of the resets one connection may still make. */
@@ -26,19 +37,26 @@ interface ResetAllowance {
 }
 
 const SWEEP_INTERVAL_MS = 250;
+/** The budget's resets and the slots' evictions are logged at most this often, as counts. */
+const REPORT_INTERVAL_MS = 1000;
 
 /**
  * Installs the bounds of `ConnectionBounds` on each node:http2 server grpc-js creates (see
- * http2-servers.ts). A stream costs a Map entry or two and a listener while it is open; a reset
- * and the sweep are the only other work.
+ * http2-servers.ts). A stream costs a Map entry or two and two listeners while it is open; a
+ * reset, a new connection and the sweep are the only other work.
  *
+ * - Connections: see connection-slots.ts.
+ * - Bytes of unfinished requests, process-wide: see request-budget.ts.
  * - Unfinished requests: a stream in progress is not idle, and a call without `grpc-timeout`
  *   has no deadline, so without this a stream that never sends END_STREAM holds its partial
  *   message forever (6,000 of them held 430 MB).
  * - Rapid reset (CVE-2023-44487): a call sent and reset at once frees its stream slot, so
  *   SETTINGS_MAX_CONCURRENT_STREAMS does not bound them; nghttp2's own limit (node 20: 1,000
  *   resets, then 33 a second) let one connection keep the event loop busy. A reset counts when
- *   the client cancels a call the server has not answered yet.
+ *   the client resets a call (RST_STREAM) before the server has answered it, whatever the call's
+ *   headers, unless the call had been open on the server for its whole `grpc-timeout`. Once a
+ *   connection has spent its allowance, the peer's next connections share what is left of it
+ *   until it has filled again: reconnecting does not renew it.
  */
 export class ConnectionGuard {
   /**
@@ -51,37 +69,65 @@ export class ConnectionGuard {
   /** Streams this guard reset itself: their close is not the client's reset. */
   private readonly resetByUs = new WeakSet<ServerHttp2Stream>();
   /**
-   * When each open call's own deadline (grpc-timeout) passes, for the calls that sent one;
-   * dropped when the stream closes. A Map, not a WeakMap: WeakMap.set is a call into the
-   * runtime and its ephemerons cost every GC, about a microsecond per call in all.
+   * For the calls that sent `grpc-timeout`: when (performance.now()) a reset no longer counts,
+   * the call having been open on the server for its whole timeout; dropped when the stream
+   * closes. A Map, not a WeakMap: WeakMap.set is a call into the runtime and its ephemerons
+   * cost every GC, about a microsecond per call in all.
    */
   private readonly deadlines = new Map<ServerHttp2Stream, number>();
+  /** The allowance left to each peer whose connection was closed for resets, until it fills again. */
+  private readonly floodedPeers = new Map<string, ResetAllowance>();
+  private readonly budget: RequestBudget;
+  /** One per gRPC port. */
+  private readonly slots: ConnectionSlots[] = [];
+  private lastReportMs = 0;
   private readonly sweepTimer: NodeJS.Timeout;
 
   constructor(
     private readonly bounds: ConnectionBounds,
     private readonly events: ConnectionGuardEvents,
   ) {
+    this.budget = new RequestBudget(bounds.maxUnfinishedRequestBytes, (stream) => this.makeRoom(stream));
     this.sweepTimer = setInterval(() => this.sweep(), Math.min(SWEEP_INTERVAL_MS, bounds.maxRequestReceiveMs));
     this.sweepTimer.unref();
   }
 
   /** Bounds `http2Server`'s connections, and watches its sessions and streams. */
-  install(http2Server: GrpcHttp2Server): void {
-    http2Server.maxConnections = this.bounds.maxConnections;
-    http2Server.on('session', (session: Http2Session) => this.watchSession(session));
+  install(http2Server: GrpcHttp2Server, maxConcurrentStreams: number): void {
+    const slots = new ConnectionSlots(this.bounds.maxConnections, this.bounds.maxFirstCallMs);
+    this.slots.push(slots);
+    // A backstop only: the slots keep the port at maxConnections, and the sockets of connections
+    // they closed gracefully go within seconds.
+    http2Server.maxConnections = 2 * this.bounds.maxConnections;
+    // Prepended: node:http2's own 'connection' listener makes the session (and emits 'session')
+    // at once for plaintext; the slot must exist by then for the session to find it.
+    http2Server.prependListener('connection', (socket: Socket) => slots.admit(socket, Date.now()));
+    http2Server.on('session', (session: Http2Session) => this.watchSession(session, slots.attach(session), maxConcurrentStreams));
   }
 
   close(): void {
     clearInterval(this.sweepTimer);
     this.unfinished.clear();
     this.deadlines.clear();
+    this.budget.clear();
   }
 
-  private watchSession(session: Http2Session): void {
-    const allowance: ResetAllowance = { tokens: this.bounds.resetBurst, lastMs: Date.now() };
+  /** `maxConcurrentStreams`: what the connection may open once a call on it has finished (see startStreamsAt). */
+  private watchSession(session: Http2Session, slot: Slot | undefined, maxConcurrentStreams: number): void {
+    const allowance = this.allowanceFor(session.socket?.remoteAddress);
     const unfinished = this.unfinished;
     const deadlines = this.deadlines;
+    const budget = this.budget;
+    let proven = false;
+    const firstCallFinished = (): void => {
+      proven = true;
+      if (session.closed || session.destroyed) return;
+      try {
+        session.settings({ maxConcurrentStreams });
+      } catch {
+        // Too many SETTINGS unacknowledged: the client does not answer them; it keeps the few.
+      }
+    };
     const afterClose = (stream: ServerHttp2Stream): void => {
       this.afterClose(stream, session, allowance);
       deadlines.delete(stream);
@@ -90,55 +136,128 @@ export class ConnectionGuard {
     // knows its session once closed).
     const onStreamClose = function (this: ServerHttp2Stream): void {
       unfinished.delete(this);
+      budget.release(this);
+      if (!this.aborted && this.rstCode === constants.NGHTTP2_NO_ERROR) {
+        if (!proven) firstCallFinished();
+        if (slot !== undefined) {
+          slot.proven = true;
+          // Not a coarse clock: equal times would make the oldest connection, a busy one
+          // among them, look the idlest.
+          slot.lastCallMs = Date.now();
+        }
+      }
       afterClose(this);
     };
     // Before the listener that hands the stream to grpc-js: watched before any of its work.
     session.prependListener('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
       const timeout = grpcTimeoutMs(headers['grpc-timeout']);
-      if (timeout !== undefined) this.deadlines.set(stream, Date.now() + timeout);
+      // A reset is the client's deadline only once the call has been open here for its whole
+      // timeout (less a little for the clocks, never more than half of it): with
+      // `grpc-timeout: 1m`, a call reset at once is still a reset.
+      if (timeout !== undefined) this.deadlines.set(stream, performance.now() + timeout - Math.min(DEADLINE_SLACK_MS, timeout / 2));
       if (stream.destroyed) {
         // Sent and reset in one read: closed before anyone could listen.
         afterClose(stream);
         return;
       }
-      if (!stream.readableEnded) this.unfinished.set(stream, Date.now() + this.bounds.maxRequestReceiveMs);
+      if (!stream.readableEnded) {
+        this.unfinished.set(stream, Date.now() + this.bounds.maxRequestReceiveMs);
+        budget.open(stream);
+        // Added before grpc-js' own (its 'stream' listener runs after this one): a chunk is
+        // counted before grpc-js' decoder holds it.
+        stream.on('data', budget.onData);
+      }
       // `on`, not `once`: 'close' comes once per stream, and `once` wraps the listener in a new
       // bound function per call.
       stream.on('close', onStreamClose);
     });
   }
 
+  /** A fresh allowance, or what is left of the peer's if a connection of it was closed for resets. */
+  private allowanceFor(peer: string | undefined): ResetAllowance {
+    const left = peer === undefined ? undefined : this.floodedPeers.get(peer);
+    return left ?? { tokens: this.bounds.resetBurst, lastMs: Date.now() };
+  }
+
   /** A client's reset of a call not yet answered spends one of its connection's allowance. */
   private afterClose(stream: ServerHttp2Stream, session: Http2Session, allowance: ResetAllowance): void {
-    if (!stream.aborted || this.resetByUs.has(stream) || session.closed || session.destroyed) return;
-    const now = Date.now();
+    // Not reset by the client, or answered before it was (a reset with NO_ERROR after the
+    // answer began), or the whole connection is going.
+    if (stream.rstCode === constants.NGHTTP2_NO_ERROR && !stream.aborted) return;
+    if (this.resetByUs.has(stream) || session.closed || session.destroyed) return;
     // A client that gives up when its own deadline passes (grpc-timeout; Envoy's 20 ms) keeps
     // its word: only a reset before the deadline it sent is the rapid-reset pattern.
     const deadline = this.deadlines.get(stream);
-    if (deadline !== undefined && now >= deadline - DEADLINE_SLACK_MS) return;
+    if (deadline !== undefined && performance.now() >= deadline) return;
+    const now = Date.now();
     allowance.tokens = Math.min(this.bounds.resetBurst, allowance.tokens + ((now - allowance.lastMs) * this.bounds.resetsPerSecond) / 1000);
     allowance.lastMs = now;
     allowance.tokens -= 1;
     if (allowance.tokens >= 0) return;
-    this.events.onResetFlood(session.socket?.remoteAddress);
+    const peer = session.socket?.remoteAddress;
+    this.events.onResetFlood(peer);
+    // The peer's next connections share what is left (nothing) until it fills again.
+    if (peer !== undefined) this.floodedPeers.set(peer, allowance);
     // GOAWAY with ENHANCE_YOUR_CALM: nghttp2 then drops the client's new streams unread, and the
-    // connection closes once the calls in flight are answered. The client may reconnect, with a
-    // fresh allowance, but each connection costs it a handshake.
+    // connection closes once the calls in flight are answered.
     session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
     session.close();
   }
 
-  /** Resets every stream whose request is still incomplete past its deadline. */
+  /**
+   * The budget is full and `stream` has been arriving longest: it is reset, and so is every
+   * other request still arriving on its connection, which gets GOAWAY, so that nghttp2 drops the
+   * client's further streams and their DATA there unread; calls whose request has arrived are
+   * answered before it closes. Resetting streams one by one let a client open new ones as fast
+   * as they went: each a call object made and dropped, and 25,600 of them took the heap from 37
+   * to 115 MB.
+   */
+  private makeRoom(stream: ServerHttp2Stream): void {
+    const session = stream.session;
+    this.resetStream(stream, constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    if (session === undefined || session.closed || session.destroyed) return;
+    // The calls it has answered or is answering count as processed; the requests still arriving
+    // on it are reset just below.
+    session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM, 2 ** 31 - 1);
+    session.close();
+    this.budget.dropSession(session);
+  }
+
+  private resetStream(stream: ServerHttp2Stream, code: number): void {
+    this.resetByUs.add(stream);
+    stream.close(code);
+  }
+
+  /** Resets every stream whose request is still incomplete past its deadline; closes slot holders. */
   private sweep(): void {
     const now = Date.now();
+    for (const slots of this.slots) slots.sweep(now);
+    this.forgetRefilledPeers(now);
+    this.report(now);
     for (const [stream, deadline] of this.unfinished) {
       if (deadline > now) return;
       this.unfinished.delete(stream);
       // Its request arrived in time ('end' was emitted): the call only waits for its answer.
       if (stream.destroyed || stream.readableEnded) continue;
-      this.resetByUs.add(stream);
-      stream.close(constants.NGHTTP2_CANCEL);
+      this.resetStream(stream, constants.NGHTTP2_CANCEL);
     }
+  }
+
+  /** A peer whose allowance has filled again is like any other. */
+  private forgetRefilledPeers(now: number): void {
+    for (const [peer, a] of this.floodedPeers) {
+      if (a.tokens + ((now - a.lastMs) * this.bounds.resetsPerSecond) / 1000 >= this.bounds.resetBurst) this.floodedPeers.delete(peer);
+    }
+  }
+
+  private report(now: number): void {
+    if (now - this.lastReportMs < REPORT_INTERVAL_MS) return;
+    this.lastReportMs = now;
+    const resets = this.budget.takeResets();
+    if (resets > 0) this.events.onRequestBudgetFull(resets);
+    let evicted = 0;
+    for (const slots of this.slots) evicted += slots.takeEvicted();
+    if (evicted > 0) this.events.onConnectionsEvicted(evicted);
   }
 }
 

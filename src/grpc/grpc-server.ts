@@ -7,7 +7,7 @@ import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
 import { ConnectionGuard, type ConnectionBounds } from './connection-guard';
-import { leaveResetLimitToGuard, onEachHttp2Server } from './http2-servers';
+import { leaveResetLimitToGuard, onEachHttp2Server, startStreamsAt } from './http2-servers';
 import { loadProtos, SERVER_PROTO_LOADER_OPTIONS } from './protos';
 import { decodeRateLimitRequest } from '../rls/request-decoder';
 import { encodeRateLimitResponse } from '../rls/response-encoder';
@@ -45,6 +45,14 @@ export interface GrpcServerDeps {
 
 const METHOD = 'ShouldRateLimit';
 
+/**
+ * The calls a connection may have open at once until one of them has finished; then
+ * GRPC_MAX_CONCURRENT_STREAMS. A client that never finishes a call (issue 26: 256 connections ×
+ * 100 streams of partial messages or bare HEADERS) makes the process hold a tenth of the calls,
+ * while Envoy waits a millisecond at most for its first answer on a new connection.
+ */
+const FIRST_CALL_STREAMS = 10;
+
 function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>, fallbackMs: number): number {
   const d = call.getDeadline();
   const ms = d instanceof Date ? d.getTime() : d;
@@ -80,11 +88,19 @@ export class GrpcServer {
     this.guard = new ConnectionGuard(deps.limits.connections, {
       onResetFlood: (peer) =>
         deps.logger.warn('gRPC connection closed: too many calls reset before their answer (GRPC_MAX_RESET_BURST)', { peer }),
+      onRequestBudgetFull: (resets) =>
+        deps.logger.warn('gRPC calls reset: their unfinished requests held GRPC_MAX_UNFINISHED_REQUEST_BYTES, oldest first', { resets }),
+      onConnectionsEvicted: (count) =>
+        deps.logger.warn(
+          'gRPC connections closed to make room for new ones (GRPC_MAX_CONNECTIONS), or without a finished call (GRPC_MAX_FIRST_CALL_TIME)',
+          { count },
+        ),
     });
     onEachHttp2Server(this.server, (http2Server) => {
       http2Server.on('error', (err: NodeJS.ErrnoException) => (this.listenError = err));
       leaveResetLimitToGuard(http2Server);
-      this.guard.install(http2Server);
+      startStreamsAt(http2Server, Math.min(FIRST_CALL_STREAMS, deps.limits.maxConcurrentStreams));
+      this.guard.install(http2Server, deps.limits.maxConcurrentStreams);
     });
     this.server.addService(withRlsServerCodec(protos.rlsService), { [METHOD]: this.shouldRateLimit });
     this.health = healthService(deps.health);

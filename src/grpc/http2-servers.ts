@@ -11,8 +11,8 @@ interface GrpcServerInternals {
 /**
  * Calls `hook` with every node:http2 server `server` creates, before it listens. grpc-js hands
  * none of them out, and the bounds floodgate needs live there: connections per port, resets and
- * unfinished requests per connection (node 20 has no option for RST_STREAM rates, and grpc-js
- * none for the rest). This is the one place that reaches into grpc-js (its private
+ * unfinished requests per connection, the streams a new connection starts with (node 20 has no
+ * option for RST_STREAM rates, and grpc-js none for the rest). This is the one place that reaches into grpc-js (its private
  * `createHttp2Server`, in every 1.x release); should a release rename it, the server refuses to
  * start rather than run without its bounds, and test/e2e/grpc-connection-bounds.test.ts fails.
  */
@@ -39,11 +39,27 @@ export function onEachHttp2Server(server: grpc.Server, hook: (http2Server: GrpcH
  * which grpc-js has no way to pass).
  */
 export function leaveResetLimitToGuard(http2Server: GrpcHttp2Server): void {
-  const key = Object.getOwnPropertySymbols(http2Server).find((symbol) => symbol.description === 'options');
-  const options = key === undefined ? undefined : (http2Server as unknown as Record<symbol, Record<string, unknown> | undefined>)[key];
-  if (options === undefined) throw new Error("this node:http2 keeps no server options: nghttp2's reset limit cannot be handed to the guard");
+  const options = serverOptions(http2Server, "nghttp2's reset limit cannot be handed to the guard");
   options['streamResetBurst'] = UNLIMITED_RESETS;
   options['streamResetRate'] = UNLIMITED_RESETS;
+}
+
+/**
+ * The SETTINGS_MAX_CONCURRENT_STREAMS each new connection of `http2Server` starts with (grpc-js
+ * sets GRPC_MAX_CONCURRENT_STREAMS there); the guard raises it on a connection once a call on
+ * it has finished (connection-guard.ts). Read by node:http2 when each connection starts, from
+ * the same private options object as above.
+ */
+export function startStreamsAt(http2Server: GrpcHttp2Server, maxConcurrentStreams: number): void {
+  const options = serverOptions(http2Server, 'new connections cannot start with fewer streams');
+  options['settings'] = { ...(options['settings'] as object | undefined), maxConcurrentStreams };
+}
+
+function serverOptions(http2Server: GrpcHttp2Server, consequence: string): Record<string, unknown> {
+  const key = Object.getOwnPropertySymbols(http2Server).find((symbol) => symbol.description === 'options');
+  const options = key === undefined ? undefined : (http2Server as unknown as Record<symbol, Record<string, unknown> | undefined>)[key];
+  if (options === undefined) throw new Error(`this node:http2 keeps no server options: ${consequence}`);
+  return options;
 }
 
 /** As many resets as nghttp2 can count: its limit is off, the guard's applies. */

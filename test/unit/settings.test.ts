@@ -517,7 +517,14 @@ describe('bounds against abusive clients (issue 8)', () => {
       maxConcurrentStreams: 100,
       maxConnectionIdleMs: 60_000,
       maxSessionMemoryMb: 10,
-      connections: { maxConnections: 256, maxRequestReceiveMs: 10_000, resetBurst: 100, resetsPerSecond: 20 },
+      connections: {
+        maxConnections: 256,
+        maxFirstCallMs: 10_000,
+        maxUnfinishedRequestBytes: 8 * 1024 * 1024,
+        maxRequestReceiveMs: 10_000,
+        resetBurst: 100,
+        resetsPerSecond: 20,
+      },
     });
     // The issue's bound: idle gRPC connections closed within 90 s.
     expect(s.grpcLimits.maxConnectionIdleMs).toBeLessThanOrEqual(90_000);
@@ -540,6 +547,8 @@ describe('bounds against abusive clients (issue 8)', () => {
       GRPC_MAX_REQUEST_RECEIVE_TIME: '2s',
       GRPC_MAX_RESET_BURST: '10',
       GRPC_MAX_RESETS_PER_SECOND: '5',
+      GRPC_MAX_FIRST_CALL_TIME: '3s',
+      GRPC_MAX_UNFINISHED_REQUEST_BYTES: '1048576',
       HTTP_REQUEST_TIMEOUT: '2s',
       HTTP_HEADERS_TIMEOUT: '500ms',
       HTTP_MAX_BODY_BYTES: '4096',
@@ -551,7 +560,14 @@ describe('bounds against abusive clients (issue 8)', () => {
       maxConcurrentStreams: 50,
       maxConnectionIdleMs: 90_000,
       maxSessionMemoryMb: 32,
-      connections: { maxConnections: 64, maxRequestReceiveMs: 2000, resetBurst: 10, resetsPerSecond: 5 },
+      connections: {
+        maxConnections: 64,
+        maxFirstCallMs: 3000,
+        maxUnfinishedRequestBytes: 1048576,
+        maxRequestReceiveMs: 2000,
+        resetBurst: 10,
+        resetsPerSecond: 5,
+      },
     });
     expect(s.httpLimits).toEqual({
       requestTimeoutMs: 2000,
@@ -570,6 +586,11 @@ describe('bounds against abusive clients (issue 8)', () => {
       `invalid value for GRPC_MAX_RECEIVE_MESSAGE_BYTES: '100' (expected an integer from 1024 to 16777216)`,
     ],
     [{ GRPC_MAX_CONCURRENT_STREAMS: '0' }, `invalid value for GRPC_MAX_CONCURRENT_STREAMS: '0' (expected an integer from 1 to 1000000)`],
+    [
+      { GRPC_MAX_UNFINISHED_REQUEST_BYTES: '65536' },
+      `invalid value for GRPC_MAX_UNFINISHED_REQUEST_BYTES: '65536' (must be at least GRPC_MAX_RECEIVE_MESSAGE_BYTES + 5, 65541)`,
+    ],
+    [{ GRPC_MAX_FIRST_CALL_TIME: '0' }, `invalid value for GRPC_MAX_FIRST_CALL_TIME: '0' (expected a duration from 1ms to 1h)`],
     [{ GRPC_MAX_CONNECTION_IDLE: '0' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: '0' (expected a duration from 1ms to 24h)`],
     [{ GRPC_MAX_CONNECTION_IDLE: 'soon' }, `invalid value for GRPC_MAX_CONNECTION_IDLE: 'soon' (expected a duration such as 500ms, 10s or 1m)`],
     [{ GRPC_MAX_CONNECTIONS: '0' }, `invalid value for GRPC_MAX_CONNECTIONS: '0' (expected an integer from 1 to 1000000)`],
