@@ -223,7 +223,7 @@ describe.each([
       if (algorithm === 'sliding_log') expect(await t.client.zcard(key)).toBe(50);
     });
 
-    it('mode 1 is all or nothing; mode 2 never charges', async () => {
+    it('stop is all or nothing; look never charges', async () => {
       const [loose, tight] = keysFor(2) as [string, string];
       const now = TRACE_START + 1000;
       const L = spec(algorithm, 100);

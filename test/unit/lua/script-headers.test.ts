@@ -122,7 +122,7 @@ describe('lua scripts', () => {
 
     it('never scans and never builds keys from strings', () => {
       expect(code).not.toMatch(/redis\.p?call\(\s*['"](?:KEYS|SCAN|SSCAN|HSCAN|ZSCAN)['"]/i);
-      // Keys come from KEYS (or a mode-3 call's names): a key argument built with `..` would
+      // Keys come from KEYS (or a named call's names): a key argument built with `..` would
       // bypass cluster routing. The one built key, a fixed window's per-window key, is checked
       // in lib/fixed_window_step.lua's own test below.
       expect(code).not.toMatch(/redis\.p?call\(\s*['"]\w+['"]\s*,\s*[^,)]*\.\./);
