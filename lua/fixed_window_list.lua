@@ -19,20 +19,20 @@
 --             descriptor's hash tag; a counter appears at most once in a list (refused
 --             otherwise), and may appear in several lists: a later list sees what an earlier one
 --             charged, as separate calls in that order would.
--- ARGV[1]     mode: 0 = each list in turn, all or nothing; 2 = look: nothing charged, each
---             counter as it stands; 3 = as 0, the counters named in ARGV (a Redis Cluster node's
---             merged call, as lua/fixed_window.lua's mode 3): KEYS[1] only routes the call, and
---             the lists may be of any slot of the node. A list whose slot the node does not serve
---             (it moved) is answered count -1 for each of its keys, nothing written: the caller
---             sends it again through its slot.
--- Then, for each list: its key count m (>= 1), then for each of its keys (in mode 3 its name
+-- ARGV[1]     the mode, by name (lib/read_mode.lua): count = each list in turn, all or nothing;
+--             look = nothing charged, each counter as it stands; count:named = as count, the
+--             counters named in ARGV (a Redis Cluster node's merged call, as lua/fixed_window.lua's):
+--             KEYS[1] only routes the call, and the lists may be of any slot of the node. A list
+--             whose slot the node does not serve (it moved) is answered count -1 for each of its
+--             keys, nothing written: the caller sends it again through its slot.
+-- Then, for each list: its key count m (>= 1), then for each of its keys (named: its name
 --             first) its hits (>= 0, in plain decimal digits), limit (>= 0) and window (whole
 --             seconds >= 1). One list of n keys: ARGV[2] = n, key i's three at ARGV[3i .. 3i+2].
---             The lists cover KEYS exactly (mode 3: ARGV); a count that runs past them is refused.
+--             The lists cover KEYS exactly (named: ARGV); a count that runs past them is refused.
 -- ARGV[last]  optional, tests only: "now" in epoch milliseconds. Without it Redis TIME, read once.
--- Returns     2 integers a key: count, reset. When the list was admitted (in mode 0 or 3), count
+-- Returns     2 integers a key: count, reset. When the list was admitted (count, count:named), count
 --             is the window's count after the list's hits (none, with hits 0) and reset the ms
---             until the window ends (>= 1). When the list was refused, or looked at (mode 2),
+--             until the window ends (>= 1). When the list was refused, or looked at (look),
 --             nothing was charged: count is the window's count as it stands and reset is
 --             negative, minus those ms. Count -1 (reset 0): not served here. The caller judges
 --             each key from them (algorithm-scripts.ts): it denies when reset < 0 and count +
@@ -46,15 +46,14 @@
 -- @include lib/not_served_here.lua
 -- @include lib/call_now.lua
 -- @include lib/read_lists.lua
+-- @include lib/read_mode.lua
 
 local argv = ARGV
-local mode = tonumber(argv[1])
-if mode ~= 0 and mode ~= 2 and mode ~= 3 then
-  return redis.error_reply('ERR fixed_window_list: mode (ARGV[1]) must be 0, 2 or 3')
-end
+local mode, named = read_mode('fixed_window_list', { 'count', 'look', 'count:named' })
+if mode == nil then return named end
 local hits, hit_texts, limits, windows = {}, {}, {}, {}
 local keys, ends, now = read_lists({
-  script = 'fixed_window_list', noun = 'list', named = mode == 3, width = 3, distinct = true,
+  script = 'fixed_window_list', noun = 'list', named = named, width = 3, distinct = true,
   read_key = fixed_window_reader(hits, hit_texts, limits, windows),
 })
 if keys == nil then return ends end
@@ -82,12 +81,12 @@ local function take_back(first, last)
   end
 end
 
--- List `first..last` decided (mode 2: looked at), answered in `out`.
+-- List `first..last` decided (look: looked at), answered in `out`.
 local function decide(first, last)
   local refused = false
   for i = first, last do
     local h = hits[i]
-    if mode ~= 2 and h > 0 and not refused then
+    if mode ~= 'look' and h > 0 and not refused then
       local count, reset_ms, key, expire_at = fixed_window_step(keys[i], now, windows[i], h, hit_texts[i], true)
       out[2 * i - 1], out[2 * i], charged[i], pending[i] = count, reset_ms, key, expire_at
       if count > limits[i] then refused = true end
@@ -97,7 +96,7 @@ local function decide(first, last)
       if count + h > limits[i] then refused = true end
     end
   end
-  if refused or mode == 2 then
+  if refused or mode == 'look' then
     take_back(first, last)
     for i = first, last do out[2 * i] = -out[2 * i] end
   else
@@ -111,13 +110,13 @@ end
 local first = 1
 for l = 1, #ends do
   local last = ends[l]
-  -- A list that fails takes its charges back first, so it leaves nothing written. In mode 3 the
+  -- A list that fails takes its charges back first, so it leaves nothing written. Named, the
   -- list's slot may not be this node's (it moved): its first command fails, before anything of
   -- it is written (its counters share a slot). (Redis 7 raises a table, Redis 6 its text.)
   local ok, err = pcall(decide, first, last)
   if not ok then
     take_back(first, last)
-    if not (mode == 3 and not_served_here(type(err) == 'table' and err.err or tostring(err))) then error(err) end
+    if not (named and not_served_here(type(err) == 'table' and err.err or tostring(err))) then error(err) end
     for i = first, last do out[2 * i - 1], out[2 * i] = -1, 0 end
   end
   first = last + 1

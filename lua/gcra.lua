@@ -12,6 +12,7 @@
 -- Returns     as lib/run_call.lua, with token_bucket's meanings.
 
 -- @include lib/int.lua
+-- @include lib/read_mode.lua
 -- @include lib/read_call.lua
 -- @include lib/run_call.lua
 -- @include lib/bucket_step.lua

@@ -18,13 +18,13 @@
 --             window's: its window key, lib/fixed_window_step.lua). All in
 --             one slot (a list's counters share the descriptor's hash tag). A counter appears at
 --             most once in a list (refused otherwise); it may appear in several lists.
--- ARGV[1]     mode: 0 = decide and charge each list all or none, 2 = look (judge only, charge
---             nothing), 3 = as 0, the counters named in ARGV (a Redis Cluster node's merged
---             call, issue 20, as lib/read_call.lua's mode 3): KEYS[1] only routes the call, each
---             key's name comes first of its ARGV (6 per key), and the lists may be of any slot of
---             the node. A list whose slot the node does not serve (it moved) is answered with
---             denied = 2 for each of its keys, nothing written: the caller sends it again
---             through its slot.
+-- ARGV[1]     the mode, by name (lib/read_mode.lua): count = decide and charge each list all
+--             or none; look = judge only, charge nothing; count:named = as count, the counters
+--             named in ARGV (a Redis Cluster node's merged call, issue 20): KEYS[1] only routes
+--             the call, each key's name comes first of its ARGV (6 per key), and the lists may be
+--             of any slot of the node. A list whose slot the node does not serve (it moved) is
+--             answered with denied = 2 for each of its keys, nothing written: the caller sends it
+--             again through its slot.
 -- Then, for each list in the order of KEYS: its key count m (>= 1), then 5 ARGV per key of
 --             the list: algorithm_i (1 fixed_window, 2 sliding_window, 3 token_bucket, 4 gcra,
 --             5 sliding_log), hits_i, limit_i, window_i (whole seconds), burst_i, as
@@ -48,14 +48,15 @@
 -- @include lib/not_served_here.lua
 -- @include lib/call_now.lua
 -- @include lib/read_lists.lua
+-- @include lib/read_mode.lua
 
 local argv, floor = ARGV, math.floor
 
-local mode = tonumber(argv[1])
-if mode ~= 0 and mode ~= 2 and mode ~= 3 then return redis.error_reply('ERR limit_list: mode (ARGV[1]) must be 0, 2 or 3') end
+local mode, named = read_mode('limit_list', { 'count', 'look', 'count:named' })
+if mode == nil then return named end
 -- The shape lib/bucket_step.lua reads; `used[a]`: some key of the call counts with algorithm a.
 local algorithms, hits, hit_texts, limits, windows, bursts, used = {}, {}, {}, {}, {}, {}, {}
-local keys, ends, now = read_lists({ script = 'limit_list', noun = 'list', named = mode == 3, width = 5, distinct = true, read_key = function(i, first)
+local keys, ends, now = read_lists({ script = 'limit_list', noun = 'list', named = named, width = 5, distinct = true, read_key = function(i, first)
   -- A fixed window's hits go to INCRBY as written (lib/fixed_window_step.lua): plain decimal
   -- digits only, for every algorithm alike.
   local h_text = argv[first + 1]
@@ -82,7 +83,7 @@ local STEPS = {}
 local fw_undo = nil
 
 if used[1] then
-  -- lib/fixed_window_step.lua. When the call may charge (not mode 2), a hit is charged in the
+  -- lib/fixed_window_step.lua. When the call may charge (not look), a hit is charged in the
   -- look already, one INCRBY instead of a GET now and an INCRBY later, and undone (fw_undo) when
   -- the list is refused: the call is atomic, so no one sees the tentative count. The look's
   -- answer is the count before it; the charge pass, which comes only when every limit of the
@@ -101,7 +102,7 @@ if used[1] then
         redis.call('PEXPIREAT', fw_keys[i], int(fw_pending[i]))
         fw_pending[i] = nil
       end
-    elseif mode ~= 2 and h > 0 then
+    elseif mode ~= 'look' and h > 0 then
       local after, _, key, expire_at = fixed_window_step(keys[i], now, w, h, hit_texts[i], true)
       fw_charged[i], fw_before[i], fw_keys[i], fw_pending[i] = after, after - h, key, expire_at
       count = after - h
@@ -192,7 +193,7 @@ local function look(first, last)
   return any_denied
 end
 
--- The look of a list; returns served, any_denied. A mode-3 call's list may be of a slot this
+-- The look of a list; returns served, any_denied. A named call's list may be of a slot this
 -- node does not serve (it moved): then the list's first command fails, before anything of it is
 -- written (its counters share a slot), and the list is answered denied = 2. A look that fails
 -- takes its tentative charges back first, so a failed list leaves nothing written. (Redis 7
@@ -201,7 +202,7 @@ local function look_here(first, last)
   local ok, res = pcall(look, first, last)
   if ok then return true, res end
   if fw_undo then fw_undo(first, last) end
-  if mode == 3 and not_served_here(type(res) == 'table' and res.err or tostring(res)) then return false, false end
+  if named and not_served_here(type(res) == 'table' and res.err or tostring(res)) then return false, false end
   error(res)
 end
 
@@ -215,9 +216,9 @@ for l = 1, #ends do
       local at = 6 * i - 5
       out[at], out[at + 1], out[at + 2], out[at + 3], out[at + 4], out[at + 5] = 0, 0, 0, 0, 2, 0
     end
-  elseif mode ~= 2 and not any_denied then
+  elseif mode ~= 'look' and not any_denied then
     for i = first, last do judge(i, true) end
-  elseif mode ~= 2 and fw_undo then
+  elseif mode ~= 'look' and fw_undo then
     fw_undo(first, last)
   end
   first = last + 1

@@ -21,6 +21,7 @@
 
 -- @include lib/int.lua
 -- @include lib/sliding_log_step.lua
+-- @include lib/read_mode.lua
 -- @include lib/read_call.lua
 -- @include lib/run_call.lua
 

@@ -18,6 +18,7 @@
 
 -- @include lib/int.lua
 -- @include lib/sliding_window_step.lua
+-- @include lib/read_mode.lua
 -- @include lib/read_call.lua
 -- @include lib/run_call.lua
 

@@ -23,15 +23,15 @@
 -- This is what the limiter decided with a look over every call of the request and then a
 -- charge per call; here nothing can come between the look and the charge.
 --
--- KEYS[1]     mode 1: the first counter; KEYS holds every counter of every unit, in order (one
+-- KEYS[1]     stop: the first counter; KEYS holds every counter of every unit, in order (one
 --             slot, or one Redis server), each as lua/<algorithm>.lua takes it (a fixed window's:
---             its window key). mode 4: KEYS[1] only routes the call to its Redis Cluster node; each counter is
+--             its window key). stop:named: KEYS[1] only routes the call to its Redis Cluster node; each counter is
 --             named in ARGV before its arguments, of any slot of the node. A unit whose counter
 --             the node does not serve (its slot moved) is answered denied = 2 for every counter,
 --             nothing written (the look, which comes first, only reads): the caller decides it
 --             again another way.
--- ARGV[1]     mode: 1 or 4.
--- Then, for each unit: its key count m (>= 1), then for each of its counters (in mode 4 its
+-- ARGV[1]     the mode, by name (lib/read_mode.lua): stop, or stop:named (counters named in ARGV).
+-- Then, for each unit: its key count m (>= 1), then for each of its counters (named: its
 --             name first) six ARGV: part (0: a counter of its own; p >= 1: a member of the
 --             unit's list p, a list's members consecutive), algorithm (1 fixed_window,
 --             2 sliding_window, 3 token_bucket, 4 gcra, 5 sliding_log), hits (plain decimal
@@ -53,13 +53,14 @@
 -- @include lib/not_served_here.lua
 -- @include lib/call_now.lua
 -- @include lib/read_lists.lua
+-- @include lib/read_mode.lua
 
 local argv, floor, max = ARGV, math.floor, math.max
 
-local mode = tonumber(argv[1])
-if mode ~= 1 and mode ~= 4 then return redis.error_reply('ERR stop_request: mode (ARGV[1]) must be 1 or 4') end
+local mode, named = read_mode('stop_request', { 'stop', 'stop:named' })
+if mode == nil then return named end
 local parts, algorithms, hits, hit_texts, limits, windows, bursts = {}, {}, {}, {}, {}, {}, {}
-local keys, ends, now = read_lists({ script = 'stop_request', noun = 'unit', named = mode == 4, width = 6, distinct = false, read_key = function(i, first)
+local keys, ends, now = read_lists({ script = 'stop_request', noun = 'unit', named = named, width = 6, distinct = false, read_key = function(i, first)
   local p, a, l, w, b = tonumber(argv[first]), tonumber(argv[first + 1]), tonumber(argv[first + 3]), tonumber(argv[first + 4]), tonumber(argv[first + 5])
   -- Hits go to INCRBY as written (lib/fixed_window_step.lua): plain decimal digits only.
   local h_text = argv[first + 2]
@@ -209,10 +210,10 @@ end
 local first = 1
 for u = 1, #ends do
   local last = ends[u]
-  if mode == 1 then
+  if not named then
     decide(first, last)
   else
-    -- Named (mode 4): the look comes first and only reads, so a counter this node does not
+    -- Named: the look comes first and only reads, so a counter this node does not
     -- serve fails it before anything of the unit is written. (Redis 7 raises a table, Redis 6
     -- its text.)
     local ok, err = pcall(decide, first, last)

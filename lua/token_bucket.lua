@@ -14,6 +14,7 @@
 --             token is there.
 
 -- @include lib/int.lua
+-- @include lib/read_mode.lua
 -- @include lib/read_call.lua
 -- @include lib/run_call.lua
 -- @include lib/bucket_step.lua

@@ -78,6 +78,8 @@ async function main() {
     // ARGV per counter: hits, limit, window (the fixed window's own protocol since the
     // per-window keys of issue 20), or lib/read_call.lua's four with a burst before that.
     const withBurst = variants.map(([, lua]) => !lua.includes('ARGV[3i-1 .. 3i+1]'));
+    // ARGV[1]: the count mode, by name since lib/read_mode.lua, a number before it.
+    const countMode = variants.map(([, lua]) => (lua.includes('local function read_mode') ? 'count' : 0));
     const lines = [
       `| keys per request | ${variants.map(([name]) => name).join(' | ')} | reference's commands |`,
       `|---|${'---|'.repeat(variants.length + 1)}`,
@@ -86,7 +88,7 @@ async function main() {
       const viaScript = (v) => async () => {
         for (let n = 0; n < CALLS; n++) {
           const keys = [];
-          const args = [0];
+          const args = [countMode[v]];
           for (let b = 0; b < BATCH; b++) {
             const id = Math.floor(Math.random() * IDS);
             for (let j = 0; j < k; j++) {

@@ -11,7 +11,7 @@
 -- has not expired yet is never taken for a later window's. The window's key appends to the
 -- counter's name, after its hash tag: it lives in the counter's slot.
 --
--- The caller declares the window's key, as its own clock places the call (KEYS, or a mode-3
+-- The caller declares the window's key, as its own clock places the call (KEYS, or a named
 -- call's names): in a Redis Cluster a slot being migrated is served where its declared keys are,
 -- so the key that holds the count must be the declared one (declaring the counter's name, which
 -- holds nothing, sent every call of a migrating slot to the importing node, which counted

@@ -1,11 +1,13 @@
 -- lib/read_call.lua: the one call protocol of every script in lua/.
 -- Provides
 --   read_call(script) -> call, nil; or nil, an error reply "ERR <script>: ..." to return as is.
--- (lua/fixed_window.lua has a leaner protocol of its own, with a mode 3 for merged calls.)
+-- (lua/fixed_window.lua has a leaner protocol of its own, with named counters for merged calls.)
+-- Needs lib/read_mode.lua first.
 --
 -- KEYS[i]     counter i (i = 1..n); all keys of one call share a hash slot. A key may appear
 --             more than once in a call (see lib/run_call.lua for how that is judged).
--- ARGV[1]     mode: 0 = count, 1 = stop, 2 = look (lib/run_call.lua says what each does).
+-- ARGV[1]     the mode, by name (lib/read_mode.lua): count, stop or look (lib/run_call.lua says
+--             what each does).
 -- ARGV[4i-2]  hits_i: integer >= 0 for KEYS[i]; 0 = peek (never creates or changes the key).
 -- ARGV[4i-1]  limit_i: integer >= 0, requests per window.
 -- ARGV[4i]    window_i: window length in whole seconds (>= 1).
@@ -13,7 +15,7 @@
 -- ARGV[4n+2]  optional, tests only: "now" in epoch milliseconds. Without it the clock is
 --             redis TIME, read here once per call.
 --
--- call.n, call.mode, call.now (epoch ms), and per key i call.hits[i], call.limits[i],
+-- call.n, call.mode ('count', 'stop' or 'look'), call.now (epoch ms), and per key i call.hits[i], call.limits[i],
 -- call.windows[i] (in ms), call.bursts[i]. Every number is a whole number that a double holds
 -- exactly; rules are bounded at load so that every product the scripts form stays below 2^53.
 
@@ -29,10 +31,8 @@ local function read_call(script)
     return nil
   end
 
-  local mode = whole(1, 0)
-  if mode ~= 0 and mode ~= 1 and mode ~= 2 then
-    return nil, redis.error_reply('ERR ' .. script .. ': mode (ARGV[1]) must be 0, 1 or 2')
-  end
+  local mode, wrong = read_mode(script, { 'count', 'stop', 'look' })
+  if mode == nil then return nil, wrong end
   local nargs = #ARGV
   local n = #KEYS
   if nargs ~= 4 * n + 1 and nargs ~= 4 * n + 2 then

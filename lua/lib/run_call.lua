@@ -15,11 +15,11 @@
 -- hit is denied, a peek allowed, nothing read or written, and reset, Retry-After and blocked are
 -- one window.
 --
--- Modes (ARGV[1]):
---   0 count  each key in turn is judged and charged (a repeated key sees the earlier charge).
---   2 look   each key is judged, nothing is charged; a repeated key is judged with the hits of
+-- Modes (ARGV[1], by name: lib/read_mode.lua):
+--   count    each key in turn is judged and charged (a repeated key sees the earlier charge).
+--   look     each key is judged, nothing is charged; a repeated key is judged with the hits of
 --            its earlier admitted occurrences pending.
---   1 stop   STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: look first; when no key is denied, count;
+--   stop     STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: look first; when no key is denied, count;
 --            else charge nothing (a denied hit is never charged here) and answer the look.
 --
 -- Returns     a flat array of 6n integers; key i fills positions 6i-5 .. 6i:
@@ -42,7 +42,7 @@ local function run_call(call, step)
     return denied == 1
   end
 
-  if call.mode == 0 then
+  if call.mode == 'count' then
     for i = 1, call.n do judge(i, 0, true) end
     return out
   end
@@ -55,7 +55,7 @@ local function run_call(call, step)
       pending[key] = (pending[key] or 0) + call.hits[i]
     end
   end
-  if call.mode == 1 and not any_denied then
+  if call.mode == 'stop' and not any_denied then
     for i = 1, call.n do judge(i, 0, true) end
   end
   return out

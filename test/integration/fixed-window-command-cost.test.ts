@@ -49,7 +49,7 @@ describe('fixed_window.lua: Redis commands per key', () => {
       sha(),
       keys.length,
       ...keys.map((k) => fixedWindowKey(k, WINDOW_S, now)),
-      0,
+      'count',
       ...keys.flatMap(() => [1, 1_000_000, WINDOW_S]),
       now,
     );
@@ -88,8 +88,8 @@ describe('fixed_window.lua: Redis commands per key', () => {
     const hour = 3_600_000;
     const hourEdge = (Math.floor(Date.now() / hour) + 1) * hour;
     const hourCalls = await commandsOf(async () => {
-      await t.client.evalsha(sha(), 1, fixedWindowKey(hourly, 3600, hourEdge), 0, 1, 1_000_000, 3600, hourEdge + 5);
-      await t.client.evalsha(sha(), 1, fixedWindowKey(hourly, 3600, hourEdge), 0, 1, 1_000_000, 3600, hourEdge + 6);
+      await t.client.evalsha(sha(), 1, fixedWindowKey(hourly, 3600, hourEdge), 'count', 1, 1_000_000, 3600, hourEdge + 5);
+      await t.client.evalsha(sha(), 1, fixedWindowKey(hourly, 3600, hourEdge), 'count', 1, 1_000_000, 3600, hourEdge + 6);
     });
     expect(hourCalls).toEqual({ incrby: 2, get: 1, pexpireat: 1 });
   });
@@ -100,8 +100,8 @@ describe('fixed_window.lua: Redis commands per key', () => {
     await count([counted], edge + 1);
     const calls = await commandsOf(() =>
       Promise.all([
-        t.client.evalsha(sha(), 1, fixedWindowKey(counted, WINDOW_S, edge), 2, 1, 1_000_000, WINDOW_S, edge + 2),
-        t.client.evalsha(sha(), 1, fixedWindowKey(fresh, WINDOW_S, edge), 2, 1, 1_000_000, WINDOW_S, edge + 2),
+        t.client.evalsha(sha(), 1, fixedWindowKey(counted, WINDOW_S, edge), 'look', 1, 1_000_000, WINDOW_S, edge + 2),
+        t.client.evalsha(sha(), 1, fixedWindowKey(fresh, WINDOW_S, edge), 'look', 1, 1_000_000, WINDOW_S, edge + 2),
       ]),
     );
     expect(calls).toEqual({ get: 2 });
@@ -117,7 +117,7 @@ describe('limit_list.lua: Redis commands per fixed-window key of a list', () => 
       2,
       fixedWindowKey(keys[0], 60, now),
       fixedWindowKey(keys[1], 3600, now),
-      0,
+      'count',
       2,
       1,
       hits,

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
 import type { LimitSpec } from '../../src/domain/limit-spec';
 import type { LimitCheck, LimitResult } from '../../src/limiter/limiter';
+import type { CallMode } from '../../src/limiter/redis/algorithm-scripts';
 import { loadLuaScript } from '../../src/limiter/redis/lua-script';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { seededRandom } from '../helpers/algorithm-traces';
@@ -27,9 +28,9 @@ interface Limit {
 }
 
 /** KEYS and ARGV of one limit_list call of `lists` (each with its hits) on the counters of hash tag `tag`. */
-function listCall(tag: string, mode: number, lists: readonly { limits: readonly Limit[]; hits: number }[], now?: number) {
+function listCall(tag: string, mode: CallMode, lists: readonly { limits: readonly Limit[]; hits: number }[], now?: number) {
   const keys: string[] = [];
-  const args: number[] = [mode];
+  const args: (number | string)[] = [mode];
   for (const { limits, hits } of lists) {
     args.push(limits.length);
     for (const l of limits) {
@@ -56,23 +57,27 @@ async function expectLayoutErrors(
   const w = one.length;
   const refused = (keys: string[], args: (number | string)[], message: string) =>
     expect(run(keys, args), message).rejects.toThrow(`ERR ${name}: ${message}`);
-  await refused([k('a')], [1, 1, ...one], 'mode (ARGV[1]) must be 0, 2 or 3');
-  // Mode 3 (a cluster node's merged call) declares one key and names the counters in ARGV.
-  await refused([k('a'), k('b')], [3, 1, k('a'), ...one], 'mode 3 declares 1 key (it routes the call), got 2');
-  await refused([k('a')], [3], 'mode 3 needs at least one list after the mode');
-  await refused([k('a')], [0, 0, ...one], 'list 1: key count (ARGV[2]) must be a whole number >= 1');
-  await refused([k('a')], [0, 1.5, ...one], 'list 1: key count (ARGV[2]) must be a whole number >= 1');
+  await refused([k('a')], ['stop', 1, ...one], "mode (ARGV[1]) must be one of 'count', 'look', 'count:named', got 'stop'");
+  // count:named (a cluster node's merged call) declares one key and names the counters in ARGV.
+  await refused([k('a'), k('b')], ['count:named', 1, k('a'), ...one], 'mode count:named declares 1 key (it routes the call), got 2');
+  await refused([k('a')], ['count:named'], 'mode count:named needs at least one list after the mode');
+  await refused([k('a')], ['count', 0, ...one], 'list 1: key count (ARGV[2]) must be a whole number >= 1');
+  await refused([k('a')], ['count', 1.5, ...one], 'list 1: key count (ARGV[2]) must be a whole number >= 1');
   // A count that runs past the keys, and one that runs past the ARGV.
-  await refused([k('a'), k('b')], [0, 3, ...one, ...one, ...one], 'list 1: 3 keys from KEYS[1] run past the 2 keys');
-  await refused([k('a'), k('b')], [0, 1, ...one, 2, ...one], 'list 2: 2 keys from KEYS[2] run past the 2 keys');
-  await refused([k('a'), k('b')], [0, 2, ...one, ...one.slice(1)], `list 1: 2 keys need ARGV[3..${2 + 2 * w}], the call has ${2 * w + 1} ARGV`);
+  await refused([k('a'), k('b')], ['count', 3, ...one, ...one, ...one], 'list 1: 3 keys from KEYS[1] run past the 2 keys');
+  await refused([k('a'), k('b')], ['count', 1, ...one, 2, ...one], 'list 2: 2 keys from KEYS[2] run past the 2 keys');
+  await refused(
+    [k('a'), k('b')],
+    ['count', 2, ...one, ...one.slice(1)],
+    `list 1: 2 keys need ARGV[3..${2 + 2 * w}], the call has ${2 * w + 1} ARGV`,
+  );
   // After the lists, only a pinned now may follow.
-  await refused([k('a')], [0, 1, ...one, T0, 7], `the lists end at ARGV[${2 + w}]; only a pinned now may follow them, got 2 ARGV`);
-  await refused([k('a')], [0, 1, ...one, -5], 'pinned now (last ARGV) must be epoch milliseconds');
+  await refused([k('a')], ['count', 1, ...one, T0, 7], `the lists end at ARGV[${2 + w}]; only a pinned now may follow them, got 2 ARGV`);
+  await refused([k('a')], ['count', 1, ...one, -5], 'pinned now (last ARGV) must be epoch milliseconds');
   // One counter twice in one list would be judged twice against one state: refused. (In two
   // lists it is fine.)
-  await refused([k('a'), k('b'), k('b')], [0, 1, ...one, 2, ...one, ...one], 'list 2 holds one counter twice (KEYS[2] and KEYS[3])');
-  expect(await run([], [0])).toEqual([]);
+  await refused([k('a'), k('b'), k('b')], ['count', 1, ...one, 2, ...one, ...one], 'list 2 holds one counter twice (KEYS[2] and KEYS[3])');
+  expect(await run([], ['count'])).toEqual([]);
 }
 
 describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect) => {
@@ -105,7 +110,7 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         // List 1 takes the shared counter's only hit; list 2 is then denied by it, and its y is not charged.
         const { keys, args } = listCall(
           tag,
-          0,
+          'count',
           [
             { limits: [shared, x], hits: 1 },
             { limits: [shared, y], hits: 1 },
@@ -119,7 +124,7 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         expect([denied(0), denied(1), denied(2), denied(3)]).toEqual([0, 0, 1, 0]);
         expect([used(0), used(1), used(2), used(3)]).toEqual([1, 1, 1, 0]);
         // The state is that of two separate calls in that order.
-        const peek = listCall(tag, 2, [{ limits: [shared, x, y], hits: 0 }], now);
+        const peek = listCall(tag, 'look', [{ limits: [shared, x, y], hits: 0 }], now);
         const looked = await script.run(client, peek.keys, peek.args);
         expect([looked[0], looked[6], looked[12]]).toEqual([1, 1, 0]);
       }),
@@ -143,7 +148,7 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         let denials = 0;
         for (let round = 0; round < 60; round++) {
           now += random(700);
-          const mode = random(10) < 2 ? 2 : 0;
+          const mode: CallMode = random(10) < 2 ? 'look' : 'count';
           const lists = Array.from({ length: 1 + random(6) }, () => {
             const picked = new Set<Limit>();
             const size = 1 + random(3);
@@ -175,14 +180,16 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         const one = [ALG.fixed_window, 1, 10, 60, 10];
         const bad = (keys: string[], args: (number | string)[]) => script.run(client, keys, args);
         await expectLayoutErrors('limit_list', bad, one, k);
-        await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, 6, 1, 10, 60, 10])).rejects.toThrow(
+        await expect(bad([k('a'), k('b')], ['count', 1, ...one, 1, 6, 1, 10, 60, 10])).rejects.toThrow(
           'ERR limit_list: key 2 needs algorithm 1..5, integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[9..13])',
         );
         // A valid first list before a malformed second one: the call is refused before anything runs.
-        await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, ALG.fixed_window, -1, 10, 60, 10])).rejects.toThrow('ERR limit_list: key 2 needs');
+        await expect(bad([k('a'), k('b')], ['count', 1, ...one, 1, ALG.fixed_window, -1, 10, 60, 10])).rejects.toThrow(
+          'ERR limit_list: key 2 needs',
+        );
         // Hits go to INCRBY as written: only plain decimal digits are taken.
         for (const written of ['1.0', '01', '1e0']) {
-          await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, ALG.fixed_window, written, 10, 60, 10]), written).rejects.toThrow(
+          await expect(bad([k('a'), k('b')], ['count', 1, ...one, 1, ALG.fixed_window, written, 10, 60, 10]), written).rejects.toThrow(
             'ERR limit_list: key 2 needs',
           );
         }
@@ -196,7 +203,7 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
     /** A fixed window of a list: its counter's name and its limit and window. */
     type Window = { readonly name: string; readonly limit: number; readonly windowSeconds: number };
     /** KEYS and ARGV of one fixed_window_list call of `lists` at `now`: each key its window's key, as RedisLimiter declares it. */
-    const fwlCall = (tag: string, mode: number, lists: readonly { limits: readonly Window[]; hits: number }[], now: number) => {
+    const fwlCall = (tag: string, mode: CallMode, lists: readonly { limits: readonly Window[]; hits: number }[], now: number) => {
       const keys: string[] = [];
       const args: (number | string)[] = [mode];
       for (const { limits, hits } of lists) {
@@ -226,7 +233,7 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         let charged = 0;
         for (let round = 0; round < 80; round++) {
           now += random(900);
-          const mode = random(10) < 2 ? 2 : 0;
+          const mode: CallMode = random(10) < 2 ? 'look' : 'count';
           const lists = Array.from({ length: 1 + random(6) }, () => {
             const picked = new Set<Window>();
             const size = 1 + random(3);
@@ -284,7 +291,7 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
           { name: 'm', limit: 2, windowSeconds: 60 },
           { name: 'h', limit: 100, windowSeconds: 3600 },
         ];
-        const call = (hits: number) => fwlCall(tag, 0, [{ limits: [second!, minute!, hour!], hits }], now);
+        const call = (hits: number) => fwlCall(tag, 'count', [{ limits: [second!, minute!, hour!], hits }], now);
         const first = call(2);
         // Admitted: each count after the charge, each reset positive.
         expect(await fwl.run(client, first.keys, first.args)).toEqual([2, 1000, 2, 57_000, 2, 3_597_000]);
@@ -293,7 +300,7 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         expect(await fwl.run(client, again.keys, again.args)).toEqual([2, -1000, 2, -57_000, 2, -3_597_000]);
         expect(await client.mget(...first.keys)).toEqual(['2', '2', '2']);
         // A look charges nothing either, also when every limit admits.
-        const look = fwlCall(tag, 2, [{ limits: [second!, hour!], hits: 1 }], now);
+        const look = fwlCall(tag, 'look', [{ limits: [second!, hour!], hits: 1 }], now);
         expect(await fwl.run(client, look.keys, look.args)).toEqual([2, -1000, 2, -3_597_000]);
         expect(await client.mget(...first.keys)).toEqual(['2', '2', '2']);
       }),
@@ -311,10 +318,10 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         const hour: Window = { name: 'h', limit: 100, windowSeconds: 3600 };
         const minute: Window = { name: 'm', limit: 1, windowSeconds: 60 };
         const lists = [{ limits: [hour, minute], hits: 1 }];
-        const fw = fwlCall(tag, 0, lists, now);
+        const fw = fwlCall(tag, 'count', lists, now);
         const general = listCall(
           `${tag}-g`,
-          0,
+          'count',
           lists.map((l) => ({ limits: l.limits.map((w) => ({ ...w, algorithm: 'fixed_window' as const, burst: 0 })), hits: l.hits })),
           now,
         );
@@ -345,11 +352,11 @@ describe.each(standaloneAndCluster())('rate_limits lists on %s', (name, connect)
         await expectLayoutErrors('fixed_window_list', bad, one, k);
         // A valid first list before a malformed second one: refused before anything runs.
         for (const written of ['1.0', '01', '1e0', '-1']) {
-          await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, written, 10, 60]), written).rejects.toThrow(
+          await expect(bad([k('a'), k('b')], ['count', 1, ...one, 1, written, 10, 60]), written).rejects.toThrow(
             'ERR fixed_window_list: key 2 needs integer hits >= 0, limit >= 0, window >= 1 (ARGV[7..9])',
           );
         }
-        await expect(bad([k('a'), k('b')], [0, 1, ...one, 1, 1, 10, 0])).rejects.toThrow('ERR fixed_window_list: key 2 needs');
+        await expect(bad([k('a'), k('b')], ['count', 1, ...one, 1, 1, 10, 0])).rejects.toThrow('ERR fixed_window_list: key 2 needs');
         expect(await client.exists(k('a'), k('b'))).toBe(0);
       }),
     );

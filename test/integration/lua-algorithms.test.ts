@@ -4,7 +4,7 @@ import type { LimitSpec } from '../../src/domain/limit-spec';
 import type { LimitResult } from '../../src/limiter/limiter';
 import type { AlgorithmState } from '../../src/limiter/memory/memory-algorithm';
 import { memoryAlgorithms } from '../../src/limiter/memory/memory-algorithms';
-import { algorithmScripts, type CallPass } from '../../src/limiter/redis/algorithm-scripts';
+import { algorithmScripts, CALL_PASSES, type CallPass } from '../../src/limiter/redis/algorithm-scripts';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
 import { fixedWindowKey } from '../helpers/fixed-window-value';
 import { clusterTarget, standaloneTarget, type ScriptClient as Client, type ScriptTarget } from '../helpers/script-targets';
@@ -14,10 +14,9 @@ import { ALGORITHM_TRACES, TRACE_START, comparable, randomSteps, seededRandom } 
 const ALGORITHMS = ['sliding_window', 'token_bucket', 'gcra', 'sliding_log'] as const;
 type Name = (typeof ALGORITHMS)[number];
 
-const MODE_EACH = 0;
-const MODE_ALL_OR_NOTHING = 1;
-const MODE_LOOK = 2;
-const PASS_OF: Readonly<Record<number, CallPass>> = { [MODE_EACH]: 'count', [MODE_ALL_OR_NOTHING]: 'stop', [MODE_LOOK]: 'look' };
+const MODE_EACH: CallPass = 'count';
+const MODE_ALL_OR_NOTHING: CallPass = 'stop';
+const MODE_LOOK: CallPass = 'look';
 // Each script's protocol is the limiter's to speak: its arguments in, its results out.
 const SCRIPTS = algorithmScripts();
 
@@ -37,21 +36,21 @@ interface Loaded {
 async function runScript(
   { client, sha }: Loaded,
   keys: readonly string[],
-  mode: number,
+  mode: CallPass,
   calls: readonly Call[],
   now?: number,
 ): Promise<LimitResult[]> {
   const script = SCRIPTS[calls[0]!.spec.algorithm];
   const checks = calls.map((c) => ({ counter: { domain: 'alg', entries: [] }, spec: c.spec, hits: c.hits }));
   const argv: (string | number)[] = [mode];
-  script.pushGroupHeader(argv, checks.length, PASS_OF[mode]!);
+  script.pushGroupHeader(argv, checks.length, mode);
   for (const c of checks) script.pushArgs(argv, c);
   if (now !== undefined) argv.push(now);
   const declared = keys.map((k, i) => script.declaredKey(k, checks[i]!, now ?? Date.now()));
   const reply = (await client.evalsha(sha, keys.length, ...declared, ...argv)) as unknown[];
   expect(reply).toHaveLength(script.replyWidth * keys.length);
   for (const v of reply) expect(Number.isInteger(v)).toBe(true);
-  return checks.map((c, i) => script.decode(reply as number[], i, c, PASS_OF[mode]!));
+  return checks.map((c, i) => script.decode(reply as number[], i, c, mode));
 }
 
 /** Keys of one call share one hash tag, so they live in one cluster slot. */
@@ -140,7 +139,7 @@ describe.each([
   );
 
   describe.each(ALGORITHMS)('%s.lua', (algorithm) => {
-    const call = (keys: readonly string[], mode: number, calls: readonly Call[], now?: number, client: Client = t.client) =>
+    const call = (keys: readonly string[], mode: CallPass, calls: readonly Call[], now?: number, client: Client = t.client) =>
       runScript({ client, sha: t.sha[algorithm]! }, keys, mode, calls, now);
 
     it.each(ALGORITHM_TRACES[algorithm].map((tr) => [tr.name, tr] as const))(
@@ -224,7 +223,7 @@ describe.each([
       if (algorithm === 'sliding_log') expect(await t.client.zcard(key)).toBe(50);
     });
 
-    it('mode 1 is all or nothing; mode 2 never charges', async () => {
+    it('stop is all or nothing; look never charges', async () => {
       const [loose, tight] = keysFor(2) as [string, string];
       const now = TRACE_START + 1000;
       const L = spec(algorithm, 100);
@@ -300,13 +299,15 @@ describe.each([
     it('rejects malformed arguments with a clear error and touches nothing', async () => {
       const [key] = keysFor(1) as [string];
       const sha = t.sha[algorithm]!;
-      await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60)).rejects.toThrow(new RegExp(`${algorithm}: 1 keys need 5 or 6 ARGV, got 4`));
-      await expect(t.client.evalsha(sha, 1, key, 0, 'x', 10, 60, 10)).rejects.toThrow(/key 1 needs integer hits/);
-      await expect(t.client.evalsha(sha, 1, key, 0, 1.5, 10, 60, 10)).rejects.toThrow(/key 1 needs integer hits/);
-      await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 0, 10)).rejects.toThrow(/window >= 1/);
-      await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, -1)).rejects.toThrow(/burst >= 0/);
+      await expect(t.client.evalsha(sha, 1, key, 'count', 1, 10, 60)).rejects.toThrow(
+        new RegExp(`${algorithm}: 1 keys need 5 or 6 ARGV, got 4`),
+      );
+      await expect(t.client.evalsha(sha, 1, key, 'count', 'x', 10, 60, 10)).rejects.toThrow(/key 1 needs integer hits/);
+      await expect(t.client.evalsha(sha, 1, key, 'count', 1.5, 10, 60, 10)).rejects.toThrow(/key 1 needs integer hits/);
+      await expect(t.client.evalsha(sha, 1, key, 'count', 1, 10, 0, 10)).rejects.toThrow(/window >= 1/);
+      await expect(t.client.evalsha(sha, 1, key, 'count', 1, 10, 60, -1)).rejects.toThrow(/burst >= 0/);
       await expect(t.client.evalsha(sha, 1, key, 3, 1, 10, 60, 10)).rejects.toThrow(/mode \(ARGV\[1\]\)/);
-      await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, 10, 'soon')).rejects.toThrow(/pinned now/);
+      await expect(t.client.evalsha(sha, 1, key, 'count', 1, 10, 60, 10, 'soon')).rejects.toThrow(/pinned now/);
       expect(await t.client.exists(key)).toBe(0);
     });
 
@@ -317,7 +318,7 @@ describe.each([
         Array.from({ length: 300 }, (_, i) => {
           const keys = groups[random(groups.length)]!;
           const calls = keys.map(() => ({ hits: random(4), spec: spec(algorithm, random(20), [1, 60, 3600][random(3)], 1 + random(20)) }));
-          return call(keys, random(3), calls, undefined, t.clients[i % 4]);
+          return call(keys, CALL_PASSES[random(3)]!, calls, undefined, t.clients[i % 4]);
         }),
       );
       const prefix = 'alg:{';

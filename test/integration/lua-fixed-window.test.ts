@@ -10,10 +10,10 @@ import { clusterTarget, standaloneTarget, type ScriptClient as Client, type Scri
 
 const SOURCE = readLuaScript('fixed_window');
 
-const MODE_COUNT_ALL = 0;
-const MODE_STOP = 1;
-const MODE_LOOK = 2;
-const PASS_OF: Readonly<Record<number, CallPass>> = { [MODE_COUNT_ALL]: 'count', [MODE_STOP]: 'stop', [MODE_LOOK]: 'look' };
+const MODE_COUNT_ALL: CallPass = 'count';
+const MODE_STOP: CallPass = 'stop';
+const MODE_LOOK: CallPass = 'look';
+const MODES: readonly CallPass[] = [MODE_COUNT_ALL, MODE_STOP, MODE_LOOK];
 // The script's protocol is the limiter's to speak (arguments in, judgement from the reply).
 const FIXED_WINDOW = algorithmScripts().fixed_window;
 
@@ -41,7 +41,7 @@ interface Loaded {
 async function fixedWindow(
   { client, sha }: Loaded,
   keys: readonly string[],
-  mode: number,
+  mode: CallPass,
   counters: readonly Counter[],
   pinnedNowMs?: number,
 ): Promise<Result[]> {
@@ -51,7 +51,7 @@ async function fixedWindow(
     spec: { algorithm: 'fixed_window', limit: c.limit, windowSeconds: c.windowSeconds, burst: 0 },
     hits: c.hits,
   }));
-  FIXED_WINDOW.pushGroupHeader(argv, checks.length, PASS_OF[mode]!);
+  FIXED_WINDOW.pushGroupHeader(argv, checks.length, mode);
   for (const c of checks) FIXED_WINDOW.pushArgs(argv, c);
   if (pinnedNowMs !== undefined) argv.push(pinnedNowMs);
   // Each counter's window key, as this process' clock places the call (lib/fixed_window_step.lua).
@@ -60,7 +60,7 @@ async function fixedWindow(
   expect(reply).toHaveLength(FIXED_WINDOW.replyWidth * keys.length);
   for (const v of reply) expect(Number.isInteger(v)).toBe(true);
   return checks.map((c, i) => {
-    const r = FIXED_WINDOW.decode(reply as number[], i, c, PASS_OF[mode]!);
+    const r = FIXED_WINDOW.decode(reply as number[], i, c, mode);
     // retryAfterMs is resetMs when over, checked in the shared traces.
     return { count: r.used, remaining: r.remaining, resetMs: r.resetMs, over: !r.allowed, blockedMs: r.blockedForMs ?? 0 };
   });
@@ -87,7 +87,7 @@ describe.each([
   ['cluster', () => clusterTarget(sources)],
 ] as const)('fixed_window.lua on %s', (_name, makeTarget) => {
   let t: ScriptTarget;
-  const call = (keys: readonly string[], mode: number, counters: readonly Counter[], now?: number) =>
+  const call = (keys: readonly string[], mode: CallPass, counters: readonly Counter[], now?: number) =>
     fixedWindow({ client: t.client, sha: t.sha.fixed_window! }, keys, mode, counters, now);
 
   /** The window keys of counter `base` (lib/fixed_window_step.lua), the latest window first. */
@@ -198,11 +198,11 @@ describe.each([
     const [key] = keysFor(1) as [string];
     const sha = t.sha.fixed_window!;
     // The caller's clock is 1 ms behind: it declares the window before the edge.
-    expect(await t.client.evalsha(sha, 1, fixedWindowKey(key, 60, edge - 1), 0, 2, 10, 60, edge)).toEqual([2, w]);
+    expect(await t.client.evalsha(sha, 1, fixedWindowKey(key, 60, edge - 1), 'count', 2, 10, 60, edge)).toEqual([2, w]);
     expect(await t.client.get(fixedWindowKey(key, 60, edge))).toBe('2');
     expect(await t.client.exists(fixedWindowKey(key, 60, edge - 1))).toBe(0);
     // Declared as Redis' clock places it: the same key.
-    expect(await t.client.evalsha(sha, 1, fixedWindowKey(key, 60, edge), 0, 1, 10, 60, edge + 5)).toEqual([3, w - 5]);
+    expect(await t.client.evalsha(sha, 1, fixedWindowKey(key, 60, edge), 'count', 1, 10, 60, edge + 5)).toEqual([3, w - 5]);
   });
 
   it("ignores a value of another type at the counter's name: the window counts, with its expiry", async () => {
@@ -337,7 +337,7 @@ describe.each([
       key(a),
       key(c),
       key(b),
-      1,
+      'stop',
       2,
       1,
       1,
@@ -412,27 +412,31 @@ describe.each([
   it('rejects malformed arguments with a clear error', async () => {
     const [key] = keysFor(1) as [string];
     const sha = t.sha.fixed_window!;
-    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10)).rejects.toThrow(/fixed_window: 1 keys need 4 or 5 ARGV, got 3/);
-    await expect(t.client.evalsha(sha, 1, key, 0, 'x', 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
-    await expect(t.client.evalsha(sha, 1, key, 0, 1.5, 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
+    await expect(t.client.evalsha(sha, 1, key, 'count', 1, 10)).rejects.toThrow(/fixed_window: 1 keys need 4 or 5 ARGV, got 3/);
+    await expect(t.client.evalsha(sha, 1, key, 'count', 'x', 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
+    await expect(t.client.evalsha(sha, 1, key, 'count', 1.5, 10, 60)).rejects.toThrow(/key 1 needs integer hits/);
     // Hits go to INCRBY as written: only plain decimal digits are taken.
     for (const written of ['1.0', '01', '1e0', ' 1', '0x1']) {
-      await expect(t.client.evalsha(sha, 2, key, key, 0, 1, 10, 60, written, 10, 60), written).rejects.toThrow(/key 2 needs integer hits/);
+      await expect(t.client.evalsha(sha, 2, key, key, 'count', 1, 10, 60, written, 10, 60), written).rejects.toThrow(/key 2 needs integer hits/);
     }
-    await expect(t.client.evalsha(sha, 1, key, 0, 1, -1, 60)).rejects.toThrow(/limit >= 0/);
-    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 0)).rejects.toThrow(/window >= 1/);
-    await expect(t.client.evalsha(sha, 1, key, 6, 1, 10, 60)).rejects.toThrow(/mode \(ARGV\[1\]\) must be 0, 1, 2, 3, 4 or 5/);
-    // Mode 3 names its counters in ARGV (4 a counter) and declares one key.
-    await expect(t.client.evalsha(sha, 1, key, 3, 1, 10, 60)).rejects.toThrow(/mode 3 needs 1 key and 4 ARGV per counter/);
-    await expect(t.client.evalsha(sha, 1, key, 0, 1, 10, 60, 'soon')).rejects.toThrow(/pinned now/);
+    await expect(t.client.evalsha(sha, 1, key, 'count', 1, -1, 60)).rejects.toThrow(/limit >= 0/);
+    await expect(t.client.evalsha(sha, 1, key, 'count', 1, 10, 0)).rejects.toThrow(/window >= 1/);
+    await expect(t.client.evalsha(sha, 1, key, 6, 1, 10, 60)).rejects.toThrow(
+      /mode \(ARGV\[1\]\) must be one of 'count', 'stop', 'look', 'count:named', 'stop:named', 'look:named', got '6'/,
+    );
+    // Named counters: each named in ARGV (4 a counter), one key declared.
+    await expect(t.client.evalsha(sha, 1, key, 'count:named', 1, 10, 60)).rejects.toThrow(/mode count:named needs 1 key and 4 ARGV per counter/);
+    await expect(t.client.evalsha(sha, 1, key, 'count', 1, 10, 60, 'soon')).rejects.toThrow(/pinned now/);
     // A malformed second counter: the first is not counted either.
-    await expect(t.client.evalsha(sha, 2, key, key, 0, 1, 10, 60, 1, 10, 'x')).rejects.toThrow(/key 2 needs integer hits/);
+    await expect(t.client.evalsha(sha, 2, key, key, 'count', 1, 10, 60, 1, 10, 'x')).rejects.toThrow(/key 2 needs integer hits/);
     // Stop mode takes units, each led by its key count (lib/read_lists.lua).
-    await expect(t.client.evalsha(sha, 1, key, 1, 0, 1, 10, 60)).rejects.toThrow(/fixed_window: unit 1: key count \(ARGV\[2\]\) must be/);
-    await expect(t.client.evalsha(sha, 1, key, 1, 2, 1, 10, 60)).rejects.toThrow(
+    await expect(t.client.evalsha(sha, 1, key, 'stop', 0, 1, 10, 60)).rejects.toThrow(/fixed_window: unit 1: key count \(ARGV\[2\]\) must be/);
+    await expect(t.client.evalsha(sha, 1, key, 'stop', 2, 1, 10, 60)).rejects.toThrow(
       /fixed_window: unit 1: 2 keys from KEYS\[1\] run past the 1 keys/,
     );
-    await expect(t.client.evalsha(sha, 2, key, key, 1, 1, 1, 10, 60, 1, 1, 'x', 60)).rejects.toThrow(/fixed_window: key 2 needs integer hits/);
+    await expect(t.client.evalsha(sha, 2, key, key, 'stop', 1, 1, 10, 60, 1, 1, 'x', 60)).rejects.toThrow(
+      /fixed_window: key 2 needs integer hits/,
+    );
     expect(await t.allKeys()).not.toContainEqual(expect.stringContaining(key));
   });
 
@@ -443,7 +447,7 @@ describe.each([
     const calls = Array.from({ length: 400 }, (_, i) => {
       const group = keys[random(keys.length)]!;
       const counters = group.map(() => one(random(4), 1 + random(20), [1, 60, 3600][random(3)]));
-      return fixedWindow({ client: t.clients[i % t.clients.length]!, sha: t.sha.fixed_window! }, group, random(3), counters);
+      return fixedWindow({ client: t.clients[i % t.clients.length]!, sha: t.sha.fixed_window! }, group, MODES[random(3)]!, counters);
     });
     await Promise.all(calls);
     // This load's keys only: other tests pin their clocks hours ahead.
@@ -464,7 +468,7 @@ describe('fixed_window.lua key routing', () => {
     const node = cluster.masters()[0]!;
     const client = new Redis({ host: node.host, port: node.port, maxRetriesPerRequest: 1 });
     try {
-      await expect(client.eval(SOURCE, 2, 'fw:{x}:a', 'fw:{y}:a', 0, 1, 1, 60, 1, 1, 60)).rejects.toThrow(/CROSSSLOT/);
+      await expect(client.eval(SOURCE, 2, 'fw:{x}:a', 'fw:{y}:a', 'count', 1, 1, 60, 1, 1, 60)).rejects.toThrow(/CROSSSLOT/);
     } finally {
       client.disconnect();
       await cluster.stop();

@@ -1,5 +1,5 @@
 // Issue 20: in a Redis Cluster, concurrent fixed-window calls to one node are merged across the
-// node's slots into one script call (the counters named in ARGV, lua/lib/read_call.lua mode 3).
+// node's slots into one script call (the counters named in ARGV: a ':named' mode, lua/lib/read_mode.lua).
 // A slot that moves to another master while the limiter's slot map still names the old one
 // must cost nothing but a second call: its counters are answered "not served here" by the node
 // and sent again through their slot, which ioredis routes (MOVED, ASK). Real processes, a real
@@ -207,8 +207,8 @@ describe("a merged call that finds part of a request's counters moved", () => {
   }, 60_000);
 });
 
-describe("a node's mode-3 call", () => {
-  test("a node's mode-3 call counts the named counters of its slots, and answers one of another master's slot as not served, writing nothing", async () => {
+describe("a node's named call", () => {
+  test("a node's count:named call counts the named counters of its slots, and answers one of another master's slot as not served, writing nothing", async () => {
     const masters = cluster.masters();
     const [here, there] = masters as [ClusterNode, ClusterNode];
     const named: string[] = [];
@@ -222,14 +222,14 @@ describe("a node's mode-3 call", () => {
     const client = new Redis({ host: here.host, port: here.port, maxRetriesPerRequest: 1 });
     try {
       const source = readLuaScript('fixed_window');
-      const argv = [3, named[0]!, 2, 10, 60, foreign, 1, 10, 60, named[1]!, 1, 10, 60];
+      const argv = ['count:named', named[0]!, 2, 10, 60, foreign, 1, 10, 60, named[1]!, 1, 10, 60];
       const reply = (await client.eval(source, 1, named[0]!, ...argv)) as number[];
       // count, reset per counter; count -1: not served here.
       expect([0, 1, 2].map((j) => reply[2 * j])).toEqual([2, -1, 1]);
       expect(await here.command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(foreign))).toBe(0);
       expect(await there.command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(foreign))).toBe(0);
-      // Mode 5, a node's merged look: the same counters read, nothing written, the foreign one not served.
-      const looked = (await client.eval(source, 1, named[0]!, 5, ...argv.slice(1))) as number[];
+      // look:named, a node's merged look: the same counters read, nothing written, the foreign one not served.
+      const looked = (await client.eval(source, 1, named[0]!, 'look:named', ...argv.slice(1))) as number[];
       expect([0, 1, 2].map((j) => looked[2 * j])).toEqual([2, -1, 1]);
       expect(await here.command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(foreign))).toBe(0);
 
@@ -244,7 +244,7 @@ describe("a node's mode-3 call", () => {
     }
   });
 
-  test("lua/fixed_window_list.lua's mode-3 call decides each named list of its slots, and answers a list of another master's slot as not served, writing nothing", async () => {
+  test("lua/fixed_window_list.lua's count:named call decides each named list of its slots, and answers a list of another master's slot as not served, writing nothing", async () => {
     const masters = cluster.masters();
     const [here, there] = masters as [ClusterNode, ClusterNode];
     let mine = '';
@@ -270,7 +270,7 @@ describe("a node's mode-3 call", () => {
       100,
       3600,
     ];
-    const argv = [3, ...list(mine, 2, 10), ...list(foreign, 1, 10), ...list(mine, 2, 3), now];
+    const argv = ['count:named', ...list(mine, 2, 10), ...list(foreign, 1, 10), ...list(mine, 2, 3), now];
     const client = new Redis({ host: here.host, port: here.port, maxRetriesPerRequest: 1 });
     try {
       const reply = (await client.eval(readLuaScript('fixed_window_list'), 1, windowKey(mine, 60), ...argv)) as number[];

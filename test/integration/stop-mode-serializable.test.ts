@@ -379,7 +379,7 @@ describe('STOP mode in a cluster while a slot moves', () => {
     await healthy(limiter);
     const first = answer(await limiter.check(shape(c), STOP()));
     // a's slot goes to another master; the limiter's slot map still names the old one, so the
-    // request's unit (mode 4, counters named) is answered "not served", and decided again.
+    // request's unit (stop:named, counters named) is answered "not served", and decided again.
     const aSlot = slotOf(shape(c)[0]!);
     const from = await ownerOf(masters, aSlot);
     await moveSlot(

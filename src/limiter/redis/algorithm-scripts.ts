@@ -4,29 +4,35 @@ import type { LimitCheck, LimitResult } from '../limiter';
 import { loadLuaScript, type LuaScript } from './lua-script';
 
 /**
- * What one script call of a request is for (ARGV[1] of lua/lib/read_call.lua; the modes are
- * documented once in lua/lib/run_call.lua).
+ * What one script call of a request is for, by the name every script in lua/ takes as ARGV[1]
+ * (lua/lib/read_mode.lua; what each does: lua/lib/run_call.lua, lua/fixed_window.lua).
  */
-export type CallPass =
+export const CALL_PASSES = [
   /** Each key in turn is judged and charged. */
-  | 'count'
+  'count',
   /** STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT within one call: look first, then charge. */
-  | 'stop'
+  'stop',
   /** Judge only, charge nothing: the first pass when one STOP request spans several calls. */
-  | 'look';
-
-const MODES: Readonly<Record<CallPass, number>> = { count: 0, stop: 1, look: 2 };
+  'look',
+] as const;
+export type CallPass = (typeof CALL_PASSES)[number];
 
 /**
- * ARGV[1] of a Redis Cluster node's merged count call (mode 3 of fixed_window.lua and of the list
- * scripts): the counters of any slot of the node, each named in ARGV before its arguments,
- * KEYS[1] only routing the call. fixed_window.lua's stop units and looks have one too.
+ * After a pass's name in ARGV[1]: the call names its counters in ARGV, each before its arguments
+ * (a Redis Cluster node's merged call, whose counters may be of all the node's slots), KEYS[1]
+ * only routing it. lua/lib/read_mode.lua reads it.
  */
-const NAMED_COUNT_MODE = 3;
-/** fixed_window.lua's modes with named counters: count 3, stop units 4, look 5. */
-const NAMED_FIXED_WINDOW_MODES: Readonly<Record<CallPass, number>> = { count: NAMED_COUNT_MODE, stop: 4, look: 5 };
+export const NAMED = ':named';
 
-/** denied in a lib/run_call.lua-shaped reply: the node does not serve this counter's slot (a mode-3 call only). */
+/** ARGV[1] of a script call: its pass, and whether its counters are named in ARGV. */
+export type CallMode = CallPass | `${CallPass}${typeof NAMED}`;
+
+/** ARGV[1] for `pass`, with the counters named in ARGV when `named`. */
+export function callMode(pass: CallPass, named = false): CallMode {
+  return named ? `${pass}${NAMED}` : pass;
+}
+
+/** denied in a lib/run_call.lua-shaped reply: the node does not serve this counter's slot (a named call only). */
 const NOT_SERVED_HERE = 2;
 
 /** Integers per key in a lib/run_call.lua-shaped reply: used, remaining, reset, retry, denied, blocked. */
@@ -55,9 +61,9 @@ export interface AlgorithmScript {
    * ARGV[1] of a Redis Cluster node's merged call for `pass`, whose counters may be of all the
    * node's slots, each named in ARGV; undefined when the script has none for that pass.
    */
-  namedMode(pass: CallPass): number | undefined;
+  namedMode(pass: CallPass): CallMode | undefined;
   /** ARGV[1] of the call. */
-  mode(pass: CallPass): number;
+  mode(pass: CallPass): CallMode;
   /**
    * Appends what comes before a group's per-check ARGV in a call for `pass`: a list script's key
    * count, and fixed_window's in a stop pass (a unit of one request's counters), so that each
@@ -87,7 +93,7 @@ function algorithmScript(name: Algorithm | 'limit_list', wrap: WrapScript): Algo
     coalescible: false,
     countsEveryHit: false,
     namedMode: () => undefined,
-    mode: (pass) => MODES[pass],
+    mode: (pass) => pass,
     pushGroupHeader() {},
     pushArgs(args, c) {
       args.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
@@ -119,7 +125,7 @@ function runCallNotServedAt(reply: readonly number[], j: number): boolean {
  * lua/fixed_window.lua, whose lean protocol (issue 20) sends hits, limit and window a counter and
  * answers the window's count and reset: the judgement the other scripts make in Lua is made
  * here, from the count. Each key is one INCRBY in turn, a key that appears twice counts twice,
- * so concurrent count-mode calls merge, also across a cluster node's slots (mode 3).
+ * so concurrent count-mode calls merge, also across a cluster node's slots (named).
  */
 function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
   return {
@@ -127,8 +133,8 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
     replyWidth: FIXED_WINDOW_REPLY_WIDTH,
     coalescible: true,
     countsEveryHit: true,
-    namedMode: (pass) => NAMED_FIXED_WINDOW_MODES[pass],
-    mode: (pass) => MODES[pass],
+    namedMode: (pass) => callMode(pass, true),
+    mode: (pass) => pass,
     pushGroupHeader(args, size, pass) {
       if (pass === 'stop') args.push(size);
     },
@@ -189,8 +195,8 @@ export function algorithmScripts(wrap: WrapScript = (script) => script): Readonl
 const LIST_CALLS: Pick<AlgorithmScript, 'coalescible' | 'countsEveryHit' | 'namedMode' | 'mode' | 'pushGroupHeader'> = {
   coalescible: true,
   countsEveryHit: false,
-  namedMode: (pass) => (pass === 'look' ? undefined : NAMED_COUNT_MODE),
-  mode: (pass) => (pass === 'look' ? MODES.look : MODES.count),
+  namedMode: (pass) => (pass === 'look' ? undefined : callMode('count', true)),
+  mode: (pass) => (pass === 'look' ? 'look' : 'count'),
   pushGroupHeader(args, size) {
     args.push(size);
   },
@@ -200,8 +206,8 @@ const LIST_CALLS: Pick<AlgorithmScript, 'coalescible' | 'countsEveryHit' | 'name
 const LIST_ALGORITHM = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i + 1])) as Readonly<Record<Algorithm, number>>;
 
 /**
- * lua/limit_list.lua: `rate_limits` lists (issue 21), each decided all or nothing (mode 0) or
- * only looked at (mode 2), one after another. A group is one list, its ARGV led by its key
+ * lua/limit_list.lua: `rate_limits` lists (issue 21), each decided all or nothing (count) or
+ * only looked at (look), one after another. A group is one list, its ARGV led by its key
  * count, so the count-mode calls of concurrent requests merge as other scripts' do: a merged
  * call decides each list in turn, as separate calls in that order would. It never charges a
  * denied hit, so STOP mode holds it back like an admitted-hits algorithm.
@@ -252,9 +258,9 @@ export function fixedWindowListScript(wrap: WrapScript = (script) => script): Al
 }
 
 /** lua/stop_request.lua's mode for units whose counters are KEYS (one slot, or one Redis server). */
-export const STOP_REQUEST_MODE = 1;
+export const STOP_REQUEST_MODE = callMode('stop');
 /** lua/stop_request.lua's mode for units whose counters are named in ARGV (a Redis Cluster node's, of any of its slots). */
-export const STOP_REQUEST_NAMED_MODE = 4;
+export const STOP_REQUEST_NAMED_MODE = callMode('stop', true);
 
 /**
  * lua/stop_request.lua (issue 27): a STOP-mode request whose counters would take several calls,

@@ -1,6 +1,7 @@
 import { DeadlineExceededError } from '../../errors';
 import type { RedisCallObserver } from '../../metrics/redis-call-observer';
 import { BreakerCall, type CircuitBreaker } from './circuit-breaker';
+import type { CallMode } from './algorithm-scripts';
 import type { LuaScript } from './lua-script';
 import type { RedisClient } from './redis-client';
 
@@ -30,8 +31,8 @@ export interface ScriptCall {
   /** The script's name and the node's (`m|<node>`), for the operator metrics. */
   readonly scriptName: string;
   readonly node: string;
-  /** ARGV[1]. */
-  readonly mode: number;
+  /** ARGV[1]: the script's mode, by name (lua/lib/read_mode.lua). */
+  readonly mode: CallMode;
   /** Integers per key in the reply. */
   readonly replyWidth: number;
   /** The breaker of the node the call goes to. */

@@ -15,6 +15,7 @@ import {
   REPLY_WIDTH,
   type AlgorithmScript,
   type StopRequestScript,
+  type CallMode,
   type CallPass,
   type WrapScript,
 } from './algorithm-scripts';
@@ -421,7 +422,7 @@ export class RedisLimiter implements Limiter {
    * cluster node (named counters: only on a node the slot map knows, and not while node calls
    * are paused by a resharding); undefined when one atomic call cannot decide them.
    */
-  private stopUnitMode(groups: readonly SlotGroup[]): number | undefined {
+  private stopUnitMode(groups: readonly SlotGroup[]): CallMode | undefined {
     if (!onOneServer(groups)) return undefined;
     const first = groups[0] as SlotGroup;
     for (const g of groups) {

@@ -25,7 +25,7 @@ function part(script: LuaScript, breaker: CircuitBreaker, key: string, deadline:
     script,
     scriptName: 'fixed_window',
     node: 'm|server',
-    mode: 0,
+    mode: 'count',
     replyWidth: 2,
     breaker,
     keys: [key],
@@ -56,7 +56,7 @@ describe('CallCoalescer', () => {
     await new Promise((r) => setImmediate(r));
     expect(calls).toHaveLength(1);
     expect(calls[0]?.keys).toEqual(['a', 'b']);
-    expect(calls[0]?.args).toEqual([0, 1, 10, 1, 10]);
+    expect(calls[0]?.args).toEqual(['count', 1, 10, 1, 10]);
     calls[0]?.answer([1, 2, 3, 4]);
     expect(await a).toEqual([1, 2]);
     expect(await b).toEqual([3, 4]);
@@ -123,7 +123,7 @@ describe('CallCoalescer', () => {
     const coalescer = new CallCoalescer({ observer: { scriptCall: (_s, _n, _t, err) => errors.push(err), refused: () => undefined } });
     const p = outcome(coalescer.run(part(script, breaker, 'a', Date.now() + 10_000), false, [12345]));
     expect(calls).toHaveLength(1);
-    expect(calls[0]?.args).toEqual([0, 1, 10, 12345]);
+    expect(calls[0]?.args).toEqual(['count', 1, 10, 12345]);
     const boom = new Error('LOADING');
     calls[0]?.fail(boom);
     expect(await p).toBe(boom);

@@ -2,7 +2,19 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ALGORITHMS } from '../../../src/domain/algorithm';
-import { FIXED_WINDOW_REPLY_WIDTH, REPLY_WIDTH } from '../../../src/limiter/redis/algorithm-scripts';
+import {
+  algorithmScripts,
+  CALL_PASSES,
+  callMode,
+  FIXED_WINDOW_REPLY_WIDTH,
+  fixedWindowListScript,
+  limitListScript,
+  NAMED,
+  REPLY_WIDTH,
+  STOP_REQUEST_MODE,
+  STOP_REQUEST_NAMED_MODE,
+  type AlgorithmScript,
+} from '../../../src/limiter/redis/algorithm-scripts';
 import { readLuaScript } from '../../../src/limiter/redis/lua-script';
 import { luaDir } from '../../../src/paths';
 
@@ -110,7 +122,7 @@ describe('lua scripts', () => {
 
     it('never scans and never builds keys from strings', () => {
       expect(code).not.toMatch(/redis\.p?call\(\s*['"](?:KEYS|SCAN|SSCAN|HSCAN|ZSCAN)['"]/i);
-      // Keys come from KEYS (or a mode-3 call's names): a key argument built with `..` would
+      // Keys come from KEYS (or a named call's names): a key argument built with `..` would
       // bypass cluster routing. The one built key, a fixed window's per-window key, is checked
       // in lib/fixed_window_step.lua's own test below.
       expect(code).not.toMatch(/redis\.p?call\(\s*['"]\w+['"]\s*,\s*[^,)]*\.\./);
@@ -171,5 +183,39 @@ describe('lua/lib', () => {
     const text = fs.readFileSync(path.join(libDir, 'run_call.lua'), 'utf8');
     expect(header(text).join('\n')).toContain(`a flat array of ${REPLY_WIDTH}n integers`);
     expect(text).toContain(`local at = ${REPLY_WIDTH} * i - ${REPLY_WIDTH - 1}`);
+  });
+});
+
+describe('mode names (lua/lib/read_mode.lua)', () => {
+  /** The names `script` takes: the list it gives read_mode (read_call's, for the four of lib/read_call.lua). */
+  function takes(script: string): string[] {
+    const expanded = readLuaScript(script);
+    const calls = [...expanded.matchAll(/read_mode\((?:'(\w+)'|script), \{([^}]*)\}\)/g)];
+    expect(calls, script).toHaveLength(1);
+    return [...calls[0]![2]!.matchAll(/'([^']*)'/g)].map((m) => m[1]!);
+  }
+  const names = new Set(CALL_PASSES.flatMap((pass) => [callMode(pass), callMode(pass, true)]));
+
+  it("reads the suffix the limiter sends for named counters, and the scripts take only the limiter's names", () => {
+    expect(fs.readFileSync(path.join(libDir, 'read_mode.lua'), 'utf8')).toContain(`string.find(text, '${NAMED}', 1, true)`);
+    for (const file of files.filter((f) => f !== 'policy.lua')) {
+      for (const name of takes(file.replace(/\.lua$/, ''))) expect(names, `${file}: ${name}`).toContain(name);
+    }
+  });
+
+  it('every mode the limiter sends a script is one the script takes', () => {
+    const scripts: [string, AlgorithmScript][] = [
+      ...Object.entries(algorithmScripts()),
+      ['limit_list', limitListScript()],
+      ['fixed_window_list', fixedWindowListScript()],
+    ];
+    for (const [name, script] of scripts) {
+      for (const pass of CALL_PASSES) {
+        expect(takes(name), `${name} ${pass}`).toContain(script.mode(pass));
+        const named = script.namedMode(pass);
+        if (named !== undefined) expect(takes(name), `${name} ${pass} named`).toContain(named);
+      }
+    }
+    expect(takes('stop_request')).toEqual([STOP_REQUEST_MODE, STOP_REQUEST_NAMED_MODE]);
   });
 });
