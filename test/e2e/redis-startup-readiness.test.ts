@@ -33,17 +33,29 @@ interface EnvVar {
   readonly valueFrom?: { configMapKeyRef?: { name: string; key: string }; secretKeyRef?: { optional?: boolean } };
 }
 
-/** The shipped Deployment's environment, its references resolved by `refs` (an optional Secret absent). */
+/**
+ * The shipped Deployment's environment: ConfigMap references resolved from the rendered base,
+ * except the names in `refs` (this test's addresses; undefined: left out), an optional Secret absent.
+ */
 function deploymentEnv(refs: Record<string, string | undefined>): Record<string, string> {
-  const deployment = kustomize(join(projectRoot, 'deploy/kubernetes/base')).find(
-    (o: Manifest) => o['kind'] === 'Deployment' && (o['metadata'] as { name: string }).name === 'floodgate',
-  ) as { spec: { template: { spec: { containers: { env: EnvVar[] }[] } } } };
+  const manifests = kustomize(join(projectRoot, 'deploy/kubernetes/base'));
+  const deployment = manifests.find((o: Manifest) => o['kind'] === 'Deployment' && (o['metadata'] as { name: string }).name === 'floodgate') as {
+    spec: { template: { spec: { containers: { env: EnvVar[] }[] } } };
+  };
+  const configMapValue = (name: string, key: string): string | undefined => {
+    const map = manifests.find((o: Manifest) => o['kind'] === 'ConfigMap' && (o['metadata'] as { name: string }).name === name);
+    return (map?.['data'] as Record<string, string> | undefined)?.[key];
+  };
   const env: Record<string, string> = {};
   for (const v of deployment.spec.template.spec.containers[0]!.env) {
-    if (v.value !== undefined) env[v.name] = v.value;
-    else if (v.valueFrom?.secretKeyRef?.optional) continue;
-    else if (refs[v.name] !== undefined) env[v.name] = refs[v.name]!;
-    else if (!(v.name in refs)) throw new Error(`the test does not know how to resolve ${v.name}`);
+    if (v.name in refs) {
+      if (refs[v.name] !== undefined) env[v.name] = refs[v.name]!;
+      continue;
+    }
+    const fromMap = v.valueFrom?.configMapKeyRef;
+    const value = v.value ?? (fromMap ? configMapValue(fromMap.name, fromMap.key) : undefined);
+    if (value !== undefined) env[v.name] = value;
+    else if (!v.valueFrom?.secretKeyRef?.optional) throw new Error(`the test does not know how to resolve ${v.name}`);
   }
   return env;
 }
@@ -58,8 +70,6 @@ async function shippedEnv(redisUrl: string | undefined): Promise<{ env: Record<s
   const ports = { grpcPort: await freePort(), httpPort: await freePort() };
   const env: Record<string, string> = {
     ...deploymentEnv({ REDIS_URL: redisUrl }),
-    // The base may name a Redis Cluster seed list; this test's Redis is one server.
-    REDIS_TYPE: 'SINGLE',
     RUNTIME_ROOT: root,
     HOST: '127.0.0.1',
     PORT: String(ports.httpPort),
