@@ -328,6 +328,15 @@ function cachedBesideNear(cached: 'k30' | 'p'): Call[] {
         [cached, 1],
       ],
     },
+    // The cached counter again with hits the cache has no entry for (its own answer differs).
+    {
+      at: 17,
+      descriptors: [
+        [cached, 1],
+        [cached, 2],
+        ['near', 1],
+      ],
+    },
     {
       at: 1_100,
       descriptors: [
