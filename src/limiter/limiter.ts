@@ -56,8 +56,11 @@ export interface CheckOptions {
    */
   readonly stopIncrementWhenOverLimit: boolean;
   /**
-   * Judge every check with its hits but charge none: another counter of this request is already
-   * known to be over (the over-limit cache in STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT mode).
+   * Judge every check but charge none (a check of an algorithm that counts every hit without its
+   * hits, as the reference judges a key it increments by 0). No layer sets it any more: the
+   * over-limit cache used it in STOP mode for the rest of a request with a counter known over,
+   * which answered otherwise than the backend's STOP rule (issue 27); it now sends such a request
+   * whole, as asked.
    */
   readonly holdBack?: boolean;
 }

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { identityOf } from './counter-key';
-import type { CheckOptions, LimitCheck, LimitResult, Limiter } from './limiter';
+import { forEachUnit, type CheckOptions, type LimitCheck, type LimitResult, type Limiter } from './limiter';
 
 // What one entry costs on the heap besides its key's characters: the Map slot, the entry object
 // with its three boxed doubles, and the key string's header. Measured with process.memoryUsage()
@@ -43,6 +43,11 @@ export interface OverLimitCacheOptions {
  * An entry answers only the request it was made for: the same counter, limit, burst and hits
  * (the Retry-After depends on the hits). Peeks always go to the backend. Entries are timed on a
  * monotonic clock and evicted least recently used first, in O(1).
+ *
+ * A request's answer never depends on the cache (issue 27): it answers a unit (a check or a whole
+ * `rate_limits` list) only when it knows all of it, and in STOP mode a request only when it knows
+ * all of it; the rest goes to the backend as asked. The one effect left is the cache's purpose: a
+ * counter it answers is not charged by the requests it answers.
  */
 export class OverLimitCache implements Limiter {
   private readonly entries = new Map<string, Entry>();
@@ -80,8 +85,6 @@ export class OverLimitCache implements Limiter {
       keys: new Array<string | undefined>(checks.length),
       misses: [],
       missIndex: [],
-      looks: [],
-      lookIndex: [],
     };
     let anyCached: boolean;
     try {
@@ -89,112 +92,83 @@ export class OverLimitCache implements Limiter {
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-    if (out.misses.length === 0 && out.looks.length === 0) return Promise.resolve(out.results as LimitResult[]);
-    return this.checkMisses(out, options, now, anyCached);
+    if (out.misses.length === 0) return Promise.resolve(out.results as LimitResult[]);
+    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a request's answer is decided across all of its
+    // counters (the backend looks with the hits, charges the denied checks that count every hit,
+    // holds back the others), so a cached denial cannot be taken out of it: the whole request goes
+    // to the backend's own STOP path, as without the cache, in the one call the misses would take
+    // (issue 27). The cache saves the call when it answers every check.
+    if (anyCached && options.stopIncrementWhenOverLimit) return this.checkAndKeep(checks, options, now, out.keys);
+    return this.checkMisses(out, options, now);
   }
 
   /** Every check to the backend; the denials worth keeping are kept. */
-  private async checkAndKeep(checks: readonly LimitCheck[], options: CheckOptions, now: number): Promise<LimitResult[]> {
+  private async checkAndKeep(
+    checks: readonly LimitCheck[],
+    options: CheckOptions,
+    now: number,
+    keys?: readonly (string | undefined)[],
+  ): Promise<LimitResult[]> {
     const fresh = await this.inner.check(checks, options);
-    for (let i = 0; i < fresh.length; i++) this.keepIfDenying(checks[i] as LimitCheck, fresh[i] as LimitResult, now);
+    for (let i = 0; i < fresh.length; i++) this.keepIfDenying(checks[i] as LimitCheck, fresh[i] as LimitResult, now, keys?.[i]);
     return fresh;
   }
 
-  /** Answers what the cache can into `out`, and lists the rest there; returns whether it answered any. */
+  /**
+   * Answers what the cache can into `out`, and lists the rest there; returns whether it answered
+   * any. A unit, a single check or a whole `rate_limits` list, is answered here only as a whole.
+   */
   private answerFromCache(checks: readonly LimitCheck[], now: number, out: Misses): boolean {
     let anyCached = false;
-    for (let i = 0; i < checks.length; i++) {
-      const check = checks[i] as LimitCheck;
-      if (check.listSize !== undefined && check.listSize > 1) {
-        anyCached = this.listFromCache(checks, i, now, out) || anyCached;
-        i += check.listSize - 1;
-        continue;
+    forEachUnit(checks, (first, size) => {
+      if (this.unitFromCache(checks, first, size, now, out)) {
+        anyCached = true;
+        return;
       }
-      if (check.hits > 0) {
-        const key = entryKey(check);
-        out.keys[i] = key;
-        const cached = this.cachedAnswer(key, now);
-        if (cached !== undefined) {
-          out.results[i] = cached;
-          anyCached = true;
-          continue;
-        }
+      for (let i = first; i < first + size; i++) {
+        out.misses.push(checks[i] as LimitCheck);
+        out.missIndex.push(i);
       }
-      out.misses.push(check);
-      out.missIndex.push(i);
-    }
+    });
     return anyCached;
   }
 
   /**
-   * The checks the cache could not answer, from the backend, merged into `out.results`: the
-   * misses as asked, and the lists the cache refused looked at (judged with their hits, charged
-   * nothing), in one call when both are held back, else in two.
+   * The unit of `size` checks at `first` answered from the cache into `out.results`, when every
+   * one of its checks has a live entry; else nothing is answered and false returned. A list with
+   * only some members cached goes to the backend whole, as asked: the backend refuses it (a member
+   * is known to deny every request) and gives every member its look with its hits, the list's own
+   * answer (issue 27: a limit that would deny those hits must say so, with its own remaining,
+   * reset and Retry-After, which may be longer than the cached one's).
    */
-  private async checkMisses(out: Misses, options: CheckOptions, now: number, anyCached: boolean): Promise<LimitResult[]> {
-    const { results, keys, misses, missIndex, looks, lookIndex } = out;
-    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT with a counter already over: the request is
-    // denied, so the others are judged with their hits but charged nothing.
-    const holdBack = options.holdBack === true || (options.stopIncrementWhenOverLimit && anyCached);
-    const held: CheckOptions = options.holdBack === true ? options : { ...options, holdBack: true };
-    let fresh: LimitResult[];
-    let looked: LimitResult[];
-    if (holdBack || misses.length === 0) {
-      const all = await this.inner.check(looks.length === 0 ? misses : [...misses, ...looks], held);
-      fresh = all.slice(0, misses.length);
-      looked = all.slice(misses.length);
-    } else if (looks.length === 0) {
-      fresh = await this.inner.check(misses, options);
-      looked = [];
-    } else {
-      [fresh, looked] = await Promise.all([this.inner.check(misses, options), this.inner.check(looks, held)]);
+  private unitFromCache(checks: readonly LimitCheck[], first: number, size: number, now: number, out: Misses): boolean {
+    const entries = new Array<Entry>(size);
+    for (let i = first; i < first + size; i++) {
+      const check = checks[i] as LimitCheck;
+      // Peeks always go to the backend.
+      if (check.hits === 0) return false;
+      const key = (out.keys[i] = entryKey(check));
+      const entry = this.lookup(key, now);
+      if (entry === undefined) return false;
+      entries[i - first] = entry;
     }
+    for (let j = 0; j < size; j++) {
+      this.options.onHit?.();
+      out.results[first + j] = answer(entries[j] as Entry, now);
+    }
+    return true;
+  }
+
+  /** The checks the cache could not answer, from the backend as asked, merged into `out.results`. */
+  private async checkMisses(out: Misses, options: CheckOptions, now: number): Promise<LimitResult[]> {
+    const { results, keys, misses, missIndex } = out;
+    const fresh = await this.inner.check(misses, options);
     for (let j = 0; j < fresh.length; j++) {
       const i = missIndex[j] as number;
       results[i] = fresh[j];
       this.keepIfDenying(misses[j] as LimitCheck, fresh[j] as LimitResult, now, keys[i]);
     }
-    for (let j = 0; j < looked.length; j++) {
-      const i = lookIndex[j] as number;
-      // A member the cache answered keeps that answer; the backend saw it only to keep the list whole.
-      if (results[i] !== undefined) continue;
-      results[i] = looked[j];
-      this.keepIfDenying(looks[j] as LimitCheck, looked[j] as LimitResult, now, keys[i]);
-    }
     return results as LimitResult[];
-  }
-
-  /**
-   * A `rate_limits` list starting at `first`: when a member's counter is known to deny every
-   * request, so is the list (issue 21), and a refused list is charged nothing: its cached members
-   * are answered here and the others get what the backend answers a refused list, their look with
-   * their hits (issue 27: a limit that would deny those hits must say so, with its own remaining,
-   * reset and Retry-After, which may be longer than the cached one's). The whole list goes to that
-   * look, as a list, so that every layer treats it as one unit; when every member is answered
-   * here, nothing goes. Otherwise the whole list goes to the backend as asked. Returns whether the
-   * cache answered the list.
-   */
-  private listFromCache(checks: readonly LimitCheck[], first: number, now: number, out: Misses): boolean {
-    const size = Math.min((checks[first] as LimitCheck).listSize as number, checks.length - first);
-    let cached = false;
-    let all = true;
-    for (let i = first; i < first + size; i++) {
-      const check = checks[i] as LimitCheck;
-      const key = check.hits === 0 ? undefined : (out.keys[i] = entryKey(check));
-      const answer = key === undefined ? undefined : this.cachedAnswer(key, now);
-      if (answer !== undefined) {
-        out.results[i] = answer;
-        cached = true;
-      } else all = false;
-    }
-    // Every limit answered here: the list's answer is known whole, without the backend.
-    if (cached && all) return true;
-    const [to, index] = cached ? [out.looks, out.lookIndex] : [out.misses, out.missIndex];
-    for (let i = first; i < first + size; i++) {
-      to.push(checks[i] as LimitCheck);
-      index.push(i);
-    }
-    return cached;
   }
 
   /** Keeps `result` when it denies every request for a known time (see deniesEveryRequest). */
@@ -211,14 +185,6 @@ export class OverLimitCache implements Limiter {
     this.oldest = this.newest = undefined;
     this.bytes = 0;
     return this.inner.close();
-  }
-
-  /** The answer of a live entry of `key`, counted as a cache hit (operator metrics). */
-  private cachedAnswer(key: string, now: number): LimitResult | undefined {
-    const entry = this.lookup(key, now);
-    if (entry === undefined) return undefined;
-    this.options.onHit?.();
-    return answer(entry, now);
   }
 
   /** The live entry of `key`, made the most recently used; an expired one is dropped. */
@@ -287,9 +253,6 @@ interface Misses {
   readonly keys: (string | undefined)[];
   readonly misses: LimitCheck[];
   readonly missIndex: number[];
-  /** Whole lists the cache refused, to be looked at with their hits (charged nothing). */
-  readonly looks: LimitCheck[];
-  readonly lookIndex: number[];
 }
 
 /**

@@ -188,11 +188,16 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     expect(first).toMatchObject({ allowed: false, used: 13, remaining: 0 });
     expect(first!.blockedForMs).toBeGreaterThan(0);
     expect(second).toMatchObject({ allowed: true, used: 3, remaining: 7, blockedForMs: 0 });
-    // The same request again: the first key from the cache, the second held back and still 3.
+    // The same request again: with the second key unknown, the whole request goes to Redis' STOP
+    // rule, as without the cache (issue 27): the first key charged (18), the second held back at 3.
     const [firstAgain, secondAgain] = await run([at('first', ten, 5), at('second', ten, 5)], STOP);
-    expect(firstAgain!.fromLocalCache).toBe(true);
+    expect(firstAgain).toMatchObject({ allowed: false, used: 18, remaining: 0 });
+    expect(firstAgain!.fromLocalCache).toBeUndefined();
     expect(secondAgain).toMatchObject({ allowed: true, used: 3 });
     expect(secondAgain!.fromLocalCache).toBeUndefined();
+    // The first key alone is answered from the cache.
+    const [firstAlone] = await run([at('first', ten, 5)], STOP);
+    expect(firstAlone!.fromLocalCache).toBe(true);
     // The held-back key is neither cached nor locked: Redis admits and charges it.
     const [alone] = await run([at('second', ten, 5)], STOP);
     expect(alone).toMatchObject({ allowed: true, used: 8, remaining: 2 });
@@ -219,11 +224,11 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     expect(raised!.fromLocalCache).toBeUndefined();
   });
 
-  // Needs the algorithm branch (exact-algo) for the same reason. The held-back keys report their
-  // count as it stands, as the reference does (it sends them INCRBY 0 and reports the result),
-  // and are judged by that count, without their hits (the reference's answer: see
-  // test/integration/stop-mode-repeated-counter.test.ts).
-  test('STOP mode with one key cached over: the others report their own count, are judged by it and are not charged', async () => {
+  // Issue 27: with one key cached over, a request that has other keys gets exactly what Redis'
+  // STOP rule answers without the cache: a key the request's hits put over is charged and denied
+  // (the reference's rule: a key that would go over is incremented), the others are held back and
+  // report their count as it stands (as the reference's INCRBY 0).
+  test('STOP mode with one key cached over: the others get the STOP rule of Redis, as without the cache', async () => {
     await awayFromWindowEdge(3600, 10_000);
     const zero = spec('fixed_window', 0, 3600);
     const ten = spec('fixed_window', 10, 3600);
@@ -231,23 +236,15 @@ describe('OverLimitCache answers as the counter would (real RedisLimiter underne
     expect((await run([at('over', zero)], STOP))[0]!.fromLocalCache).toBe(true);
     expect((await run([at('other', ten, 5)]))[0]!.used).toBe(5);
     const [over, other] = await run([at('over', zero), at('other', ten, 3)], STOP);
-    expect(over!.fromLocalCache).toBe(true);
+    expect(over!.allowed).toBe(false);
     expect(other).toMatchObject({ allowed: true, used: 5, remaining: 5, blockedForMs: 0 });
-    // 6 hits would not fit, but they are not counted: judged by the count (5 of 10), not charged, not cached.
+    // 6 hits would not fit: denied and charged, as Redis answers without the cache.
     const [, tooMany] = await run([at('over', zero), at('other', ten, 6)], STOP);
-    expect(tooMany).toMatchObject({ allowed: true, used: 5, remaining: 5, blockedForMs: 0 });
-    // Charged nothing: Redis still holds 5.
-    const [peek] = await run([at('other', ten, 0)]);
-    expect(peek!.used).toBe(5);
-    expect(
-      await fixedWindowCount(
-        redis,
-        (await scanKeys(redis, prefix)).find((k) => k.includes('other'))!,
-      ),
-    ).toBe(5);
-    // Not locked: 5 more hits are admitted by Redis.
-    const [afterwards] = await run([at('other', ten, 5)]);
-    expect(afterwards).toMatchObject({ allowed: true, used: 10 });
-    expect(afterwards!.fromLocalCache).toBeUndefined();
+    expect(tooMany).toMatchObject({ allowed: false, used: 11, remaining: 0 });
+    const otherKey = (await scanKeys(redis, prefix)).find((k) => k.includes('other'))!;
+    expect(await fixedWindowCount(redis, otherKey)).toBe(11);
+    // Over now: a 1-hit request is refused (by the cache, which kept that denial).
+    const [afterwards] = await run([at('other', ten, 1)]);
+    expect(afterwards!.allowed).toBe(false);
   });
 });

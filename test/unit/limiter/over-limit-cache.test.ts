@@ -175,20 +175,29 @@ describe('OverLimitCache clock', () => {
 });
 
 describe('OverLimitCache with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', () => {
-  it("one key cached over: the others are asked with holdBack (judged with their hits, charged nothing) and the counter's answer is passed on", async () => {
+  // Issue 27: a request's STOP decision spans all its counters (the backend looks with the hits
+  // and charges a denied check that counts every hit), so a cached denial cannot be taken out of
+  // it: the whole request goes to the backend as asked, in one call, and its answers are passed on.
+  it("one key cached over beside another: the whole request is asked as usual, and the counter's answers are passed on", async () => {
     const { inner, cache } = setup((c) =>
       c.counter.entries[0]!.value === 'hot'
         ? { ...DENIED, blockedForMs: 60_000 }
         : { allowed: c.hits <= 5, used: 5, remaining: 5, resetMs: 1000, retryAfterMs: 0 },
     );
     await one(cache, check('hot'), STOP);
+    const before = inner.calls.length;
     const [hot, other] = await cache.check([check('hot'), check('b', 3)], STOP);
-    expect(hot!.fromLocalCache).toBe(true);
+    expect(hot).toMatchObject({ allowed: false, blockedForMs: 60_000 });
+    expect(hot!.fromLocalCache).toBeUndefined();
     expect(other).toMatchObject({ allowed: true, used: 5, remaining: 5 });
-    expect(other!.fromLocalCache).toBeUndefined();
+    expect(inner.calls.length).toBe(before + 1);
     const last = inner.calls.at(-1)!;
-    expect(last.checks.map((c) => c.hits)).toEqual([3]);
-    expect(last.options.holdBack).toBe(true);
+    expect(last.checks.map((c) => c.hits)).toEqual([1, 3]);
+    expect(last.options.holdBack).toBeFalsy();
+    // Every check known: answered here, without the backend.
+    const [again] = await cache.check([check('hot')], STOP);
+    expect(again!.fromLocalCache).toBe(true);
+    expect(inner.calls.length).toBe(before + 1);
   });
 
   it('nothing cached: the counter is asked as usual, without holdBack', async () => {
