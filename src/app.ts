@@ -210,13 +210,14 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
   const { prometheus, prometheusRegistry } = core;
   try {
     await startTracing(settings, options, running);
-    const holder = await startRules(settings, core, running);
+    // Its totals follow the rule set in service: each load drops the rules that left.
+    const activity = new RuleActivity();
+    const holder = await startRules(settings, core, running, (loaded) => activity.rulesLoaded(loaded));
     const rules = (): RuleSet | undefined => holder.current;
     const limiter = await startLimiter(settings, options, core, running);
     startOrphanScan(settings, core, running);
     const health = startHealth(settings, limiter, holder, running);
     const policy = await startPolicy(settings, options, core, { holder, limiter }, running);
-    const activity = new RuleActivity();
     const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy, activity });
     const service = watchDeadlines(running.tracing ? running.tracing.traceService(untraced) : untraced, core.operator);
     options.signal?.throwIfAborted();

@@ -57,9 +57,8 @@ interface Addresses {
 async function shippedEnv(redisUrl: string | undefined): Promise<{ env: Record<string, string>; ports: Addresses }> {
   const ports = { grpcPort: await freePort(), httpPort: await freePort() };
   const env: Record<string, string> = {
-    ...deploymentEnv({ REDIS_URL: redisUrl }),
-    // The base may name a Redis Cluster seed list; this test's Redis is one server.
-    REDIS_TYPE: 'SINGLE',
+    // REDIS_TYPE as the base's ConfigMap floodgate-redis sets it: one server, as this test's Redis.
+    ...deploymentEnv({ REDIS_URL: redisUrl, REDIS_TYPE: 'SINGLE' }),
     RUNTIME_ROOT: root,
     HOST: '127.0.0.1',
     PORT: String(ports.httpPort),
@@ -126,7 +125,7 @@ function secondsWaited(output: string): number {
 
 describe('started as the shipped Deployment starts it', () => {
   test('the kustomize base, the chart and the Envoy Gateway values all set the backend explicitly', () => {
-    expect(deploymentEnv({ REDIS_URL: 'x' })['BACKEND_TYPE']).toBe('redis');
+    expect(deploymentEnv({ REDIS_URL: 'x', REDIS_TYPE: 'SINGLE' })['BACKEND_TYPE']).toBe('redis');
     const chart = readFileSync(join(projectRoot, 'deploy/helm/floodgate/templates/deployment.yaml'), 'utf8');
     // Inside `{{- if $redis.enabled }}`: memory only when the values turn Redis off.
     expect(chart).toMatch(/if \$redis\.enabled \}\}\s*\n\s*- name: BACKEND_TYPE\s*\n\s*value: redis\s*\n/);
