@@ -16,7 +16,7 @@ import { reportIneffectiveVariables } from './settings-reference';
  * after it stops the app gracefully. A start that fails exits 1, or in a worker
  * WORKER_STARTUP_FAILED_EXIT, so the primary ends the deployment instead of forking again.
  */
-async function startServing(settings: Settings, logger: Logger): Promise<App> {
+async function startServing(settings: Settings, logger: Logger): Promise<App | undefined> {
   const aborting = new AbortController();
   let app: App | undefined;
   const stopApp = (running: App): void => {
@@ -49,8 +49,11 @@ async function startServing(settings: Settings, logger: Logger): Promise<App> {
     process.stderr.write(`floodgate: cannot start: ${message}\n`);
     process.exit(cluster.isWorker ? WORKER_STARTUP_FAILED_EXIT : 1);
   }
-  // Aborted while the ports were opening: the start completed, so stop what it started.
-  if (aborting.signal.aborted) stopApp(app);
+  // Aborted while the ports were opening: the start completed, so stop what it started (no banner).
+  if (aborting.signal.aborted) {
+    stopApp(app);
+    return undefined;
+  }
   return app;
 }
 
@@ -75,6 +78,7 @@ async function main(): Promise<void> {
     return;
   }
   const app = await startServing(settings, logger);
+  if (app === undefined) return;
   if (cluster.isWorker) {
     // Constructing one installs prom-client's IPC listener that answers the primary's requests.
     new AggregatorRegistry();
