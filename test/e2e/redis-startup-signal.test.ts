@@ -134,6 +134,7 @@ describe('SIGTERM while start-up waits for Redis', () => {
         const code = await exitWithin(server, STOP_BOUND_MS);
         expect(code, server.output()).toBe(0);
         expect(Date.now() - signalled).toBeLessThan(STOP_BOUND_MS);
+        console.log(`SIGTERM to PID 1 during the wait for Redis: exit ${code} after ${Date.now() - signalled} ms`);
       } finally {
         if (node !== undefined) {
           try {
