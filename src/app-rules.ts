@@ -58,12 +58,19 @@ export interface RulesHolder {
  * Starts the rules source and returns the holder it swaps. Files: watching starts, then the
  * first load; the baseline comes first, so no change falls in between. xDS: the rules arrive
  * with the first snapshot, as in the reference (the ports open without waiting for it).
+ * `inService` hears each rule set put in service (first load and reloads).
  */
-export async function startRules(settings: Settings, { logger, metrics, operator }: Core, running: Running): Promise<RulesHolder> {
+export async function startRules(
+  settings: Settings,
+  { logger, metrics, operator }: Core,
+  running: Running,
+  inService: (rules: RuleSet) => void = () => undefined,
+): Promise<RulesHolder> {
   const holder: RulesHolder = { current: undefined };
   const onLoaded = (rules: RuleSet): void => {
     holder.current = rules;
     operator.rulesLoaded(rules);
+    inService(rules);
     metrics.configLoad(true);
     logger.info('rules reloaded', { domains: rules.domainCount });
   };
@@ -104,6 +111,9 @@ export async function startRules(settings: Settings, { logger, metrics, operator
   running.rulesSource = watcher;
   await watcher.start();
   holder.current = await loadStartupRules(load, settings, logger, metrics);
-  if (holder.current !== undefined) operator.rulesLoaded(holder.current);
+  if (holder.current !== undefined) {
+    operator.rulesLoaded(holder.current);
+    inService(holder.current);
+  }
   return holder;
 }

@@ -44,6 +44,11 @@ export interface AppOptions {
   readonly policyStore?: PolicyStore;
   /** With TRACING_ENABLED: export spans here, one by one, instead of OTLP (tests). */
   readonly spanExporter?: import('@opentelemetry/sdk-trace-base').SpanExporter;
+  /**
+   * Aborting it ends the start: the wait for Redis (for ever by default) stops, what was opened
+   * is closed and startApp rejects with the signal's reason. SIGTERM during start-up uses it.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** How long the policy store's own connection is waited for, when the limiter's backend is up. */
@@ -55,11 +60,18 @@ const STARTUP_WAIT_REPORT_MS = 10_000;
 /**
  * Resolves true once `isReady` says the backend is connected, false after `maxMs` (never, when
  * `maxMs` is Infinity). `onWaiting` hears every STARTUP_WAIT_REPORT_MS how long it has waited.
+ * Rejects with the signal's reason once `signal` aborts.
  */
-async function backendReady(isReady: () => boolean, maxMs: number, onWaiting?: (waitedMs: number) => void): Promise<boolean> {
+async function backendReady(
+  isReady: () => boolean,
+  maxMs: number,
+  signal: AbortSignal | undefined,
+  onWaiting?: (waitedMs: number) => void,
+): Promise<boolean> {
   const started = Date.now();
   let nextReport = started + STARTUP_WAIT_REPORT_MS;
   while (!isReady()) {
+    signal?.throwIfAborted();
     const now = Date.now();
     if (now - started >= maxMs) return false;
     if (onWaiting && now >= nextReport) {
@@ -110,6 +122,7 @@ async function startLimiter(settings: Settings, options: AppOptions, { logger, m
   const connected = await backendReady(
     () => limiter.isHealthy(),
     bound > 0 ? bound : Infinity,
+    options.signal,
     (waitedMs) =>
       logger.warn(
         `redis: not connected after ${Math.round(waitedMs / 1000)} s; still retrying, and the ports open once it answers ` +
@@ -182,7 +195,7 @@ async function startPolicy(
   // tier for nothing; not waited for when the limiter's backend is away too.
   if ((holder.current?.policies.length ?? 0) > 0) {
     policy.connect();
-    if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), POLICY_STARTUP_WAIT_MS))) {
+    if (limiter.isHealthy() && !(await backendReady(() => policy.isReady(), POLICY_STARTUP_WAIT_MS, options.signal))) {
       core.logger.warn('policy store not connected; policies answer normal until it is');
     }
   }
@@ -197,15 +210,17 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
   const { prometheus, prometheusRegistry } = core;
   try {
     await startTracing(settings, options, running);
-    const holder = await startRules(settings, core, running);
+    // Its totals follow the rule set in service: each load drops the rules that left.
+    const activity = new RuleActivity();
+    const holder = await startRules(settings, core, running, (loaded) => activity.rulesLoaded(loaded));
     const rules = (): RuleSet | undefined => holder.current;
     const limiter = await startLimiter(settings, options, core, running);
     startOrphanScan(settings, core, running);
     const health = startHealth(settings, limiter, holder, running);
     const policy = await startPolicy(settings, options, core, { holder, limiter }, running);
-    const activity = new RuleActivity();
     const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy, activity });
     const service = watchDeadlines(running.tracing ? running.tracing.traceService(untraced) : untraced, core.operator);
+    options.signal?.throwIfAborted();
     const ports = await openPorts(settings, core, { service, policy, health, rules, limiter, activity }, running);
     reportHealthChanges(health, core);
     let stopping: Promise<void> | undefined;

@@ -108,6 +108,7 @@ export class PrometheusMetrics implements ServiceMetrics {
   private readonly methodChildren = new Map<string, { pending: number; time: HistogramChild }>();
   private readonly configLoadSuccess: Counter;
   private readonly configLoadError: Counter;
+  private readonly lastLoadOk: Gauge;
   private readonly errors: Counter<'err_type'>;
   private readonly totalRequests: Counter<'grpc_method'>;
   /** Observed on every call: a PlainHistogram, not prom-client's (see plain-histogram.ts). */
@@ -144,6 +145,16 @@ export class PrometheusMetrics implements ServiceMetrics {
     const reg = [this.registry];
     this.configLoadSuccess = new Counter({ name: 'ratelimit_service_config_load_success', help: 'Successful rule loads', registers: reg });
     this.configLoadError = new Counter({ name: 'ratelimit_service_config_load_error', help: 'Rejected rule loads', registers: reg });
+    // A state, not a count: it stays 0 while the bad rules are there (a watcher reports a broken
+    // tree once), so an alert on it does not resolve itself. Workers summed by the primary: min,
+    // so one worker on old rules shows.
+    this.lastLoadOk = new Gauge({
+      name: 'floodgate_rules_last_load_ok',
+      help: 'Whether the last rule load (files or xDS) succeeded: 1, or 0 until a load succeeds again',
+      registers: reg,
+      aggregator: 'min',
+    });
+    this.lastLoadOk.set(1);
     this.errors = new Counter({
       name: 'ratelimit_service_should_rate_limit_error',
       help: 'Failed ShouldRateLimit calls',
@@ -220,6 +231,7 @@ export class PrometheusMetrics implements ServiceMetrics {
 
   configLoad(success: boolean): void {
     (success ? this.configLoadSuccess : this.configLoadError).inc();
+    this.lastLoadOk.set(success ? 1 : 0);
   }
 
   requestDone(method: string, seconds: number): void {

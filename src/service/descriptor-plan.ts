@@ -20,6 +20,8 @@ export interface DescriptorPlan {
   readonly metricKey: string;
   /** The matched rule's `metadata`; never set for a limit override. */
   readonly metadata?: Readonly<Record<string, unknown>>;
+  /** Set when `rule` is a limit override's, made for this request (not a rule of the RuleSet). */
+  readonly override?: true;
   readonly hits: number;
   /** Index into {@link RequestPlan.checks}, or -1 when nothing is counted (no rule, unlimited). */
   readonly checkIndex: number;
@@ -161,7 +163,7 @@ function planDescriptor(
   const checkIndex = checks.length;
   if (r.limits === undefined) {
     checks.push({ counter, spec: specOf(rule), hits });
-    return { rule, metricKey, metadata, hits, checkIndex };
+    return { rule, metricKey, metadata, hits, checkIndex, ...(r.overrideMetricKey !== undefined && { override: true }) };
   }
   r.limits.forEach((limit, j) => checks.push({ counter, spec: specOf(limit), hits, ...(j === 0 && { listSize: r.limits?.length }) }));
   return { rule, limits: r.limits, metricKey, metadata, hits, checkIndex };

@@ -203,7 +203,8 @@ export class RateLimitService {
     const limit = limitUnder(decision, rule.requestsPerUnit);
     const counts = this.countsOf(limit, result, plan.hits, rule.shadowMode);
     metrics.recordRule(domain, plan.metricKey, counts);
-    this.deps.activity?.record(domain, rule, counts);
+    // An override's rule is made per request, its key of request values: the debug page lists the RuleSet's rules only.
+    if (plan.override === undefined) this.deps.activity?.record(domain, rule, counts);
     const over = !result.allowed && !rule.shadowMode;
     return { status: statusOf(rule, limit, result, over), over, quota: rule.quotaMode || config.quotaMode, retryAfterMs: result.retryAfterMs };
   }
@@ -244,7 +245,7 @@ export class RateLimitService {
           ? { totalHits: plan.hits, withinLimit: 0, nearLimit: 0, overLimit: 0, overLimitWithLocalCache: 0, shadowMode: 0 }
           : this.countsOf(limit, result, plan.hits, l.shadowMode);
       metrics.recordRule(domain, `${plan.metricKey}.${l.limitName ?? ''}`, counts);
-      this.deps.activity?.record(domain, l, counts);
+      if (plan.override === undefined) this.deps.activity?.record(domain, l, counts);
       return statusOf(l, limit, result, !result.allowed && !l.shadowMode);
     });
     const chosen = limitStatuses[chosenLimitIndex(mine)] as DescriptorStatus;

@@ -33,29 +33,17 @@ interface EnvVar {
   readonly valueFrom?: { configMapKeyRef?: { name: string; key: string }; secretKeyRef?: { optional?: boolean } };
 }
 
-/**
- * The shipped Deployment's environment: ConfigMap references resolved from the rendered base,
- * except the names in `refs` (this test's addresses; undefined: left out), an optional Secret absent.
- */
+/** The shipped Deployment's environment, its references resolved by `refs` (an optional Secret absent). */
 function deploymentEnv(refs: Record<string, string | undefined>): Record<string, string> {
-  const manifests = kustomize(join(projectRoot, 'deploy/kubernetes/base'));
-  const deployment = manifests.find((o: Manifest) => o['kind'] === 'Deployment' && (o['metadata'] as { name: string }).name === 'floodgate') as {
-    spec: { template: { spec: { containers: { env: EnvVar[] }[] } } };
-  };
-  const configMapValue = (name: string, key: string): string | undefined => {
-    const map = manifests.find((o: Manifest) => o['kind'] === 'ConfigMap' && (o['metadata'] as { name: string }).name === name);
-    return (map?.['data'] as Record<string, string> | undefined)?.[key];
-  };
+  const deployment = kustomize(join(projectRoot, 'deploy/kubernetes/base')).find(
+    (o: Manifest) => o['kind'] === 'Deployment' && (o['metadata'] as { name: string }).name === 'floodgate',
+  ) as { spec: { template: { spec: { containers: { env: EnvVar[] }[] } } } };
   const env: Record<string, string> = {};
   for (const v of deployment.spec.template.spec.containers[0]!.env) {
-    if (v.name in refs) {
-      if (refs[v.name] !== undefined) env[v.name] = refs[v.name]!;
-      continue;
-    }
-    const fromMap = v.valueFrom?.configMapKeyRef;
-    const value = v.value ?? (fromMap ? configMapValue(fromMap.name, fromMap.key) : undefined);
-    if (value !== undefined) env[v.name] = value;
-    else if (!v.valueFrom?.secretKeyRef?.optional) throw new Error(`the test does not know how to resolve ${v.name}`);
+    if (v.value !== undefined) env[v.name] = v.value;
+    else if (v.valueFrom?.secretKeyRef?.optional) continue;
+    else if (refs[v.name] !== undefined) env[v.name] = refs[v.name]!;
+    else if (!(v.name in refs)) throw new Error(`the test does not know how to resolve ${v.name}`);
   }
   return env;
 }
@@ -69,7 +57,8 @@ interface Addresses {
 async function shippedEnv(redisUrl: string | undefined): Promise<{ env: Record<string, string>; ports: Addresses }> {
   const ports = { grpcPort: await freePort(), httpPort: await freePort() };
   const env: Record<string, string> = {
-    ...deploymentEnv({ REDIS_URL: redisUrl }),
+    // REDIS_TYPE as the base's ConfigMap floodgate-redis sets it: one server, as this test's Redis.
+    ...deploymentEnv({ REDIS_URL: redisUrl, REDIS_TYPE: 'SINGLE' }),
     RUNTIME_ROOT: root,
     HOST: '127.0.0.1',
     PORT: String(ports.httpPort),
@@ -136,7 +125,7 @@ function secondsWaited(output: string): number {
 
 describe('started as the shipped Deployment starts it', () => {
   test('the kustomize base, the chart and the Envoy Gateway values all set the backend explicitly', () => {
-    expect(deploymentEnv({ REDIS_URL: 'x' })['BACKEND_TYPE']).toBe('redis');
+    expect(deploymentEnv({ REDIS_URL: 'x', REDIS_TYPE: 'SINGLE' })['BACKEND_TYPE']).toBe('redis');
     const chart = readFileSync(join(projectRoot, 'deploy/helm/floodgate/templates/deployment.yaml'), 'utf8');
     // Inside `{{- if $redis.enabled }}`: memory only when the values turn Redis off.
     expect(chart).toMatch(/if \$redis\.enabled \}\}\s*\n\s*- name: BACKEND_TYPE\s*\n\s*value: redis\s*\n/);

@@ -337,6 +337,19 @@ export function floodgateKitChecks(render: () => readonly Manifest[], options: K
     expect(liveness['tcpSocket']?.port).toBe(s.grpcPort);
   });
 
+  it('startup: a TCP probe on the gRPC port lets start-up wait 10 minutes for Redis before liveness may restart the pod', () => {
+    const s = settings();
+    const { container } = kit();
+    // No port opens until Redis answers (issue 28); without it, liveness restarts the pod ~35 s into the wait.
+    const startup = container['startupProbe'] as Manifest | undefined;
+    expect(startup, 'startupProbe').toBeDefined();
+    expect(startup!['tcpSocket']?.port).toBe(s.grpcPort);
+    expect((startup!['periodSeconds'] ?? 10) * (startup!['failureThreshold'] ?? 3)).toBeGreaterThanOrEqual(600);
+    // Never Redis-dependent either: that is readiness' job.
+    expect(startup!['httpGet']).toBeUndefined();
+    expect(startup!['grpc']).toBeUndefined();
+  });
+
   it('runs non-root as the image user, read-only root filesystem, no capabilities, no privilege escalation', () => {
     const { podSpec, container } = kit();
     expect(podSpec['securityContext'].runAsNonRoot).toBe(true);

@@ -179,6 +179,23 @@ describe('each alert fires on a real scrape of a server in its state', () => {
       'FloodgatePolicyBlockedGrowing',
       'FloodgateCallsNearDeadline',
     ]);
+
+    // The bad file stays on disk and nothing reloads: the watcher reported it once. Scraped
+    // again now, the same state, placed every 5 minutes up to 30 minutes later (no waiting):
+    // the alert still fires, past its `for`, long after a 10-minute window of the counters.
+    const stillBroken = await metricsText(t);
+    const later: TimedScrape[] = [...scrapes, ...Array.from({ length: 6 }, (_, i) => ({ seconds: 60 + 300 * (i + 1), text: stillBroken }))];
+    for (const file of [CHART_RULES, COMPONENT_RULES]) {
+      const alerts = evaluateAlerts(file, later);
+      expect(alerts['FloodgateRuleReloadFailing'], file).toBeGreaterThan(0);
+      expect(alerts['FloodgateBackendUnhealthy'], file).toBeGreaterThan(0);
+    }
+    // A good load clears it at once.
+    const loaded = total(parseScrape(stillBroken), 'ratelimit_service_config_load_success');
+    t.writeRule('broken.yaml', 'domain: broken\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n');
+    await metricAtLeast(t, 'ratelimit_service_config_load_success', {}, loaded + 1);
+    const fixed: TimedScrape = { seconds: 60 + 300 * 6 + 15, text: await metricsText(t) };
+    expect(evaluateAlerts(CHART_RULES, [...later, fixed])['FloodgateRuleReloadFailing']).toBe(0);
   });
 });
 
