@@ -13,6 +13,8 @@ export interface RuleDirectoryOptions {
   readonly ignoreDotFiles: boolean;
   /** MAX_RULE_TREE_BYTES: the bytes of all rule files together; default {@link DEFAULT_MAX_RULE_TREE_BYTES}. */
   readonly maxTreeBytes?: number;
+  /** Aborts the load (the watcher gave it up): reading and parsing stop, the worker is ended. */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -64,10 +66,11 @@ export async function loadRuleTree(tree: RuleTree, options: RuleDirectoryOptions
   if (listed > budget.max) budget.refuse(listed);
   const texts: RuleFileText[] = [];
   for (const file of files) {
+    options.signal?.throwIfAborted();
     const text = await readRuleFile(file, budget);
     if (text !== undefined) texts.push({ name: file.name, text });
   }
-  return compileRules(await parseRuleFiles(texts), { mergeDomainConfig: options.mergeDomainConfig });
+  return compileRules(await parseRuleFiles(texts, options.signal), { mergeDomainConfig: options.mergeDomainConfig });
 }
 
 /** Every file under `dir`, subdirectories included (what `floodgate check <dir>` loads). */
