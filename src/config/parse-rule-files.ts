@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { ConfigError } from '../errors';
 import { deepFreeze } from './check-rules';
@@ -31,8 +32,25 @@ export function parseTimeoutMs(bytes: number): number {
   return PARSE_MS_PER_BATCH * Math.max(1, Math.ceil(bytes / WORKER_BATCH_BYTES));
 }
 
-/** The worker's heap: a 512 KiB rule file needs well under a tenth of it. */
+/** The worker's old generation: a 510 KB rule file needs some 45 MB (32 MB ran out). */
 const WORKER_MAX_OLD_GENERATION_MB = 256;
+
+/**
+ * The parse workers' semi-space, in MB. V8 reads --max-semi-space-size when an isolate is
+ * created, and it overrides a worker's resourceLimits: the shipped `--max-semi-space-size=16`
+ * (set for the main thread's pauses) gave each parse worker a 48 MB young generation too, which
+ * a parse fills with garbage. A 510 KB file then took a bare process to 156 MB of RSS; with 2 MB,
+ * 122 MB (issue 26). Set once the main isolate exists, it changes only isolates created later:
+ * the parse workers, the only ones floodgate creates.
+ */
+const WORKER_SEMI_SPACE_MB = 2;
+let workerSemiSpaceSet = false;
+
+function smallYoungGenerationForWorkers(): void {
+  if (workerSemiSpaceSet) return;
+  workerSemiSpaceSet = true;
+  setFlagsFromString(`--max-semi-space-size=${WORKER_SEMI_SPACE_MB}`);
+}
 
 /**
  * The compiled worker script. Running from the TypeScript sources (the unit tests), there is
@@ -95,6 +113,7 @@ function batches(files: readonly RuleFileText[]): RuleFileText[][] {
 /** The batch parsed in a new worker, which is ended before this settles; `stop` ends it early. */
 function inWorker(files: readonly RuleFileText[], stop: AbortSignal): Promise<WorkerAnswer> {
   if (stop.aborted) return Promise.reject(stop.reason as Error);
+  smallYoungGenerationForWorkers();
   return new Promise((resolve, reject) => {
     const worker = new Worker(WORKER_SCRIPT, { resourceLimits: { maxOldGenerationSizeMb: WORKER_MAX_OLD_GENERATION_MB } });
     let settled = false;
