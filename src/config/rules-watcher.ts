@@ -86,7 +86,7 @@ export class RulesWatcher {
   private readonly loadTimeoutMs: number;
   private readonly watchers = new Map<string, ArmedWatcher>();
   private lastFingerprint: string | undefined;
-  /** The last load was given up: the next check loads again even with no change. */
+  /** A load given up has since stopped: the next check loads again even with no change. */
   private retryLoad = false;
   /** Aborts the load in flight. */
   private loading: AbortController | undefined;
@@ -202,7 +202,9 @@ export class RulesWatcher {
 
   /**
    * The load, or a ConfigError once loadTimeoutMs passed: the load is then aborted (its outcome
-   * ignored) and retried at the next check.
+   * ignored) and, once it has stopped, retried at the next check. One that does not stop (a read
+   * stuck in the kernel) is not retried until the files change: each retry would hold another
+   * libuv thread.
    */
   private loadWithin(): Promise<RuleSet> {
     const stop = new AbortController();
@@ -213,7 +215,6 @@ export class RulesWatcher {
         const err = new ConfigError(
           `rules not loaded within ${this.loadTimeoutMs} ms (a rule file read or parse is stuck); the rules in force stay`,
         );
-        this.retryLoad = true;
         stop.abort(err);
         reject(err);
       }, this.loadTimeoutMs);
@@ -221,11 +222,18 @@ export class RulesWatcher {
     });
     const loading = this.options.load(stop.signal);
     // A load given up may still fail later: that rejection is nobody's to handle.
-    loading.catch(() => undefined);
+    void loading.then(
+      () => this.stopped(stop),
+      () => this.stopped(stop),
+    );
     return Promise.race([loading, givenUp]).finally(() => {
       clearTimeout(timer);
       if (this.loading === stop) this.loading = undefined;
     });
+  }
+
+  private stopped(load: AbortController): void {
+    if (load.signal.aborted && !this.closed) this.retryLoad = true;
   }
 
   private report(err: unknown): void {

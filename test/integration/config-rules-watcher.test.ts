@@ -404,4 +404,33 @@ describe('RulesWatcher', () => {
     },
     TEST_TIMEOUT_MS,
   );
+
+  it(
+    'a given-up load that does not stop (a read stuck in the kernel) is not retried on every poll: each retry would hold another libuv thread',
+    async () => {
+      const dir = join(base, 'config');
+      await mkdir(dir);
+      await writeFile(join(dir, 'a.yaml'), ruleText(1));
+      const recorder = new Recorder();
+      let loads = 0;
+      await startWatcher(
+        recorder,
+        { root: base, subdirectory: '', appDirectory: 'config', watchRoot: false },
+        {
+          loadTimeoutMs: 200,
+          pollIntervalMs: 50,
+          load: () => {
+            loads += 1;
+            return new Promise<RuleSet>(() => undefined);
+          },
+        },
+      );
+      await writeAtomically(join(dir, 'a.yaml'), ruleText(2));
+      await within(DEADLINE_MS, () => recorder.errors.length === 1, 'stuck load reported');
+      // Some twenty poll periods: a slow machine polls fewer times, which can only hide a retry, never invent one.
+      await sleep(20 * 50);
+      expect(loads).toBe(1);
+    },
+    TEST_TIMEOUT_MS,
+  );
 });
