@@ -21,7 +21,7 @@ export interface RuleDirectoryOptions {
  * A ConfigMap's own cap (1 MiB), so the shipped layout never meets it; a git-sync or hostPath
  * tree larger than that needs MAX_RULE_TREE_BYTES raised. Loading costs memory in proportion:
  * 20 MB of rule files took a server to 559 MB of RSS (issue 26); the largest tree this default
- * admits (two 510 KB files, three reloads) peaks at 195-204 MiB (idle 90).
+ * admits (two 510 KB files, three reloads) peaks at 195-205 MiB (idle 90).
  */
 export const DEFAULT_MAX_RULE_TREE_BYTES = 1024 * 1024;
 
