@@ -1,7 +1,7 @@
 import { loadRuleTree } from './config/load-rule-directory';
 import { ruleTreeOf } from './config/rule-tree';
 import type { RuleSet } from './config/rule-types';
-import { RulesWatcher } from './config/rules-watcher';
+import { loadTimeoutFor, RulesWatcher } from './config/rules-watcher';
 import { XdsRulesClient } from './config/xds/xds-rules-client';
 import type { Logger } from './log';
 import type { ServiceMetrics } from './metrics/metrics';
@@ -15,7 +15,7 @@ import type { Running, Core } from './app-running';
  * The rule loader both the first load and every reload use (and `floodgate check` without a
  * directory); the whole load fails on any error.
  */
-export function ruleLoader(settings: Settings): () => Promise<RuleSet> {
+export function ruleLoader(settings: Settings): (signal?: AbortSignal) => Promise<RuleSet> {
   const options = {
     mergeDomainConfig: settings.mergeDomainConfig,
     ignoreDotFiles: settings.runtimeIgnoreDotFiles,
@@ -27,7 +27,7 @@ export function ruleLoader(settings: Settings): () => Promise<RuleSet> {
     appDirectory: settings.runtimeAppDirectory,
     watchRoot: settings.runtimeWatchRoot,
   });
-  return () => loadRuleTree(tree, options);
+  return (signal) => loadRuleTree(tree, { ...options, ...(signal && { signal }) });
 }
 
 /** The first load; without good rules the start fails, unless FORCE_START_WITHOUT_INITIAL_CONFIG. */
@@ -101,6 +101,7 @@ export async function startRules(
     watchRoot: settings.runtimeWatchRoot,
     ignoreDotFiles: settings.runtimeIgnoreDotFiles,
     load,
+    loadTimeoutMs: loadTimeoutFor(settings.maxRuleTreeBytes),
     onLoaded,
     onError: (err) => {
       metrics.configLoad(false);

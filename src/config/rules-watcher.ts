@@ -3,6 +3,7 @@ import { stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { ConfigError } from '../errors';
 import { treeFingerprint } from './directory-fingerprint';
+import { parseTimeoutMs } from './parse-rule-files';
 import { ruleTreeOf, type RuleTree } from './rule-tree';
 import type { RuleSet } from './rule-types';
 
@@ -21,8 +22,11 @@ export interface RulesWatcherOptions {
   readonly watchRoot: boolean;
   /** RUNTIME_IGNOREDOTFILES, as the load reads it; default false (a change to a dot file then reloads too). */
   readonly ignoreDotFiles?: boolean;
-  /** Loads the rules (normally loadRuleTree of the same tree). */
-  readonly load: () => Promise<RuleSet>;
+  /**
+   * Loads the rules (normally loadRuleTree of the same tree). `signal` aborts when the load is
+   * given up: the load then stops (its parse worker is terminated), so loads never overlap.
+   */
+  readonly load: (signal: AbortSignal) => Promise<RuleSet>;
   /** A reload succeeded; the caller swaps its rules. */
   readonly onLoaded: (rules: RuleSet) => void;
   /** A reload failed; the caller keeps its current rules. */
@@ -32,18 +36,29 @@ export interface RulesWatcherOptions {
   /** Poll period of the fallback that catches missed events; default 1000 ms. */
   readonly pollIntervalMs?: number;
   /**
-   * A load not settled after this long is given up and reported, so that later changes load;
-   * default {@link DEFAULT_LOAD_TIMEOUT_MS}.
+   * A load not settled after this long is given up, stopped and reported, and tried again at
+   * the next poll; default {@link DEFAULT_LOAD_TIMEOUT_MS}. The app scales it with
+   * MAX_RULE_TREE_BYTES (loadTimeoutFor), so a legitimate load of a large tree is never given up.
    */
   readonly loadTimeoutMs?: number;
 }
 
 /**
- * Far above any load within MAX_RULE_TREE_BYTES (seconds on a busy machine), and above the
- * parse worker's own 60 s: only a read stuck in the kernel (a hung network file system; a FIFO
- * is refused at open) gets here. The stuck read keeps its libuv thread; reloads go on.
+ * Far above any load of the default MAX_RULE_TREE_BYTES (seconds on a busy machine): only a
+ * read stuck in the kernel (a hung network file system; a FIFO is refused at open) or a parse
+ * far slower than budgeted gets here. A stuck read keeps its libuv thread; reloads go on.
  */
 export const DEFAULT_LOAD_TIMEOUT_MS = 120_000;
+
+/**
+ * The load timeout for trees of up to `maxTreeBytes` (MAX_RULE_TREE_BYTES): the parse's own
+ * deadline for that many bytes and a minute for reading them, at least the default. A load
+ * the parse would still allow is then never given up (a tree of many 512 KiB batches took
+ * more than a fixed 120 s).
+ */
+export function loadTimeoutFor(maxTreeBytes: number): number {
+  return Math.max(DEFAULT_LOAD_TIMEOUT_MS, parseTimeoutMs(maxTreeBytes) + 60_000);
+}
 
 interface WantedDirectory {
   readonly ino: bigint;
@@ -71,6 +86,10 @@ export class RulesWatcher {
   private readonly loadTimeoutMs: number;
   private readonly watchers = new Map<string, ArmedWatcher>();
   private lastFingerprint: string | undefined;
+  /** A load given up has since stopped: the next check loads again even with no change. */
+  private retryLoad = false;
+  /** Aborts the load in flight. */
+  private loading: AbortController | undefined;
   private debounceTimer: NodeJS.Timeout | undefined;
   private burstStartedAt: number | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
@@ -97,9 +116,10 @@ export class RulesWatcher {
     return this.startPromise;
   }
 
-  /** Stops watching; a reload in flight finishes but is not reported. */
+  /** Stops watching; a reload in flight is aborted, not reported. */
   close(): void {
     this.closed = true;
+    this.loading?.abort(new ConfigError('rules watcher closed'));
     clearTimeout(this.debounceTimer);
     clearTimeout(this.pollTimer);
     for (const { watcher } of this.watchers.values()) watcher.close();
@@ -155,10 +175,12 @@ export class RulesWatcher {
     // Taken before loading: a change during the load then differs from it and reloads again.
     const { text: fingerprint, directories } = await treeFingerprint(this.tree, this.options.ignoreDotFiles ?? false);
     await this.arm(directories);
-    if (this.closed || fingerprint === this.lastFingerprint) return;
+    if (this.closed || (fingerprint === this.lastFingerprint && !this.retryLoad)) return;
     const isBaseline = baselineOnly || this.lastFingerprint === undefined;
-    // Set even when the load fails, so a broken file is reported once, not every poll.
+    // Set even when the load fails, so a broken file is reported once, not every poll (a load
+    // given up is retried: it failed for time, not for what the files say).
     this.lastFingerprint = fingerprint;
+    this.retryLoad = false;
     if (!isBaseline) await this.reload();
   }
 
@@ -178,21 +200,40 @@ export class RulesWatcher {
     }
   }
 
-  /** The load, or a ConfigError once loadTimeoutMs passed (the load's own outcome is then ignored). */
+  /**
+   * The load, or a ConfigError once loadTimeoutMs passed: the load is then aborted (its outcome
+   * ignored) and, once it has stopped, retried at the next check. One that does not stop (a read
+   * stuck in the kernel) is not retried until the files change: each retry would hold another
+   * libuv thread.
+   */
   private loadWithin(): Promise<RuleSet> {
+    const stop = new AbortController();
+    this.loading = stop;
     let timer: NodeJS.Timeout | undefined;
     const givenUp = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        reject(
-          new ConfigError(`rules not loaded within ${this.loadTimeoutMs} ms (a rule file read or parse is stuck); the rules in force stay`),
+        const err = new ConfigError(
+          `rules not loaded within ${this.loadTimeoutMs} ms (a rule file read or parse is stuck); the rules in force stay`,
         );
+        stop.abort(err);
+        reject(err);
       }, this.loadTimeoutMs);
       timer.unref();
     });
-    const loading = this.options.load();
+    const loading = this.options.load(stop.signal);
     // A load given up may still fail later: that rejection is nobody's to handle.
-    loading.catch(() => undefined);
-    return Promise.race([loading, givenUp]).finally(() => clearTimeout(timer));
+    void loading.then(
+      () => this.stopped(stop),
+      () => this.stopped(stop),
+    );
+    return Promise.race([loading, givenUp]).finally(() => {
+      clearTimeout(timer);
+      if (this.loading === stop) this.loading = undefined;
+    });
+  }
+
+  private stopped(load: AbortController): void {
+    if (load.signal.aborted && !this.closed) this.retryLoad = true;
   }
 
   private report(err: unknown): void {

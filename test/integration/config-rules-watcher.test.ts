@@ -364,4 +364,73 @@ describe('RulesWatcher', () => {
     },
     TEST_TIMEOUT_MS,
   );
+
+  it(
+    'a load given up is stopped (its signal aborted before any other load starts) and retried at the next poll, with no change to the files',
+    async () => {
+      const dir = join(base, 'config');
+      await mkdir(dir);
+      await writeFile(join(dir, 'a.yaml'), ruleText(1));
+      const recorder = new Recorder();
+      recorder.current = await loadRuleDirectory(dir, { mergeDomainConfig: false, ignoreDotFiles: true });
+      const signals: (AbortSignal | undefined)[] = [];
+      let overlapped = false;
+      await startWatcher(
+        recorder,
+        { root: base, subdirectory: '', appDirectory: 'config', watchRoot: false },
+        {
+          loadTimeoutMs: 300,
+          pollIntervalMs: 100,
+          // The first reload is a parse too slow for the budget: it runs until stopped.
+          load: (signal?: AbortSignal) => {
+            signals.push(signal);
+            if (signals.length > 1 && signals[0]?.aborted !== true) overlapped = true;
+            if (signals.length === 1) {
+              return new Promise<RuleSet>((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason as Error)));
+            }
+            return loadRuleDirectory(dir, { mergeDomainConfig: false, ignoreDotFiles: true });
+          },
+        },
+      );
+      await writeAtomically(join(dir, 'a.yaml'), ruleText(2));
+      await within(DEADLINE_MS, () => recorder.errors.length === 1, 'slow load reported');
+      // Retried by the poll although the files did not change since.
+      await within(DEADLINE_MS, () => recorder.limit() === 2, 'the given-up load retried');
+      expect(signals[0]?.aborted).toBe(true);
+      expect(overlapped).toBe(false);
+      expect(recorder.errors.map((err) => err.message)).toEqual([
+        'rules not loaded within 300 ms (a rule file read or parse is stuck); the rules in force stay',
+      ]);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'a given-up load that does not stop (a read stuck in the kernel) is not retried on every poll: each retry would hold another libuv thread',
+    async () => {
+      const dir = join(base, 'config');
+      await mkdir(dir);
+      await writeFile(join(dir, 'a.yaml'), ruleText(1));
+      const recorder = new Recorder();
+      let loads = 0;
+      await startWatcher(
+        recorder,
+        { root: base, subdirectory: '', appDirectory: 'config', watchRoot: false },
+        {
+          loadTimeoutMs: 200,
+          pollIntervalMs: 50,
+          load: () => {
+            loads += 1;
+            return new Promise<RuleSet>(() => undefined);
+          },
+        },
+      );
+      await writeAtomically(join(dir, 'a.yaml'), ruleText(2));
+      await within(DEADLINE_MS, () => recorder.errors.length === 1, 'stuck load reported');
+      // Some twenty poll periods: a slow machine polls fewer times, which can only hide a retry, never invent one.
+      await sleep(20 * 50);
+      expect(loads).toBe(1);
+    },
+    TEST_TIMEOUT_MS,
+  );
 });
