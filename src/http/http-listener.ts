@@ -84,8 +84,12 @@ export class HttpListener {
    */
   private trackAnswer(req: http.IncomingMessage, res: http.ServerResponse): void {
     const socket = req.socket;
+    // Only an answer counted as owed is counted out (pipelined requests share one count).
+    let owed = false;
     const markBusy = (): void => {
-      if (!res.writableEnded) this.slots.busy(socket);
+      if (res.writableEnded) return;
+      owed = true;
+      this.slots.busy(socket);
     };
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
     if (hasBody && !req.complete) req.once('end', markBusy);
@@ -96,7 +100,9 @@ export class HttpListener {
       deadline.unref();
       res.once('close', () => clearTimeout(deadline));
     });
-    res.once('close', () => this.slots.answered(socket));
+    res.once('close', () => {
+      if (owed) this.slots.answered(socket);
+    });
   }
 
   listen(host: string, port: number): Promise<number> {
