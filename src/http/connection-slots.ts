@@ -9,8 +9,11 @@ export interface SlotBounds {
 /** What the port knows of one connection. */
 interface Slot {
   readonly peer: string;
-  /** Its request has arrived whole and is being answered: the server owes it, never evicted. */
-  busy: boolean;
+  /**
+   * Requests read whole and not yet answered out (several when a client pipelines): while the
+   * server owes it an answer the connection is never evicted.
+   */
+  owed: number;
 }
 
 /**
@@ -18,11 +21,13 @@ interface Slot {
  * out: when the new connection's peer holds its share, that peer's connection waiting longest
  * without a whole request (slow headers, a slow body, idle keep-alive) is closed to make room;
  * when the port is full, the same is done to the peer holding most connections. Only when
- * every candidate is answering a request is the new connection refused; answers end within the
- * request's own deadlines. So a client with thousands of slow connections cannot lock out the
- * kubelet's probe or a fresh client: from another address it is never the one evicted, and from
- * the attacker's own address it is evicted only after its peer opened a share's worth of newer
- * connections (512 by default) before the server read its request.
+ * every candidate is answering a request is the new connection refused; an answer is produced
+ * within the route's own deadlines and must then be written out within HTTP_REQUEST_TIMEOUT
+ * (http-listener.ts closes the connection otherwise), so no connection stays busy for long.
+ * So a client with thousands of slow connections cannot lock out the kubelet's probe or a
+ * fresh client: from another address it is never the one evicted, and from the attacker's own
+ * address it is evicted only after its peer opened a share's worth of newer connections (512 by
+ * default) before the server read its request.
  */
 export class ConnectionSlots {
   /** Every connection, least recently admitted or answered first (Map order). */
@@ -51,7 +56,7 @@ export class ConnectionSlots {
     if (this.slots.size >= this.bounds.maxConnections && !this.evictFrom(this.largestPeer()) && !this.evictFrom(this.slots)) {
       return this.refuse(socket);
     }
-    const slot: Slot = { peer, busy: false };
+    const slot: Slot = { peer, owed: 0 };
     this.slots.set(socket, slot);
     let peerSlots = this.byPeer.get(peer);
     if (peerSlots === undefined) this.byPeer.set(peer, (peerSlots = new Map<Socket, Slot>()));
@@ -60,17 +65,18 @@ export class ConnectionSlots {
     return true;
   }
 
-  /** `socket`'s request arrived whole: it is answered, not evicted, until `answered`. */
+  /** A request of `socket`'s arrived whole: it is answered, not evicted, until its `answered`. */
   busy(socket: Socket): void {
     const slot = this.slots.get(socket);
-    if (slot !== undefined) slot.busy = true;
+    if (slot !== undefined) slot.owed++;
   }
 
-  /** `socket`'s answer is out: it waits again, as the newest. */
+  /** An answer of `socket`'s is out: with none owed any more, it waits again, as the newest. */
   answered(socket: Socket): void {
     const slot = this.slots.get(socket);
     if (slot === undefined) return;
-    slot.busy = false;
+    slot.owed = Math.max(0, slot.owed - 1);
+    if (slot.owed > 0) return;
     this.slots.delete(socket);
     this.slots.set(socket, slot);
     const peerSlots = this.byPeer.get(slot.peer);
@@ -93,7 +99,7 @@ export class ConnectionSlots {
 
   private evictFrom(candidates: Map<Socket, Slot>): boolean {
     for (const [socket, slot] of candidates) {
-      if (slot.busy) continue;
+      if (slot.owed > 0) continue;
       this.release(socket);
       socket.destroy();
       this.evictedCount++;

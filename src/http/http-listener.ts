@@ -5,7 +5,10 @@ import { ConnectionSlots } from './connection-slots';
 
 /** Bounds on what one HTTP client can make the server hold (HTTP_*); for every HTTP port. */
 export interface HttpLimits {
-  /** The whole request (headers and body) must arrive within this time, else 408 and close. */
+  /**
+   * The whole request (headers and body) must arrive within this time, else 408 and close; and
+   * an answer, once produced, must be written out (read by the client) within it, else close.
+   */
   readonly requestTimeoutMs: number;
   /** The headers must arrive within this time. */
   readonly headersTimeoutMs: number;
@@ -34,11 +37,13 @@ const TIMEOUT_CHECK_INTERVAL_MS = 500;
 export class HttpListener {
   private readonly server: http.Server;
   private readonly slots: ConnectionSlots;
+  private readonly writeTimeoutMs: number;
 
   constructor(
     private readonly routes: Readonly<Record<string, Route>>,
     limits: HttpLimits,
   ) {
+    this.writeTimeoutMs = limits.requestTimeoutMs;
     this.server = http.createServer(
       {
         requestTimeout: limits.requestTimeoutMs,
@@ -70,17 +75,34 @@ export class HttpListener {
 
   /**
    * A request whose bytes have all arrived is being answered: its connection is not evicted
-   * until the answer is out. Until then (slow headers, a slow body) it may be.
+   * until the answer is out. Until then (slow headers, a slow body) it may be. Since a busy
+   * connection is never evicted, a client that asks for a large answer and never reads it would
+   * keep its slot (and the unwritten answer in memory) forever: once produced, the answer must
+   * be written out within HTTP_REQUEST_TIMEOUT, else the connection is closed. The deadline
+   * starts when the route ends its answer, not before, so a slow backend is not cut short here
+   * (the routes' own deadlines bound that).
    */
   private trackAnswer(req: http.IncomingMessage, res: http.ServerResponse): void {
     const socket = req.socket;
+    // Only an answer counted as owed is counted out (pipelined requests share one count).
+    let owed = false;
     const markBusy = (): void => {
-      if (!res.writableEnded) this.slots.busy(socket);
+      if (res.writableEnded) return;
+      owed = true;
+      this.slots.busy(socket);
     };
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
     if (hasBody && !req.complete) req.once('end', markBusy);
     else markBusy();
-    res.once('close', () => this.slots.answered(socket));
+    // 'prefinish': end() was called and the whole answer handed to the socket.
+    res.once('prefinish', () => {
+      const deadline = setTimeout(() => socket.destroy(), this.writeTimeoutMs);
+      deadline.unref();
+      res.once('close', () => clearTimeout(deadline));
+    });
+    res.once('close', () => {
+      if (owed) this.slots.answered(socket);
+    });
   }
 
   listen(host: string, port: number): Promise<number> {

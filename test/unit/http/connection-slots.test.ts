@@ -53,6 +53,22 @@ describe('ConnectionSlots', () => {
     expect([a.destroyed, c.destroyed, e.destroyed]).toEqual([true, false, false]);
   });
 
+  it('a connection answering pipelined requests stays busy until its last answer is out', () => {
+    const slots = new ConnectionSlots({ maxConnections: 2, maxPerPeer: 2 });
+    const a = open(slots, 'p');
+    const b = open(slots, 'p');
+    // Two requests read whole from `a` in one chunk; the first answer goes out, the second not yet.
+    slots.busy(a as unknown as Socket);
+    slots.busy(a as unknown as Socket);
+    slots.answered(a as unknown as Socket);
+    slots.busy(b as unknown as Socket);
+    const c = open(slots, 'p');
+    expect([a.destroyed, b.destroyed, c.destroyed]).toEqual([false, false, true]);
+    slots.answered(a as unknown as Socket);
+    const d = open(slots, 'p');
+    expect([a.destroyed, d.destroyed]).toEqual([true, false]);
+  });
+
   it('a peer at its share closes its own oldest; a full port takes from the peer holding most', () => {
     const slots = new ConnectionSlots({ maxConnections: 4, maxPerPeer: 3 });
     const other = open(slots, 'other');
