@@ -109,7 +109,7 @@ async function exporterSamplesAfterFlush(
       const samples = parseExposition(await exporter.scrape());
       return samples.get(requestsKey) === CALLS ? samples : undefined;
     },
-    { timeoutMs: 10_000, intervalMs: 100 },
+    { timeoutMs: 30_000, intervalMs: 100 },
   );
 }
 
@@ -224,7 +224,7 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
         const samples = parseExposition(await (await fetch(`http://127.0.0.1:${prometheusPort}/metrics`)).text());
         return samples.get('rl_requests{method="ShouldRateLimit"}') === CALLS ? samples : undefined;
       },
-      { timeoutMs: 10_000, intervalMs: 100 },
+      { timeoutMs: 30_000, intervalMs: 100 },
     );
     const ours = (samples: Map<string, number>) => ({ ...nonZero(samples, 'rl_'), ...nonZero(samples, 'ratelimit_') });
     const expected = ours(viaExporter);
