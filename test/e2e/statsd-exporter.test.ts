@@ -103,13 +103,22 @@ async function exporterSamplesAfterFlush(
   exporter: StatsdExporter,
   requestsKey = 'ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}',
 ): Promise<Map<string, number>> {
+  // A flush goes out in several datagrams over UDP (and several reads over TCP): the one with the
+  // request count may be read before the others, and a busy machine widens the gap. Every call
+  // is in, and two scrapes a few flush intervals apart agree, before the figures count.
+  let previous = '';
   return waitUntil(
-    'the exporter to have every call',
+    'the exporter to have every call, and its figures to stay put',
     async () => {
-      const samples = parseExposition(await exporter.scrape());
-      return samples.get(requestsKey) === CALLS ? samples : undefined;
+      const text = await exporter.scrape();
+      const samples = parseExposition(text);
+      if (samples.get(requestsKey) !== CALLS) return undefined;
+      const figures = JSON.stringify(nonZero(samples, 'ratelimit_'));
+      const stable = figures === previous;
+      previous = figures;
+      return stable ? samples : undefined;
     },
-    { timeoutMs: 10_000, intervalMs: 100 },
+    { timeoutMs: 30_000, intervalMs: 1000 },
   );
 }
 
@@ -224,7 +233,7 @@ describe('statsd through a real statsd_exporter, from a reference environment fi
         const samples = parseExposition(await (await fetch(`http://127.0.0.1:${prometheusPort}/metrics`)).text());
         return samples.get('rl_requests{method="ShouldRateLimit"}') === CALLS ? samples : undefined;
       },
-      { timeoutMs: 10_000, intervalMs: 100 },
+      { timeoutMs: 30_000, intervalMs: 100 },
     );
     const ours = (samples: Map<string, number>) => ({ ...nonZero(samples, 'rl_'), ...nonZero(samples, 'ratelimit_') });
     const expected = ours(viaExporter);

@@ -6,7 +6,8 @@ import { parseInfo, type RespValue } from './resp-client';
 export const CLUSTER_SLOTS = 16384;
 const CREATE_TIMEOUT_MS = 60_000;
 const HEALTHY_TIMEOUT_MS = 30_000;
-const FAILOVER_TIMEOUT_MS = 15_000;
+// A busy machine may take a while longer to elect and promote a replica.
+const FAILOVER_TIMEOUT_MS = 45_000;
 
 export interface ClusterOptions {
   readonly masters?: number;

@@ -9,7 +9,8 @@ import { parseInfo, respCommand, type RespValue } from './resp-client';
 import { sleep, waitUntil } from './wait';
 
 export const HOST = '127.0.0.1';
-const START_TIMEOUT_MS = 10_000;
+// A busy machine may take a while to start a process.
+const START_TIMEOUT_MS = 30_000;
 const STOP_GRACE_MS = 2_000;
 const PORT_ATTEMPTS = 5;
 

@@ -75,7 +75,7 @@ export async function startStatsdExporter(mappingConfig: string): Promise<Statsd
   };
   try {
     await waitUntil('statsd_exporter to serve /metrics', async () => (await scrape()).length > 0, {
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
       diagnostics: () => log,
     });
   } catch (err) {

@@ -104,7 +104,8 @@ async function spawnWithEnv(env: Record<string, string>, removeFiles: () => void
   };
   try {
     const ports = await new Promise<{ grpcPort: number; httpPort: number; debugPort: number }>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 15_000);
+      // A wait for a condition: a busy machine may take tens of seconds to start a node process.
+      const timer = setTimeout(() => reject(new Error(`server did not start in 60 s: ${err}`)), 60_000);
       const onData = (): void => {
         // Hosts as the banner joins them: `127.0.0.1:8081`, `[::]:8081`, `localhost:6070`.
         const m =

@@ -66,7 +66,7 @@ export async function startXdsServer(options: XdsServerOptions): Promise<XdsServ
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
   const ready = await new Promise<{ grpc: string; admin: string }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`xDS test server did not start in 10 s: ${stderr}`)), 10_000);
+    const timer = setTimeout(() => reject(new Error(`xDS test server did not start in 30 s: ${stderr}`)), 30_000);
     child.once('exit', (code) => reject(new Error(`xDS test server exited (${code}): ${stderr}`)));
     createInterface({ input: child.stdout }).on('line', (line) => {
       const m = /^ready grpc=(\S+) admin=(\S+)$/.exec(line);

@@ -120,6 +120,7 @@ describe.each([
   it('checks several counters of one slot in one call, each with its own limit and window', async () => {
     const keys = keysFor(3);
     await awayFromBoundaries();
+    const calledAt = Date.now();
     const results = await call(keys, MODE_COUNT_ALL, [one(1, 1, 1), one(2, 10, 60), one(3, 2, 3600)]);
     expect(results.map((r) => [r.count, r.remaining, r.over])).toEqual([
       [1, 0, false],
@@ -129,14 +130,16 @@ describe.each([
     const windows = [1, 60, 3600];
     for (const [i, key] of keys.entries()) {
       const ttl = await t.client.pttl((await windowKeysOf(key))[0]!);
+      const elapsed = Date.now() - calledAt;
       const w = windows[i]! * 1000;
-      expect(ttl).toBeGreaterThan(w);
+      expect(ttl).toBeGreaterThan(0);
       expect(ttl).toBeLessThanOrEqual(2 * w);
       expect(results[i]!.resetMs).toBeGreaterThanOrEqual(1);
       expect(results[i]!.resetMs).toBeLessThanOrEqual(w);
-      // The TTL ends one window after this window ends (the difference is the time between two reads).
+      // The TTL ends one window after this window ends: the difference is the time between the
+      // call and this read, at most what this test measured around both (not a fixed 300 ms).
       expect(ttl).toBeLessThanOrEqual(results[i]!.resetMs + w);
-      expect(results[i]!.resetMs + w - ttl).toBeLessThan(300);
+      expect(results[i]!.resetMs + w - ttl).toBeLessThanOrEqual(elapsed + 5);
     }
   });
 
