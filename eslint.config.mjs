@@ -15,7 +15,7 @@ const LAYERS = [
   { name: 'domain', groups: [['src/domain']] },
   {
     name: 'base',
-    groups: [['src/errors.ts', 'src/error-status.ts', 'src/log.ts', 'src/paths.ts', 'src/health.ts', 'src/host-port.ts', 'src/metrics']],
+    groups: [['src/base', 'src/metrics']],
   },
   { name: 'rules and counting', groups: [['src/config'], ['src/limiter']] },
   { name: 'policy', groups: [['src/policy']] },
@@ -26,35 +26,12 @@ const LAYERS = [
   { name: 'transports', groups: [['src/grpc'], ['src/http'], ['src/tracing']] },
   {
     name: 'settings',
-    groups: [
-      [
-        'src/settings.ts',
-        'src/settings-parse.ts',
-        'src/redis-url-credentials.ts',
-        'src/settings-reference.ts',
-        'src/settings-doubts.ts',
-        'src/settings-redis.ts',
-        'src/settings-transport.ts',
-        'src/settings-rules-source.ts',
-        'src/settings-stats.ts',
-      ],
-    ],
+    groups: [['src/settings']],
   },
   // The CLI sits with the app: it wires the same pieces (rules, service, limiter, settings) for one command.
   {
     name: 'app',
-    groups: [
-      [
-        'src/app.ts',
-        'src/app-running.ts',
-        'src/app-rules.ts',
-        'src/app-ports.ts',
-        'src/app-metrics.ts',
-        'src/cluster-primary.ts',
-        'src/main.ts',
-        'src/cli',
-      ],
-    ],
+    groups: [['src/app', 'src/main.ts', 'src/cli']],
   },
 ];
 

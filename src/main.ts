@@ -1,13 +1,13 @@
 import cluster from 'node:cluster';
 import { AggregatorRegistry } from 'prom-client';
-import { startApp, type App } from './app';
-import { runClusterPrimary, WORKER_READY_MESSAGE, WORKER_STARTUP_FAILED_EXIT } from './cluster-primary';
-import { FloodgateError } from './errors';
-import { joinHostPort } from './host-port';
-import { createLogger, type Logger } from './log';
-import { loadSettings, type Settings } from './settings';
-import { reportSettingsDoubts } from './settings-doubts';
-import { reportIneffectiveVariables } from './settings-reference';
+import { startApp, type App } from './app/app';
+import { runClusterPrimary, WORKER_READY_MESSAGE, WORKER_STARTUP_FAILED_EXIT } from './app/cluster-primary';
+import { FloodgateError } from './base/errors';
+import { joinHostPort } from './base/host-port';
+import { createLogger, type Logger } from './base/log';
+import { loadSettings, type Settings } from './settings/settings';
+import { reportSettingsDoubts } from './settings/doubts';
+import { reportIneffectiveVariables } from './settings/reference';
 
 /**
  * Starts the app with the SIGTERM/SIGINT handlers already installed: start-up may wait for Redis

@@ -1,9 +1,9 @@
-import { ConfigError } from '../errors';
+import { ConfigError } from '../base/errors';
 import { statSync } from 'node:fs';
 import { loadRuleDirectory, loadRuleFile, loadRuleTree } from '../config/load-rule-directory';
 import { ruleTreeOf } from '../config/rule-tree';
 import type { RuleSet } from '../config/rule-types';
-import { loadSettings } from '../settings';
+import { loadSettings } from '../settings/settings';
 import { EXIT_FINDINGS, EXIT_OK, UsageError, parseArgs, type CliIo } from './cli-io';
 
 export const CHECK_USAGE = `usage: floodgate check [<dir> | <file>]

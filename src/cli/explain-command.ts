@@ -5,7 +5,7 @@ import { PrometheusMetrics } from '../metrics/metrics';
 import { RateLimitService } from '../service/rate-limit-service';
 import type { DescriptorEntry } from '../domain/descriptor';
 import type { DescriptorStatus, RequestDescriptor } from '../service/types';
-import { loadSettings } from '../settings';
+import { loadSettings } from '../settings/settings';
 import { loadRulesLikeServer } from './check-command';
 import { EXIT_OK, UsageError, parseArgs, stringOption, type CliIo } from './cli-io';
 

@@ -1,8 +1,8 @@
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import { createRedisClient } from '../limiter/redis/redis-client';
-import { redactUserInfo } from '../redis-url-credentials';
+import { redactUserInfo } from '../settings/redis-url-credentials';
 import { scanCounterKeys, scanTargets, type ScanReport } from '../redis-keys/scan-keys';
-import { loadSettings } from '../settings';
+import { loadSettings } from '../settings/settings';
 import { EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, intOption, parseArgs, stringOption, type CliIo } from './cli-io';
 
 export const KEYS_USAGE = `usage: floodgate keys [--redis <url> [--cluster | --sentinel]] [--fix [--fix-unknown]] [options]

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError, SettingsError } from '../errors';
-import { projectRoot } from '../paths';
+import { ConfigError, SettingsError } from '../base/errors';
+import { projectRoot } from '../base/paths';
 import { CHECK_USAGE, checkCommand } from './check-command';
 import { EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, type CliIo } from './cli-io';
 import { EXPLAIN_USAGE, explainCommand } from './explain-command';

@@ -1,5 +1,5 @@
 import { excerpt } from './quote-excerpt';
-import { ConfigError } from '../errors';
+import { ConfigError } from '../base/errors';
 import { UNIT_SECONDS } from '../domain/units';
 import { keyValue, type DescriptorEntry } from '../domain/descriptor';
 import type { DescriptorConfig, DomainConfig, RateLimitConfig } from './check-rules';

@@ -1,7 +1,7 @@
 import { constants, type Stats } from 'node:fs';
 import { open, realpath, stat } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { ConfigError } from '../errors';
+import { ConfigError } from '../base/errors';
 import { compileRules } from './compile-rules';
 import { MAX_RULE_FILE_BYTES } from './parse-rule-file';
 import { parseRuleFiles, type RuleFileText } from './parse-rule-files';

@@ -1,4 +1,4 @@
-import { ConfigError } from '../errors';
+import { ConfigError } from '../base/errors';
 import { checkRules, deepFreeze, type DomainConfig, type RawDescriptor, type RawRateLimit } from './check-rules';
 import { DecodeYamlFields } from './decode-yaml-fields';
 import { buildPolicy, decodePolicy, type RawPolicy } from './parse-policy-block';

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
-import { ConfigError } from '../errors';
+import { ConfigError } from '../base/errors';
 import { deepFreeze } from './check-rules';
 import { parseRuleFile, type DomainConfig } from './parse-rule-file';
 

@@ -2,7 +2,7 @@
 // synchronous and costs some microseconds per byte (a 510 KB file took 1.1 s), too long to
 // hold the loop that answers calls.
 import { parentPort } from 'node:worker_threads';
-import { ConfigError } from '../errors';
+import { ConfigError } from '../base/errors';
 import { parseRuleFile } from './parse-rule-file';
 import type { RuleFileText, WorkerAnswer } from './parse-rule-files';
 

@@ -1,7 +1,7 @@
 import type { Dirent } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
-import { ConfigError } from '../errors';
+import { ConfigError } from '../base/errors';
 
 /**
  * Where the rule files are, as the reference's runtime loader (lyft/goruntime) finds them: it

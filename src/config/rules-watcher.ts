@@ -1,7 +1,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
-import { ConfigError } from '../errors';
+import { ConfigError } from '../base/errors';
 import { treeFingerprint } from './directory-fingerprint';
 import { parseTimeoutMs } from './parse-rule-files';
 import { ruleTreeOf, type RuleTree } from './rule-tree';

@@ -2,8 +2,8 @@ import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
-import { SettingsError } from '../errors';
-import type { Logger } from '../log';
+import { SettingsError } from '../base/errors';
+import type { Logger } from '../base/log';
 
 // One job: build the gRPC server credentials from GRPC_SERVER_TLS_* / GRPC_CLIENT_TLS_*, keep
 // them current as the files rotate, and check a client certificate's SAN.

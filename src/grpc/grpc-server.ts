@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
-import { errTypeOf, grpcStatusOf } from '../error-status';
-import type { HealthState } from '../health';
-import type { Logger } from '../log';
+import { errTypeOf, grpcStatusOf } from '../base/error-status';
+import type { HealthState } from '../base/health';
+import type { Logger } from '../base/log';
 import type { ServiceMetrics } from '../metrics/metrics';
 import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { peerHasSan } from './credentials';

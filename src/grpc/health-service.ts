@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import type { HealthState } from '../health';
+import type { HealthState } from '../base/health';
 import type { WireHealthRequest, WireServingStatus } from '../rls/wire-types';
 
 /** Service names Envoy and Kubernetes ask about. */

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { protoDir } from '../paths';
+import { protoDir } from '../base/paths';
 
 const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
 const HEALTH_SERVICE = 'grpc.health.v1.Health';

@@ -1,6 +1,6 @@
 import * as http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { RequestTooLargeError } from '../errors';
+import { RequestTooLargeError } from '../base/errors';
 import { ConnectionSlots } from './connection-slots';
 
 /** Bounds on what one HTTP client can make the server hold (HTTP_*); for every HTTP port. */

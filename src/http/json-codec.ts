@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { UINT32_MAX } from '../domain/uint32';
-import { InvalidRequestError } from '../errors';
+import { InvalidRequestError } from '../base/errors';
 import type { RateLimitResponse } from '../service/types';
 import type { WireDescriptor, WireRequest, WireUnit } from '../rls/wire-types';
 

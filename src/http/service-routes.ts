@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { httpStatusOf } from '../error-status';
-import { FloodgateError, InvalidRequestError } from '../errors';
+import { httpStatusOf } from '../base/error-status';
+import { FloodgateError, InvalidRequestError } from '../base/errors';
 import { requestFromWire } from '../rls/convert';
-import type { HealthState } from '../health';
+import type { HealthState } from '../base/health';
 import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { readBody, type Route } from './http-listener';
 import { responseToJson, wireRequestFromJson } from './json-codec';

@@ -1,4 +1,4 @@
-import type { Logger } from '../log';
+import type { Logger } from '../base/log';
 import type { RedisPool, ServiceMetrics } from '../metrics/metrics';
 import type { OperatorMetrics } from '../metrics/operator-metrics';
 import { FailureModeLimiter, type FailureMode } from './failure-mode-limiter';

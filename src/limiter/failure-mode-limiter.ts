@@ -1,4 +1,4 @@
-import { BackendUnavailableError, DeadlineExceededError } from '../errors';
+import { BackendUnavailableError, DeadlineExceededError } from '../base/errors';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from './limiter';
 import type { MemoryLimiter } from './memory/memory-limiter';
 

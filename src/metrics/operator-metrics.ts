@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { DeadlineExceededError } from '../errors';
+import { DeadlineExceededError } from '../base/errors';
 import { PlainHistogram, type HistogramChild } from './plain-histogram';
 import type { BreakerState, RedisCallObserver } from './redis-call-observer';
 

@@ -1,5 +1,5 @@
 import { parse } from 'yaml';
-import { SettingsError } from '../errors';
+import { SettingsError } from '../base/errors';
 
 /**
  * A statsd_exporter mapping file (PROMETHEUS_MAPPER_YAML), as the reference's Prometheus sink

@@ -1,6 +1,6 @@
 import type { LimiterSettings } from '../limiter/create-limiter';
 import { createRedisClient, type RedisClient } from '../limiter/redis/redis-client';
-import type { Logger } from '../log';
+import type { Logger } from '../base/log';
 import { MemoryPolicyStore } from './memory-policy-store';
 import type { PolicyStore } from './policy-store';
 import { RedisPolicyStore } from './redis-policy-store';

@@ -1,4 +1,4 @@
-import { BackendUnavailableError, DeadlineExceededError } from '../errors';
+import { BackendUnavailableError, DeadlineExceededError } from '../base/errors';
 import { CircuitBreaker } from '../limiter/redis/circuit-breaker';
 import { policyKeys } from '../limiter/counter-key';
 import { loadLuaScript } from '../limiter/redis/lua-script';

@@ -1,6 +1,6 @@
 import { Cluster } from 'ioredis';
 import { Gauge, type Registry } from 'prom-client';
-import type { Logger } from '../log';
+import type { Logger } from '../base/log';
 import { createRedisClient, type RedisClient, type RedisSettings } from '../limiter/redis/redis-client';
 import { scanCounterKeys, scanTargets, shardReplicas } from './scan-keys';
 

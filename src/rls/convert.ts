@@ -1,4 +1,4 @@
-import { InvalidRequestError } from '../errors';
+import { InvalidRequestError } from '../base/errors';
 import type { RateLimitRequest, RequestDescriptor } from '../service/types';
 import type { Unit } from '../domain/units';
 import type { WireDescriptor, WireRequest } from './wire-types';

@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { InvalidRequestError } from '../errors';
+import { InvalidRequestError } from '../base/errors';
 
 // The protobuf wire format, read side, for the few fields floodgate decodes by hand
 // (request-decoder.ts). Every read is bounded by the buffer, so a malformed message ends in a

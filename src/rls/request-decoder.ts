@@ -1,4 +1,4 @@
-import { InvalidRequestError } from '../errors';
+import { InvalidRequestError } from '../base/errors';
 import type { DescriptorEntry } from '../domain/descriptor';
 import type { Unit } from '../domain/units';
 import type { LimitOverride, RateLimitRequest, RequestDescriptor } from '../service/types';

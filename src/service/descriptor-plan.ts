@@ -4,7 +4,7 @@ import { keyValue } from '../domain/descriptor';
 import { UNIT_SECONDS } from '../domain/units';
 import { HITS_COUNTED_MAX } from '../domain/uint32';
 import type { LimitSpec } from '../domain/limit-spec';
-import { InvalidRequestError } from '../errors';
+import { InvalidRequestError } from '../base/errors';
 import type { RateLimitRequest, RequestDescriptor } from './types';
 
 /** What one request descriptor resolved to before counting. Immutable. */

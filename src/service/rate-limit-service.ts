@@ -1,4 +1,4 @@
-import { NotReadyError } from '../errors';
+import { NotReadyError } from '../base/errors';
 import type { RateLimitRule, RuleSet } from '../config/rule-types';
 import type { Limiter, LimitResult } from '../limiter/limiter';
 import type { RuleActivity } from '../metrics/rule-activity';

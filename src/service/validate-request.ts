@@ -1,4 +1,4 @@
-import { InvalidRequestError } from '../errors';
+import { InvalidRequestError } from '../base/errors';
 import type { RateLimitRequest } from './types';
 
 /** Limits on one request's size; a request over them is INVALID_ARGUMENT. */

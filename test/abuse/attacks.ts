@@ -6,7 +6,7 @@ import { rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request, Agent } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { parseInfo, respCommand } from '../harness/resp-client';
 import type { Attack, AttackContext } from './abuse-harness';
 import { partialCalls, rapidReset } from './http2-attacks';

@@ -13,7 +13,7 @@ import { freePort } from '../harness/free-port';
 import { REDIS_SERVER_BIN, requireRedisServer } from '../harness/redis-binary';
 import { respCommand } from '../harness/resp-client';
 import { waitUntil } from '../harness/wait';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { containerEnv, findOne, floodgateKit, loadRecordingReads, type Manifest } from '../helpers/floodgate-kit-checks';
 import { kustomize } from '../helpers/kustomize-lite';
 

@@ -10,7 +10,7 @@ import { join, relative } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { runCli } from '../../src/cli/main';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { goInstalledTool } from '../helpers/go-install-tool';
 import { findOne, floodgateKit } from '../helpers/floodgate-kit-checks';
 import { kustomize } from '../helpers/kustomize-lite';

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { createLogger } from '../../src/log';
+import { createLogger } from '../../src/base/log';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { within } from '../harness/wait';
 import { oneDescriptor, rlsStub } from '../helpers/rls-client';

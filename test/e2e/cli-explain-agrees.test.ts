@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import Redis from 'ioredis';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import type { DescriptorExplanation } from '../../src/cli/explain-command';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { rlsClient, type RlsTestClient, type TestRequest } from '../helpers/rls-client';
 import { runCli } from '../helpers/run-cli';

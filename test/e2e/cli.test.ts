@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { loadRuleDirectory } from '../../src/config/load-rule-directory';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { FLOODGATE_BIN, runCli } from '../helpers/run-cli';
 import { LIST_ERRORS } from '../helpers/list-error-messages';
 

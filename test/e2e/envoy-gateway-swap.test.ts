@@ -10,7 +10,7 @@ import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { freePort } from '../harness/free-port';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { sleep, waitUntil } from '../harness/wait';

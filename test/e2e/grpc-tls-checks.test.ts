@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { loadProtos } from '../../src/grpc/protos';
 import type { WireResponse } from '../../src/rls/wire-types';
-import { createLogger } from '../../src/log';
+import { createLogger } from '../../src/base/log';
 import { makeCertificates, makeClientCertificate } from '../helpers/certificates';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';

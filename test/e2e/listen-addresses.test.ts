@@ -3,7 +3,7 @@
 // resolved". Real servers, real calls over [::1].
 import { createServer, type Server } from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
-import { SettingsError } from '../../src/errors';
+import { SettingsError } from '../../src/base/errors';
 import { rlsClient } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { waitUntil } from '../harness/wait';
 import { nonZero, parseExposition } from '../helpers/prometheus-text';
 import { oneDescriptor } from '../helpers/rls-client';

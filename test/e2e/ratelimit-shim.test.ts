@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { freePort } from '../harness/free-port';
 import { oneDescriptor, rlsClient } from '../helpers/rls-client';
 import { spawnCommandWithEnv, type ServerProcess } from '../helpers/server-process';

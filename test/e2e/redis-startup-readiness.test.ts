@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { parse } from 'yaml';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { trackChild } from '../harness/cleanup-registry';
 import { freePort } from '../harness/free-port';
 import { REDIS_SERVER_BIN, requireRedisServer } from '../harness/redis-binary';

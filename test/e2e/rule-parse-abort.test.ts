@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { largeRuleFile } from '../abuse/attacks';
 import { SERVER_NODE_FLAGS } from '../helpers/server-process';
 

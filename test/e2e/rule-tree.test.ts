@@ -5,7 +5,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { within } from '../harness/wait';
 import { runCli } from '../helpers/run-cli';
 import { spawnServerWithEnv, type ServerProcess } from '../helpers/server-process';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, test } from 'vitest';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { waitUntil } from '../harness/wait';
 import { spawnServer, type ServerProcess } from '../helpers/server-process';
 import { healthStub, oneDescriptor, rlsClient } from '../helpers/rls-client';

@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { freePort } from '../harness/free-port';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { startStatsdExporter, type StatsdExporter } from '../harness/statsd-exporter';

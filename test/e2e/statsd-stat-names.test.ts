@@ -7,7 +7,7 @@ import { createSocket, type Socket } from 'node:dgram';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { waitUntil } from '../harness/wait';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 

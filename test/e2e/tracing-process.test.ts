@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { waitUntil } from '../harness/wait';
 import { oneDescriptor, rlsClient } from '../helpers/rls-client';
 import { spawnServer, type ServerProcess } from '../helpers/server-process';
@@ -27,8 +27,8 @@ function openTelemetryModulesLoaded(env: Record<string, string>): Promise<number
 /** The same run: the SDK modules loaded, and how long `app.stop()` took. */
 function appRun(env: Record<string, string>): Promise<{ loaded: number; stopMs: number }> {
   const script = `
-    const { loadSettings } = require(${JSON.stringify(join(projectRoot, 'dist/src/settings.js'))});
-    const { startApp } = require(${JSON.stringify(join(projectRoot, 'dist/src/app.js'))});
+    const { loadSettings } = require(${JSON.stringify(join(projectRoot, 'dist/src/settings/settings.js'))});
+    const { startApp } = require(${JSON.stringify(join(projectRoot, 'dist/src/app/app.js'))});
     const quiet = { debug() {}, info() {}, warn() {}, error() {} };
     (async () => {
       const settings = loadSettings({ RUNTIME_ROOT: ${JSON.stringify(join(projectRoot, 'config'))}, RUNTIME_APPDIRECTORY: '.', RUNTIME_WATCH_ROOT: 'false',

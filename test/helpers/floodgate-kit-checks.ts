@@ -8,7 +8,7 @@ import { expect, it } from 'vitest';
 import { compileRules } from '../../src/config/compile-rules';
 import { parseRuleFile } from '../../src/config/parse-rule-file';
 import type { RuleSet } from '../../src/config/rule-types';
-import { loadSettings, type Settings } from '../../src/settings';
+import { loadSettings, type Settings } from '../../src/settings/settings';
 
 // Rendered manifests are untyped by nature; the checks assert the shape they rely on.
 export type Manifest = Record<string, any>;

@@ -2,7 +2,7 @@
 // sets from it: with the shipped defaults, no attack takes the server past 80 % of it.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 
 const MIB = 1024 * 1024;
 

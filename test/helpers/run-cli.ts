@@ -2,7 +2,7 @@
 // process, with a clean environment.
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 
 export interface CliRun {
   readonly code: number;

@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 
 /** The V8 flags the image runs the server with (NODE_OPTIONS in deploy/Dockerfile, and `npm start`). */
 export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16', '--max-old-space-size=160'];

@@ -1,9 +1,9 @@
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startApp, type App, type AppOptions } from '../../src/app';
-import { createLogger, type Logger } from '../../src/log';
-import { loadSettings } from '../../src/settings';
+import { startApp, type App, type AppOptions } from '../../src/app/app';
+import { createLogger, type Logger } from '../../src/base/log';
+import { loadSettings } from '../../src/settings/settings';
 import { rlsClient, type RlsTestClient } from './rls-client';
 
 export interface TestApp {

@@ -5,7 +5,7 @@ import { compileRules } from '../../src/config/compile-rules';
 import { parseRuleFile } from '../../src/config/parse-rule-file';
 import type { RuleSet } from '../../src/config/rule-types';
 import type { AnyResource } from '../../src/config/xds/rate-limit-config-resource';
-import { protoDir } from '../../src/paths';
+import { protoDir } from '../../src/base/paths';
 
 // The route xDS resources took before they were compiled from the decoded message: proto →
 // the rule file the reference would write → the rule-file parser. Kept as the oracle the direct

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { trackDir } from '../harness/cleanup-registry';
 import { RedisProcess } from '../harness/redis-process';
 import { waitUntil } from '../harness/wait';

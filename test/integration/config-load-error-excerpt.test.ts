@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadRuleDirectory } from '../../src/config/load-rule-directory';
-import { ConfigError } from '../../src/errors';
+import { ConfigError } from '../../src/base/errors';
 
 /**
  * Issue 18, finding 12: a rule file that is a symlink to /proc/self/environ logged the whole

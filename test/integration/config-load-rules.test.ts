@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadRuleDirectory } from '../../src/config/load-rule-directory';
-import { ConfigError } from '../../src/errors';
+import { ConfigError } from '../../src/base/errors';
 
 const OPTIONS = { mergeDomainConfig: false, ignoreDotFiles: false };
 

@@ -6,7 +6,7 @@ import { loadRuleDirectory, loadRuleTree } from '../../src/config/load-rule-dire
 import { ruleTreeOf } from '../../src/config/rule-tree';
 import type { RuleSet } from '../../src/config/rule-types';
 import { RulesWatcher, type RulesWatcherOptions } from '../../src/config/rules-watcher';
-import { ConfigError } from '../../src/errors';
+import { ConfigError } from '../../src/base/errors';
 import { sleep, within } from '../harness/wait';
 
 /** The promise: a change takes effect within 2 s. */

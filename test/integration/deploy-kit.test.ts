@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { compileRules } from '../../src/config/compile-rules';
 import { parseRuleFile } from '../../src/config/parse-rule-file';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { findOne, loadRecordingReads, schemaClasses, selects, type Manifest } from '../helpers/floodgate-kit-checks';
 import { kustomize } from '../helpers/kustomize-lite';
 

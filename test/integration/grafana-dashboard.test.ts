@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { waitUntil } from '../harness/wait';
 import { has, scrape, total, type Sample } from '../helpers/metrics-scrape';

@@ -3,11 +3,11 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { GrpcServer } from '../../src/grpc/grpc-server';
-import { HealthState } from '../../src/health';
-import { createLogger } from '../../src/log';
+import { HealthState } from '../../src/base/health';
+import { createLogger } from '../../src/base/log';
 import { PrometheusMetrics } from '../../src/metrics/metrics';
 import type { RateLimitService } from '../../src/service/rate-limit-service';
-import { loadSettings } from '../../src/settings';
+import { loadSettings } from '../../src/settings/settings';
 import type { RateLimitResponse } from '../../src/service/types';
 import { oneDescriptor, rlsClient, type RlsTestClient } from '../helpers/rls-client';
 

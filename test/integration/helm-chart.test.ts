@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import {
   compileConfigMapRules,
   containerEnv,

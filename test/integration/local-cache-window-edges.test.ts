@@ -9,7 +9,7 @@ import { MemoryLimiter } from '../../src/limiter/memory/memory-limiter';
 import { OverLimitCache } from '../../src/limiter/over-limit-cache';
 import { createRedisClient, type RedisClient } from '../../src/limiter/redis/redis-client';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
-import { loadSettings } from '../../src/settings';
+import { loadSettings } from '../../src/settings/settings';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { sleep } from '../harness/wait';
 import { msToWindowEnd, uniquePrefix } from './redis-backend-helpers';

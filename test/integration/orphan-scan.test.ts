@@ -9,7 +9,7 @@ import { keySlot } from '../harness/key-slot';
 import { waitUntil } from '../harness/wait';
 import { runCli } from '../helpers/run-cli';
 import { startTestApp, type TestApp } from '../helpers/test-app';
-import type { Logger } from '../../src/log';
+import type { Logger } from '../../src/base/log';
 import { uniquePrefix } from './redis-backend-helpers';
 
 const RULES = { 'd.yaml': 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n' };

@@ -1,11 +1,11 @@
 // The settings page's table of the reference's variables (docs/settings.md), the list the start-up report uses
-// (src/settings-reference.ts) and the variables loadSettings reads must not drift apart.
+// (src/settings/reference.ts) and the variables loadSettings reads must not drift apart.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../src/paths';
-import { loadSettings } from '../../src/settings';
-import { REFERENCE_VARIABLES, type ReferenceStatus } from '../../src/settings-reference';
+import { projectRoot } from '../../src/base/paths';
+import { loadSettings } from '../../src/settings/settings';
+import { REFERENCE_VARIABLES, type ReferenceStatus } from '../../src/settings/reference';
 
 const SETTINGS_PAGE = readFileSync(join(projectRoot, 'docs', 'settings.md'), 'utf8');
 
@@ -56,7 +56,7 @@ function everyVariableRead(): Set<string> {
 describe('docs/settings.md: every variable of the reference', () => {
   const rows = tableRows();
 
-  it('lists the 114 variables of src/settings-reference.ts, in its order, with the same status and reason', () => {
+  it('lists the 114 variables of src/settings/reference.ts, in its order, with the same status and reason', () => {
     expect(rows.map((r) => r.name)).toEqual(REFERENCE_VARIABLES.map((v) => v.name));
     for (const [i, v] of REFERENCE_VARIABLES.entries()) {
       expect(rows[i]?.status, v.name).toBe(v.status);

@@ -10,7 +10,7 @@ import type { LimitCheck, LimitResult } from '../../src/limiter/limiter';
 import type { LimitSpec } from '../../src/domain/limit-spec';
 import { createRedisClient, type RedisClient } from '../../src/limiter/redis/redis-client';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
-import { loadSettings } from '../../src/settings';
+import { loadSettings } from '../../src/settings/settings';
 import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { sleep } from '../harness/wait';
 import { CountingBreaker, uniquePrefix } from './redis-backend-helpers';

@@ -11,7 +11,7 @@ import type { LimitCheck } from '../../src/limiter/limiter';
 import { readLuaScript } from '../../src/limiter/redis/lua-script';
 import { createRedisClient } from '../../src/limiter/redis/redis-client';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
-import { loadSettings } from '../../src/settings';
+import { loadSettings } from '../../src/settings/settings';
 import { keySlot, startCluster, type ClusterNode, type RedisClusterHarness } from '../harness/redis-servers';
 import { within } from '../harness/wait';
 import { fixedWindowCount } from '../helpers/fixed-window-value';

@@ -7,7 +7,7 @@ import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
 import { OverLimitCache } from '../../src/limiter/over-limit-cache';
 import type { LimitCheck } from '../../src/limiter/limiter';
 import type { LimitSpec } from '../../src/domain/limit-spec';
-import { loadSettings } from '../../src/settings';
+import { loadSettings } from '../../src/settings/settings';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';

@@ -3,9 +3,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { freePort } from '../harness/free-port';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
-import { createLogger } from '../../src/log';
-import { loadSettings } from '../../src/settings';
-import { startApp } from '../../src/app';
+import { createLogger } from '../../src/base/log';
+import { loadSettings } from '../../src/settings/settings';
+import { startApp } from '../../src/app/app';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { oneRule, timedCall } from './redis-backend-helpers';

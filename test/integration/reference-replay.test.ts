@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Limiter } from '../../src/limiter/limiter';
 import { OverLimitCache } from '../../src/limiter/over-limit-cache';
 import { RedisLimiter } from '../../src/limiter/redis/redis-limiter';
-import { projectRoot, protoDir } from '../../src/paths';
+import { projectRoot, protoDir } from '../../src/base/paths';
 import { startStandalone, type RedisProcess } from '../harness/redis-servers';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 

@@ -16,7 +16,7 @@
 import { spawnSync } from 'node:child_process';
 import * as protoLoader from '@grpc/proto-loader';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { InvalidRequestError } from '../../src/errors';
+import { InvalidRequestError } from '../../src/base/errors';
 import { SERVER_PROTO_LOADER_OPTIONS } from '../../src/grpc/protos';
 import { requestFromWire } from '../../src/rls/convert';
 import { decodeRateLimitRequest } from '../../src/rls/request-decoder';

@@ -7,7 +7,7 @@
 // rls-codec-protobuf-go.test.ts compares the decoder with protobuf-go on every encoding.
 import * as protoLoader from '@grpc/proto-loader';
 import { describe, expect, it } from 'vitest';
-import { InvalidRequestError } from '../../src/errors';
+import { InvalidRequestError } from '../../src/base/errors';
 import { PROTO_LOADER_OPTIONS, SERVER_PROTO_LOADER_OPTIONS } from '../../src/grpc/protos';
 import { requestFromWire } from '../../src/rls/convert';
 import type { WireRequest, WireResponse } from '../../src/rls/wire-types';

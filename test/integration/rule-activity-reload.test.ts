@@ -4,12 +4,12 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
-import { startMetrics } from '../../src/app-metrics';
-import { startRules } from '../../src/app-rules';
-import { closeRunning, type Running } from '../../src/app-running';
-import { createLogger } from '../../src/log';
+import { startMetrics } from '../../src/app/metrics';
+import { startRules } from '../../src/app/rules';
+import { closeRunning, type Running } from '../../src/app/running';
+import { createLogger } from '../../src/base/log';
 import { RuleActivity } from '../../src/metrics/rule-activity';
-import { loadSettings } from '../../src/settings';
+import { loadSettings } from '../../src/settings/settings';
 import { waitUntil } from '../harness/wait';
 
 const root = mkdtempSync(join(tmpdir(), 'floodgate-activity-reload-'));

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { loadRuleDirectory, loadRuleFile } from '../../src/config/load-rule-directory';
-import { ConfigError } from '../../src/errors';
+import { ConfigError } from '../../src/base/errors';
 
 const GOOD = 'domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n';
 

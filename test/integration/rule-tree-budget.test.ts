@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { DEFAULT_MAX_RULE_TREE_BYTES, loadRuleDirectory } from '../../src/config/load-rule-directory';
-import { ConfigError } from '../../src/errors';
+import { ConfigError } from '../../src/base/errors';
 
 /** A valid rule file of exactly `bytes` bytes (padded with a comment). */
 function ruleFile(domain: string, bytes: number): string {

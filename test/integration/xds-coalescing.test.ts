@@ -4,7 +4,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import * as protobuf from 'protobufjs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { RATE_LIMIT_CONFIG_TYPE_URL } from '../../src/config/xds/rate-limit-config-resource';
-import { protoDir } from '../../src/paths';
+import { protoDir } from '../../src/base/paths';
 import { sleep, waitUntil } from '../harness/wait';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';

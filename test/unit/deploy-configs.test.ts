@@ -5,9 +5,9 @@ import { parseAllDocuments } from 'yaml';
 import { compileRules } from '../../src/config/compile-rules';
 import { parseRuleFile } from '../../src/config/parse-rule-file';
 import type { RuleSet } from '../../src/config/rule-types';
-import { projectRoot } from '../../src/paths';
+import { projectRoot } from '../../src/base/paths';
 import type { DescriptorEntry } from '../../src/domain/descriptor';
-import { loadSettings } from '../../src/settings';
+import { loadSettings } from '../../src/settings/settings';
 import { SERVER_NODE_FLAGS } from '../helpers/server-process';
 import { containerEnv, findOne, floodgateKit, floodgateKitChecks, loadRecordingReads } from '../helpers/floodgate-kit-checks';
 import { kustomize } from '../helpers/kustomize-lite';
@@ -293,7 +293,7 @@ describe('deploy/Dockerfile', () => {
     expect(has(/^COPY\s+proto\s/i), 'COPY proto').toBe(true);
     expect(has(/^COPY\s+lua\s/i), 'COPY lua').toBe(true);
     expect(has(/^COPY\s+package\.json\s+package-lock\.json\s/i), 'COPY package.json package-lock.json').toBe(true);
-    // src/paths.ts resolves proto/ and lua/ next to package.json; they must exist to be copied.
+    // src/base/paths.ts resolves proto/ and lua/ next to package.json; they must exist to be copied.
     expect(statSync(repoPath('proto')).isDirectory()).toBe(true);
     expect(statSync(repoPath('lua')).isDirectory()).toBe(true);
   });

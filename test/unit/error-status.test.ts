@@ -1,6 +1,6 @@
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
-import { errTypeOf, errorCodeOf, grpcStatusOf, httpStatusOf } from '../../src/error-status';
+import { errTypeOf, errorCodeOf, grpcStatusOf, httpStatusOf } from '../../src/base/error-status';
 import {
   BackendUnavailableError,
   ConfigError,
@@ -9,7 +9,7 @@ import {
   NotReadyError,
   RequestTooLargeError,
   SettingsError,
-} from '../../src/errors';
+} from '../../src/base/errors';
 
 describe('error → status mapping', () => {
   it.each<[string, unknown, GrpcStatus, number, string]>([

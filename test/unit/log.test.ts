@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log';
+import { createLogger } from '../../src/base/log';
 
 function textLines(log: (l: ReturnType<typeof createLogger>) => void): string[] {
   const out: string[] = [];

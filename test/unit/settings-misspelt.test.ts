@@ -1,9 +1,9 @@
 // Issue 19 finding 5: a misspelt variable silently changed the backend (REDIS_ULR=... started on
 // the memory backend without a word, and each replica then counted alone).
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log';
-import { loadSettings } from '../../src/settings';
-import { reportSettingsDoubts } from '../../src/settings-doubts';
+import { createLogger } from '../../src/base/log';
+import { loadSettings } from '../../src/settings/settings';
+import { reportSettingsDoubts } from '../../src/settings/doubts';
 
 /** What start-up says of `env`: the settings when they load, the doubts in any case (as main does). */
 function report(env: Record<string, string>): string[] {

@@ -1,7 +1,7 @@
 // The operator settings block: orphan-key scan and response header style.
 import { describe, expect, it } from 'vitest';
-import { SettingsError } from '../../src/errors';
-import { loadSettings } from '../../src/settings';
+import { SettingsError } from '../../src/base/errors';
+import { loadSettings } from '../../src/settings/settings';
 
 function errorOf(env: Record<string, string>): string {
   try {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log';
-import { loadSettings } from '../../src/settings';
-import { REFERENCE_VARIABLES, reportIneffectiveVariables } from '../../src/settings-reference';
+import { createLogger } from '../../src/base/log';
+import { loadSettings } from '../../src/settings/settings';
+import { REFERENCE_VARIABLES, reportIneffectiveVariables } from '../../src/settings/reference';
 
 /** Every variable loadSettings reads from `env`. */
 function readsOf(env: Record<string, string>): Set<string> {
@@ -33,7 +33,7 @@ const EVERY_BRANCH = {
   DOG_STATSD_MOGRIFIER_M_NAME: 'y',
 };
 
-describe('the list of the reference variables (src/settings-reference.ts)', () => {
+describe('the list of the reference variables (src/settings/reference.ts)', () => {
   const byName = new Map(REFERENCE_VARIABLES.map((v) => [v.name, v]));
 
   it("has every one of the reference's 114 variables once", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { SettingsError } from '../../src/errors';
-import { loadSettings } from '../../src/settings';
+import { SettingsError } from '../../src/base/errors';
+import { loadSettings } from '../../src/settings/settings';
 
 type Env = Record<string, string | undefined>;
 

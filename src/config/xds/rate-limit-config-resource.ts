@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import * as protobuf from 'protobufjs';
-import { ConfigError } from '../../errors';
-import { protoDir } from '../../paths';
+import { ConfigError } from '../../base/errors';
+import { protoDir } from '../../base/paths';
 import { checkRules, deepFreeze, type DomainConfig, type RawDescriptor, type RawRateLimit } from '../check-rules';
 import { RuleSetBuilder } from '../compile-rules';
 import { MAX_RULE_FILE_BYTES } from '../parse-rule-file';

@@ -1,4 +1,4 @@
-import { DeadlineExceededError } from '../../errors';
+import { DeadlineExceededError } from '../../base/errors';
 import type { RedisCallObserver } from '../../metrics/redis-call-observer';
 import { BreakerCall, type CircuitBreaker } from './circuit-breaker';
 import type { CallMode } from './algorithm-scripts';

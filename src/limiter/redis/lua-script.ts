@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { luaDir } from '../../paths';
+import { luaDir } from '../../base/paths';
 import type { RedisClient } from './redis-client';
 
 /** A script file from lua/, run with EVALSHA. */

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
-import { SettingsError } from '../../errors';
+import { SettingsError } from '../../base/errors';
 
 export type RedisClient = Redis | Cluster;
 

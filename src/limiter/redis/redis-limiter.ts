@@ -1,7 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
 import { ALGORITHMS, type Algorithm } from '../../domain/algorithm';
-import { BackendUnavailableError, DeadlineExceededError } from '../../errors';
+import { BackendUnavailableError, DeadlineExceededError } from '../../base/errors';
 import { CircuitBreaker } from './circuit-breaker';
 import { checkKey } from '../counter-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';

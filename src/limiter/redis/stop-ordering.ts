@@ -1,4 +1,4 @@
-import { DeadlineExceededError } from '../../errors';
+import { DeadlineExceededError } from '../../base/errors';
 
 /**
  * Orders this process' STOP-mode requests on their counters (issue 27), so that a request whose

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile, type DomainConfig } from '../../../src/config/parse-rule-file';
 import { formatRuleConfig } from '../../../src/http/debug-routes';
-import { ConfigError } from '../../../src/errors';
+import { ConfigError } from '../../../src/base/errors';
 
 const FIXTURES = join(__dirname, '../../fixtures/config');
 

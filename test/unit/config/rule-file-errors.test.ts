@@ -3,7 +3,7 @@ import { basename, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile, type DomainConfig } from '../../../src/config/parse-rule-file';
-import { ConfigError } from '../../../src/errors';
+import { ConfigError } from '../../../src/base/errors';
 
 const FIXTURES = join(__dirname, '../../fixtures/config');
 

@@ -6,7 +6,7 @@ import { basename, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
-import { ConfigError } from '../../../src/errors';
+import { ConfigError } from '../../../src/base/errors';
 import { LIST_ERRORS } from '../../helpers/list-error-messages';
 
 const FIXTURES = join(__dirname, '../../fixtures/config');

@@ -5,7 +5,7 @@ import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
 import { compileSnapshot, RATE_LIMIT_CONFIG_TYPE_URL, type AnyResource } from '../../../src/config/xds/rate-limit-config-resource';
 import { XdsBackoff } from '../../../src/config/xds/xds-backoff';
-import { protoDir } from '../../../src/paths';
+import { protoDir } from '../../../src/base/paths';
 import { rateLimitConfigToYaml } from '../../helpers/xds-yaml-route';
 
 // RateLimitConfig resources become rules through the rule-file code, so they must compile to

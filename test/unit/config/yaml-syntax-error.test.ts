@@ -2,7 +2,7 @@
 // `<file>: error loading config file: yaml: line N: <reason>` (the README lists the difference).
 import { describe, expect, it } from 'vitest';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
-import { ConfigError } from '../../../src/errors';
+import { ConfigError } from '../../../src/base/errors';
 
 function messageOf(name: string, text: string): string {
   try {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidRequestError } from '../../../src/errors';
+import { InvalidRequestError } from '../../../src/base/errors';
 import { requestFromWire } from '../../../src/rls/convert';
 import { responseToJson, wireRequestFromJson } from '../../../src/http/json-codec';
 import type { RateLimitResponse } from '../../../src/service/types';

@@ -4,7 +4,7 @@ import { CountingBreaker } from '../../helpers/counting-breaker';
 import { CircuitBreaker } from '../../../src/limiter/redis/circuit-breaker';
 import type { LuaScript } from '../../../src/limiter/redis/lua-script';
 import type { RedisClient } from '../../../src/limiter/redis/redis-client';
-import { DeadlineExceededError } from '../../../src/errors';
+import { DeadlineExceededError } from '../../../src/base/errors';
 
 /** A script whose calls are answered (or failed) by the test: each call's keys, args and settle functions. */
 function scriptedScript() {

@@ -2,7 +2,7 @@
 // (shared) run side by side and at once; a request over several servers (exclusive) runs alone on
 // its counters, after every request before it and before every one after it on them.
 import { describe, expect, it } from 'vitest';
-import { DeadlineExceededError } from '../../../src/errors';
+import { DeadlineExceededError } from '../../../src/base/errors';
 import { StopOrdering } from '../../../src/limiter/redis/stop-ordering';
 
 /** A run that ends when `end()` is called, recording its start in `log`. */

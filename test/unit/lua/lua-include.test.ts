@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { expandLuaIncludes, readLuaScript } from '../../../src/limiter/redis/lua-script';
-import { luaDir } from '../../../src/paths';
+import { luaDir } from '../../../src/base/paths';
 
 describe('lua includes', () => {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'lua-include-'));

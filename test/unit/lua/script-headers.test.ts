@@ -16,7 +16,7 @@ import {
   type AlgorithmScript,
 } from '../../../src/limiter/redis/algorithm-scripts';
 import { readLuaScript } from '../../../src/limiter/redis/lua-script';
-import { luaDir } from '../../../src/paths';
+import { luaDir } from '../../../src/base/paths';
 
 // The contract of every script lives in its header, and the one call protocol they share in
 // lua/lib/read_call.lua (KEYS, ARGV) and lua/lib/run_call.lua (modes, reply); these checks keep

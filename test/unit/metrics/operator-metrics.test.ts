@@ -1,6 +1,6 @@
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { DeadlineExceededError } from '../../../src/errors';
+import { DeadlineExceededError } from '../../../src/base/errors';
 import { OperatorMetrics, redisErrorKind } from '../../../src/metrics/operator-metrics';
 import { parseScrape, total } from '../../helpers/metrics-scrape';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { escapeMetricName, StatsdMapping } from '../../../src/metrics/statsd-mapping';
-import { SettingsError } from '../../../src/errors';
+import { SettingsError } from '../../../src/base/errors';
 
 const CONFIG = `
 defaults:

@@ -3,7 +3,7 @@ import { StatsdMetrics, type StatsdSettings } from '../../../src/metrics/statsd-
 import { datagrams, type StatsdTransport } from '../../../src/metrics/statsd-transport';
 import { boundedLabel } from '../../../src/metrics/bounded-label';
 import { ruleLabels, type RuleHitCounts } from '../../../src/metrics/metrics';
-import { loadSettings } from '../../../src/settings';
+import { loadSettings } from '../../../src/settings/settings';
 
 /** Keeps what would go on the wire. */
 class RecordingTransport implements StatsdTransport {

@@ -9,7 +9,7 @@ import { PrometheusPolicyMetrics } from '../../../src/metrics/policy-metrics';
 import { MemoryPolicyStore } from '../../../src/policy/memory-policy-store';
 import { PolicyEngine } from '../../../src/policy/policy-engine';
 import { RateLimitService } from '../../../src/service/rate-limit-service';
-import { projectRoot } from '../../../src/paths';
+import { projectRoot } from '../../../src/base/paths';
 
 // The README's worked example ("Adaptive policy"), row by row, with config/api.yaml, the real
 // service and the memory backend on one injected clock.

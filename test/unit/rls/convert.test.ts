@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidRequestError } from '../../../src/errors';
+import { InvalidRequestError } from '../../../src/base/errors';
 import { requestFromWire } from '../../../src/rls/convert';
 import type { WireDescriptor, WireRequest } from '../../../src/rls/wire-types';
 

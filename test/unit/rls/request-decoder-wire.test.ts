@@ -5,7 +5,7 @@
 // test/integration/rls-codec-protobuf-go.test.ts checks the general case against protobuf-go
 // itself on thousands of random messages.
 import { describe, expect, it } from 'vitest';
-import { InvalidRequestError } from '../../../src/errors';
+import { InvalidRequestError } from '../../../src/base/errors';
 import { decodeRateLimitRequest } from '../../../src/rls/request-decoder';
 import { len, str, tag, uint, varint } from '../../helpers/protobuf-wire';
 

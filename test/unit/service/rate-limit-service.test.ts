@@ -2,7 +2,7 @@ import { describe, expect, test } from 'vitest';
 import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
 import type { RuleSet } from '../../../src/config/rule-types';
-import { InvalidRequestError, NotReadyError } from '../../../src/errors';
+import { InvalidRequestError, NotReadyError } from '../../../src/base/errors';
 import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
 import { PrometheusMetrics } from '../../../src/metrics/metrics';
 import { RateLimitService, type ServiceConfig } from '../../../src/service/rate-limit-service';

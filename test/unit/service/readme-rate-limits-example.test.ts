@@ -8,7 +8,7 @@ import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
 import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
 import { PrometheusMetrics } from '../../../src/metrics/metrics';
-import { projectRoot } from '../../../src/paths';
+import { projectRoot } from '../../../src/base/paths';
 import { RateLimitService } from '../../../src/service/rate-limit-service';
 
 const README = readFileSync(join(projectRoot, 'README.md'), 'utf8');

@@ -8,7 +8,7 @@ import { compileSnapshot, RATE_LIMIT_CONFIG_TYPE_URL } from '../../../src/config
 import { wireRequestFromJson } from '../../../src/http/json-codec';
 import { MemoryLimiter } from '../../../src/limiter/memory/memory-limiter';
 import { PrometheusMetrics } from '../../../src/metrics/metrics';
-import { protoDir } from '../../../src/paths';
+import { protoDir } from '../../../src/base/paths';
 import { requestFromWire } from '../../../src/rls/convert';
 import { decodeRateLimitRequest } from '../../../src/rls/request-decoder';
 import { encodeRateLimitResponse } from '../../../src/rls/response-encoder';

@@ -1,4 +1,4 @@
-import { SettingsError } from './errors';
+import { SettingsError } from '../base/errors';
 
 /** A REDIS_URL with any user info taken out, and the credentials it carried. */
 export interface SplitRedisUrl {

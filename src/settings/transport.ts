@@ -1,8 +1,8 @@
-import { SettingsError } from './errors';
-import type { GrpcTls } from './grpc/credentials';
-import type { GrpcLimits } from './grpc/grpc-server';
-import type { HttpLimits } from './http/http-listener';
-import { bool, duration, int, positiveDuration, str, type Env } from './settings-parse';
+import { SettingsError } from '../base/errors';
+import type { GrpcTls } from '../grpc/credentials';
+import type { GrpcLimits } from '../grpc/grpc-server';
+import type { HttpLimits } from '../http/http-listener';
+import { bool, duration, int, positiveDuration, str, type Env } from './parse';
 
 // The gRPC and HTTP servers' settings: TLS, the bounds on what a caller may make them hold, headers.
 

@@ -1,6 +1,6 @@
 /**
  * The error family of floodgate. Each class has a stable code; the transport layers map codes
- * to gRPC status and HTTP status in one place each (src/error-status.ts).
+ * to gRPC status and HTTP status in one place each (src/base/error-status.ts).
  */
 export type ErrorCode =
   'INVALID_REQUEST' | 'TOO_LARGE' | 'BACKEND_UNAVAILABLE' | 'DEADLINE_EXCEEDED' | 'NOT_READY' | 'CONFIG' | 'SETTINGS' | 'INTERNAL';

@@ -1,7 +1,7 @@
-import type { Logger } from './log';
+import type { Logger } from '../base/log';
 import { loadSettings, type Settings } from './settings';
-import type { Env } from './settings-parse';
-import { REFERENCE_VARIABLES } from './settings-reference';
+import type { Env } from './parse';
+import { REFERENCE_VARIABLES } from './reference';
 
 /** Shorter names are left alone: HOME, PATH, PWD are one edit from many words. */
 const MIN_NAME_LENGTH = 6;

@@ -1,8 +1,8 @@
-import { SettingsError } from './errors';
-import type { BackendType } from './limiter/create-limiter';
-import type { RedisSettings, RedisType } from './limiter/redis/redis-client';
+import { SettingsError } from '../base/errors';
+import type { BackendType } from '../limiter/create-limiter';
+import type { RedisSettings, RedisType } from '../limiter/redis/redis-client';
 import { splitRedisUrl, type SplitRedisUrl } from './redis-url-credentials';
-import { bool, duration, int, oneOf, str, type Env } from './settings-parse';
+import { bool, duration, int, oneOf, str, type Env } from './parse';
 
 // The backend settings: BACKEND_TYPE, REDIS_* (the reference's names and defaults), CACHE_KEY_PREFIX.
 
@@ -112,7 +112,7 @@ export function cacheKeyPrefix(env: Env): string {
 }
 
 /**
- * Reference variables accepted with no effect (see src/settings-reference.ts): still checked with
+ * Reference variables accepted with no effect (see src/settings/reference.ts): still checked with
  * the reference's types, so that a value the reference would refuse is refused here too.
  */
 export function checkAcceptedVariables(env: Env): void {

@@ -1,26 +1,26 @@
 import cluster from 'node:cluster';
 import type { Registry } from 'prom-client';
-import type { RuleSet } from './config/rule-types';
-import { HealthState } from './health';
-import { createLimiter } from './limiter/create-limiter';
-import type { Limiter } from './limiter/limiter';
-import { createLogger, type Logger } from './log';
-import { PrometheusMetrics } from './metrics/metrics';
-import { StatsdMetrics } from './metrics/statsd-metrics';
-import { OrphanScan } from './redis-keys/orphan-scan';
-import { RateLimitService, type ServiceConfig } from './service/rate-limit-service';
-import type { Settings } from './settings';
-import { BackendUnavailableError } from './errors';
-import { PrometheusPolicyMetrics } from './metrics/policy-metrics';
-import { RuleActivity } from './metrics/rule-activity';
-import { createPolicyStore } from './policy/create-policy-store';
-import { PolicyEngine } from './policy/policy-engine';
-import type { PolicyStore } from './policy/policy-store';
+import type { RuleSet } from '../config/rule-types';
+import { HealthState } from '../base/health';
+import { createLimiter } from '../limiter/create-limiter';
+import type { Limiter } from '../limiter/limiter';
+import { createLogger, type Logger } from '../base/log';
+import { PrometheusMetrics } from '../metrics/metrics';
+import { StatsdMetrics } from '../metrics/statsd-metrics';
+import { OrphanScan } from '../redis-keys/orphan-scan';
+import { RateLimitService, type ServiceConfig } from '../service/rate-limit-service';
+import type { Settings } from '../settings/settings';
+import { BackendUnavailableError } from '../base/errors';
+import { PrometheusPolicyMetrics } from '../metrics/policy-metrics';
+import { RuleActivity } from '../metrics/rule-activity';
+import { createPolicyStore } from '../policy/create-policy-store';
+import { PolicyEngine } from '../policy/policy-engine';
+import type { PolicyStore } from '../policy/policy-store';
 
-import { closeRunning, type Core, type Running } from './app-running';
-import { startRules, type RulesHolder } from './app-rules';
-import { openPorts, reportHealthChanges, type Ports } from './app-ports';
-import { startMetrics, watchDeadlines } from './app-metrics';
+import { closeRunning, type Core, type Running } from './running';
+import { startRules, type RulesHolder } from './rules';
+import { openPorts, reportHealthChanges, type Ports } from './ports';
+import { startMetrics, watchDeadlines } from './metrics';
 
 /** A running floodgate instance. */
 export interface App extends Ports {
@@ -168,7 +168,7 @@ function startHealth(settings: Settings, limiter: Limiter, holder: RulesHolder, 
  */
 async function startTracing(settings: Settings, options: AppOptions, running: Running): Promise<void> {
   if (!settings.tracing) return;
-  const { startTracing: start } = await import('./tracing/start-tracing.js');
+  const { startTracing: start } = await import('../tracing/start-tracing.js');
   running.tracing = await start(settings.tracing, options.spanExporter ? { exporter: options.spanExporter } : {});
 }
 

@@ -1,15 +1,15 @@
 import type { Registry } from 'prom-client';
-import { GrpcServer } from './grpc/grpc-server';
-import { HealthState } from './health';
-import { HttpListener } from './http/http-listener';
-import type { Limiter } from './limiter/limiter';
-import type { Logger } from './log';
-import { PrometheusMetrics, type ServiceMetrics } from './metrics/metrics';
-import { StatsdMetrics } from './metrics/statsd-metrics';
-import { OperatorMetrics } from './metrics/operator-metrics';
-import { OrphanScan } from './redis-keys/orphan-scan';
-import { PolicyEngine } from './policy/policy-engine';
-import type { Tracing } from './tracing/start-tracing';
+import { GrpcServer } from '../grpc/grpc-server';
+import { HealthState } from '../base/health';
+import { HttpListener } from '../http/http-listener';
+import type { Limiter } from '../limiter/limiter';
+import type { Logger } from '../base/log';
+import { PrometheusMetrics, type ServiceMetrics } from '../metrics/metrics';
+import { StatsdMetrics } from '../metrics/statsd-metrics';
+import { OperatorMetrics } from '../metrics/operator-metrics';
+import { OrphanScan } from '../redis-keys/orphan-scan';
+import { PolicyEngine } from '../policy/policy-engine';
+import type { Tracing } from '../tracing/start-tracing';
 
 // What a starting or running app holds, and the one way it is closed again.
 

@@ -1,5 +1,5 @@
-import type { Logger } from './log';
-import type { Env } from './settings-parse';
+import type { Logger } from '../base/log';
+import type { Env } from './parse';
 
 /**
  * Every environment variable that envoyproxy/ratelimit reads (each `envconfig:"..."` field of its

@@ -1,18 +1,18 @@
 import { readFileSync } from 'node:fs';
 import type { Registry } from 'prom-client';
-import type { Logger } from './log';
-import { PrometheusMetrics } from './metrics/metrics';
-import { StatsdMetrics } from './metrics/statsd-metrics';
-import { createStatsdTransport } from './metrics/statsd-transport';
-import { TeeMetrics } from './metrics/tee-metrics';
-import { OperatorMetrics } from './metrics/operator-metrics';
-import { MappedPrometheusSink } from './metrics/mapped-prometheus-sink';
-import { StatsdMapping } from './metrics/statsd-mapping';
-import type { Settings } from './settings';
-import type { RateLimitHandler } from './service/rate-limit-handler';
-import { SettingsError } from './errors';
+import type { Logger } from '../base/log';
+import { PrometheusMetrics } from '../metrics/metrics';
+import { StatsdMetrics } from '../metrics/statsd-metrics';
+import { createStatsdTransport } from '../metrics/statsd-transport';
+import { TeeMetrics } from '../metrics/tee-metrics';
+import { OperatorMetrics } from '../metrics/operator-metrics';
+import { MappedPrometheusSink } from '../metrics/mapped-prometheus-sink';
+import { StatsdMapping } from '../metrics/statsd-mapping';
+import type { Settings } from '../settings/settings';
+import type { RateLimitHandler } from '../service/rate-limit-handler';
+import { SettingsError } from '../base/errors';
 
-import { closeRunning, type Core, type Running } from './app-running';
+import { closeRunning, type Core, type Running } from './running';
 
 // The metric sinks of a running app: Prometheus, statsd or DogStatsD, and the mapped registry.
 

@@ -1,23 +1,23 @@
-import type { RuleSet } from './config/rule-types';
-import { grpcServerCredentials } from './grpc/credentials';
-import { GrpcServer } from './grpc/grpc-server';
-import { HealthState } from './health';
-import { debugPageRoute, debugStateRoute } from './http/debug-page';
-import { rlconfigRoute } from './http/debug-routes';
-import { allowedHostsOnly } from './http/host-check';
-import { HttpListener, type Route } from './http/http-listener';
-import { metricsRoute } from './http/metrics-route';
-import { healthcheckRoute, jsonRouteFor } from './http/service-routes';
-import type { Limiter } from './limiter/limiter';
-import type { RuleActivity } from './metrics/rule-activity';
-import type { Settings } from './settings';
-import { SettingsError } from './errors';
-import { policyRoute } from './http/policy-route';
-import { PolicyEngine } from './policy/policy-engine';
-import type { RateLimitHandler } from './service/rate-limit-handler';
-import { joinHostPort } from './host-port';
+import type { RuleSet } from '../config/rule-types';
+import { grpcServerCredentials } from '../grpc/credentials';
+import { GrpcServer } from '../grpc/grpc-server';
+import { HealthState } from '../base/health';
+import { debugPageRoute, debugStateRoute } from '../http/debug-page';
+import { rlconfigRoute } from '../http/debug-routes';
+import { allowedHostsOnly } from '../http/host-check';
+import { HttpListener, type Route } from '../http/http-listener';
+import { metricsRoute } from '../http/metrics-route';
+import { healthcheckRoute, jsonRouteFor } from '../http/service-routes';
+import type { Limiter } from '../limiter/limiter';
+import type { RuleActivity } from '../metrics/rule-activity';
+import type { Settings } from '../settings/settings';
+import { SettingsError } from '../base/errors';
+import { policyRoute } from '../http/policy-route';
+import { PolicyEngine } from '../policy/policy-engine';
+import type { RateLimitHandler } from '../service/rate-limit-handler';
+import { joinHostPort } from '../base/host-port';
 
-import type { Running, Core } from './app-running';
+import type { Running, Core } from './running';
 
 // The ports of a running app: gRPC, HTTP, debug and Prometheus, each refused by name when taken.
 

@@ -1,13 +1,13 @@
-import { loadRuleTree } from './config/load-rule-directory';
-import { ruleTreeOf } from './config/rule-tree';
-import type { RuleSet } from './config/rule-types';
-import { loadTimeoutFor, RulesWatcher } from './config/rules-watcher';
-import { XdsRulesClient } from './config/xds/xds-rules-client';
-import type { Logger } from './log';
-import type { ServiceMetrics } from './metrics/metrics';
-import type { Settings } from './settings';
+import { loadRuleTree } from '../config/load-rule-directory';
+import { ruleTreeOf } from '../config/rule-tree';
+import type { RuleSet } from '../config/rule-types';
+import { loadTimeoutFor, RulesWatcher } from '../config/rules-watcher';
+import { XdsRulesClient } from '../config/xds/xds-rules-client';
+import type { Logger } from '../base/log';
+import type { ServiceMetrics } from '../metrics/metrics';
+import type { Settings } from '../settings/settings';
 
-import type { Running, Core } from './app-running';
+import type { Running, Core } from './running';
 
 // The rules source of a running app: rule files (watched) or xDS, and the holder it swaps.
 

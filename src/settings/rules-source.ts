@@ -1,6 +1,6 @@
-import { SettingsError } from './errors';
-import type { XdsSettings } from './config/xds/xds-rules-client';
-import { bool, duration, float, int, oneOf, str, type Env } from './settings-parse';
+import { SettingsError } from '../base/errors';
+import type { XdsSettings } from '../config/xds/xds-rules-client';
+import { bool, duration, float, int, oneOf, str, type Env } from './parse';
 
 // CONFIG_TYPE=GRPC_XDS_SOTW: rules from an xDS management server (the reference's names and defaults).
 

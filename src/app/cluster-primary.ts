@@ -1,8 +1,8 @@
 import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry } from 'prom-client';
-import { HttpListener } from './http/http-listener';
-import type { Logger } from './log';
-import type { Settings } from './settings';
+import { HttpListener } from '../http/http-listener';
+import type { Logger } from '../base/log';
+import type { Settings } from '../settings/settings';
 
 // A worker that dies is replaced, but a crash loop is not fed forever.
 const MAX_RESTARTS_PER_MINUTE = 10;

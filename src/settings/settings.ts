@@ -1,31 +1,31 @@
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { SettingsError } from './errors';
-import type { XdsSettings } from './config/xds/xds-rules-client';
-import type { GrpcTls } from './grpc/credentials';
-import type { GrpcLimits } from './grpc/grpc-server';
-import type { HttpLimits } from './http/http-listener';
-import type { BackendType, LimiterSettings } from './limiter/create-limiter';
-import type { FailureMode } from './limiter/failure-mode-limiter';
-import { DEFAULT_MAX_BYTES } from './limiter/memory/memory-limiter';
-import type { RedisSettings } from './limiter/redis/redis-client';
-import type { LogFormat, LogLevel } from './log';
-import type { TracingSettings } from './tracing/tracing-settings';
-import type { OrphanScanSettings } from './redis-keys/orphan-scan';
-import type { ResponseHeadersStyle } from './service/header-styles';
-import type { PrometheusMetricsOptions } from './metrics/metrics';
-import type { StatsdSettings } from './metrics/statsd-metrics';
-import { MAX_LIMITS_PER_LIST } from './config/check-rules';
-import { DEFAULT_MAX_RULE_TREE_BYTES } from './config/load-rule-directory';
-import { MAX_RULE_FILE_BYTES } from './config/parse-rule-file';
-import { DEFAULT_MAX_COUNTERS_PER_REQUEST, type RequestLimits } from './service/validate-request';
-import { bool, duration, float, int, listenAddress, listenHost, oneOf, port, str, type Env } from './settings-parse';
-import { backendSettings, cacheKeyPrefix, checkAcceptedVariables, redisStartup } from './settings-redis';
-import { rulesSource, type ConfigType } from './settings-rules-source';
-import { statsSettings, tracingSettings } from './settings-stats';
-import { grpcConnectionAge, grpcLimits, grpcTls, header, httpLimits } from './settings-transport';
+import { SettingsError } from '../base/errors';
+import type { XdsSettings } from '../config/xds/xds-rules-client';
+import type { GrpcTls } from '../grpc/credentials';
+import type { GrpcLimits } from '../grpc/grpc-server';
+import type { HttpLimits } from '../http/http-listener';
+import type { BackendType, LimiterSettings } from '../limiter/create-limiter';
+import type { FailureMode } from '../limiter/failure-mode-limiter';
+import { DEFAULT_MAX_BYTES } from '../limiter/memory/memory-limiter';
+import type { RedisSettings } from '../limiter/redis/redis-client';
+import type { LogFormat, LogLevel } from '../base/log';
+import type { TracingSettings } from '../tracing/tracing-settings';
+import type { OrphanScanSettings } from '../redis-keys/orphan-scan';
+import type { ResponseHeadersStyle } from '../service/header-styles';
+import type { PrometheusMetricsOptions } from '../metrics/metrics';
+import type { StatsdSettings } from '../metrics/statsd-metrics';
+import { MAX_LIMITS_PER_LIST } from '../config/check-rules';
+import { DEFAULT_MAX_RULE_TREE_BYTES } from '../config/load-rule-directory';
+import { MAX_RULE_FILE_BYTES } from '../config/parse-rule-file';
+import { DEFAULT_MAX_COUNTERS_PER_REQUEST, type RequestLimits } from '../service/validate-request';
+import { bool, duration, float, int, listenAddress, listenHost, oneOf, port, str, type Env } from './parse';
+import { backendSettings, cacheKeyPrefix, checkAcceptedVariables, redisStartup } from './redis';
+import { rulesSource, type ConfigType } from './rules-source';
+import { statsSettings, tracingSettings } from './stats';
+import { grpcConnectionAge, grpcLimits, grpcTls, header, httpLimits } from './transport';
 
-export type { ConfigType } from './settings-rules-source';
+export type { ConfigType } from './rules-source';
 
 export interface Settings {
   readonly host: string;
@@ -99,7 +99,7 @@ export interface Settings {
   readonly memoryMaxBytes: LimiterSettings['memoryMaxBytes'];
   /** METRICS_MAX_SERIES: rule label sets (domain, key1, key2) the metrics keep at most. */
   readonly metricsMaxSeries: Required<PrometheusMetricsOptions>['maxSeries'];
-  // Reference settings added by issue 13 (see src/settings-reference.ts for the whole list).
+  // Reference settings added by issue 13 (see src/settings/reference.ts for the whole list).
   /** USE_STATSD (on by default, as in the reference) or USE_DOG_STATSD; undefined when off. */
   readonly statsd?: StatsdSettings;
   /**

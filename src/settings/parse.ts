@@ -1,4 +1,4 @@
-import { SettingsError } from './errors';
+import { SettingsError } from '../base/errors';
 
 /** Readers for environment values. Each failure names the variable and the value, once. */
 export type Env = Readonly<Record<string, string | undefined>>;

@@ -1,9 +1,9 @@
-import { SettingsError } from './errors';
-import type { Mogrifier } from './metrics/dogstatsd-mogrifier';
-import { sanitizeTagName, sanitizeTagValue } from './metrics/stat-name';
-import type { StatsdSettings } from './metrics/statsd-metrics';
-import type { TracingSettings } from './tracing/tracing-settings';
-import { bool, float, list, oneOf, port, positiveDuration, str, stringMap, type Env } from './settings-parse';
+import { SettingsError } from '../base/errors';
+import type { Mogrifier } from '../metrics/dogstatsd-mogrifier';
+import { sanitizeTagName, sanitizeTagValue } from '../metrics/stat-name';
+import type { StatsdSettings } from '../metrics/statsd-metrics';
+import type { TracingSettings } from '../tracing/tracing-settings';
+import { bool, float, list, oneOf, port, positiveDuration, str, stringMap, type Env } from './parse';
 
 // What floodgate reports and where: the stats sinks (the reference's names and defaults) and tracing.
 
