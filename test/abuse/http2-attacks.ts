@@ -126,6 +126,14 @@ export async function partialCalls(o: PartialCallsOptions): Promise<PartialCalls
       stream.write(payload);
     }
   }
+  await holdPartialCalls(o, t0, result);
+  letGo = true;
+  for (const s of sessions) s.destroy();
+  return result;
+}
+
+/** Holds the calls of `partialCalls` for `holdMs`, or until `holdUntil` says so, ticking each second. */
+async function holdPartialCalls(o: PartialCallsOptions, t0: number, result: PartialCallsResult): Promise<void> {
   o.onTick?.(Date.now() - t0);
   const until = t0 + o.holdMs;
   const done = (): boolean => o.holdUntil !== undefined && Date.now() >= t0 + (o.minHoldMs ?? 0) && o.holdUntil(result);
@@ -137,9 +145,6 @@ export async function partialCalls(o: PartialCallsOptions): Promise<PartialCalls
       o.onTick?.(Date.now() - t0);
     }
   }
-  letGo = true;
-  for (const s of sessions) s.destroy();
-  return result;
 }
 
 export interface RapidResetOptions {
