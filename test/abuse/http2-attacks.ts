@@ -94,7 +94,6 @@ export async function partialCalls(o: PartialCallsOptions): Promise<PartialCalls
     lastCloseMs: 0,
   };
   const sessions: http2.ClientHttp2Session[] = [];
-  const payload = Buffer.concat([messagePrefix(o.declaredBytes), Buffer.alloc(o.sentBytes, 0x61)]);
   let letGo = false;
   const t0 = Date.now();
   for (let c = 0; c < o.connections; c++) {
@@ -111,21 +110,35 @@ export async function partialCalls(o: PartialCallsOptions): Promise<PartialCalls
       if (!letGo) result.connectionsClosedByServer++;
     });
     if (o.callFirst) await firstCall(session, messagePrefix(0));
-    const allowed = Math.min(o.streamsPerConnection, session.remoteSettings.maxConcurrentStreams ?? o.streamsPerConnection);
-    result.maxConcurrentStreams ??= session.remoteSettings.maxConcurrentStreams;
-    for (let s = 0; s < allowed && !session.destroyed; s++) {
-      const stream = session.request(HEADERS, { endStream: false });
-      result.opened++;
-      stream.on('error', () => {});
-      stream.on('data', () => {});
-      stream.once('close', () => {
-        if (letGo) return;
-        result.closedByServer++;
-        result.lastCloseMs = Date.now() - t0;
-      });
-      stream.write(payload);
-    }
+    openPartialStreams(session, o, result, () => {
+      if (letGo) return;
+      result.closedByServer++;
+      result.lastCloseMs = Date.now() - t0;
+    });
   }
+  await holdPartialCalls(o, result, t0);
+  letGo = true;
+  for (const s of sessions) s.destroy();
+  return result;
+}
+
+/** Opens as many of `o.streamsPerConnection` partial calls on `session` as its SETTINGS allow. */
+function openPartialStreams(session: http2.ClientHttp2Session, o: PartialCallsOptions, result: PartialCallsResult, onClose: () => void): void {
+  const payload = Buffer.concat([messagePrefix(o.declaredBytes), Buffer.alloc(o.sentBytes, 0x61)]);
+  const allowed = Math.min(o.streamsPerConnection, session.remoteSettings.maxConcurrentStreams ?? o.streamsPerConnection);
+  result.maxConcurrentStreams ??= session.remoteSettings.maxConcurrentStreams;
+  for (let s = 0; s < allowed && !session.destroyed; s++) {
+    const stream = session.request(HEADERS, { endStream: false });
+    result.opened++;
+    stream.on('error', () => {});
+    stream.on('data', () => {});
+    stream.once('close', onClose);
+    stream.write(payload);
+  }
+}
+
+/** Holds the partial calls for `o.holdMs`, or until `o.holdUntil`, ticking about once a second. */
+async function holdPartialCalls(o: PartialCallsOptions, result: PartialCallsResult, t0: number): Promise<void> {
   o.onTick?.(Date.now() - t0);
   const until = t0 + o.holdMs;
   const done = (): boolean => o.holdUntil !== undefined && Date.now() >= t0 + (o.minHoldMs ?? 0) && o.holdUntil(result);
@@ -137,9 +150,6 @@ export async function partialCalls(o: PartialCallsOptions): Promise<PartialCalls
       o.onTick?.(Date.now() - t0);
     }
   }
-  letGo = true;
-  for (const s of sessions) s.destroy();
-  return result;
 }
 
 export interface RapidResetOptions {
