@@ -38,7 +38,7 @@ function unfinishedMessages(sentBytes: number, label: string): Attack {
         streamsPerConnection: 100,
         declaredBytes: 65_536,
         sentBytes,
-        // Each connection first earns its 100 streams with one whole call (it starts with 10).
+        // Each connection first finishes one whole call: proven, it is the last the slots evict.
         callFirst: true,
         holdMs: n(ctx, 2000, 8000),
       });

