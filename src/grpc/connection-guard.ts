@@ -166,8 +166,13 @@ export class ConnectionGuard {
     // knows its session once closed).
     const onStreamClose = function (this: ServerHttp2Stream): void {
       unfinished.delete(this);
+      // A call answered, or a whole request the client then gave up on (Envoy at its 20 ms
+      // deadline while Redis is slow): a client, whose connection must not be taken for a slot
+      // holder.
+      const called = (!this.aborted && this.rstCode === constants.NGHTTP2_NO_ERROR) || budget.arrivedWhole(this);
       budget.release(this);
-      if (!this.aborted && this.rstCode === constants.NGHTTP2_NO_ERROR) {
+      if (slot !== undefined) slot.streams--;
+      if (called) {
         if (!proven) firstCallFinished();
         if (slot !== undefined) {
           slot.proven = true;
@@ -190,11 +195,13 @@ export class ConnectionGuard {
       // it, often in the same batch as the client's reset at its deadline, and would look younger
       // than they are.
       if (timeout !== undefined) this.noteDeadline(stream, timeout);
+      if (slot !== undefined) slot.sentHeaders = true;
       if (stream.destroyed) {
         // Sent and reset in one read: closed before anyone could listen.
         afterClose(stream);
         return;
       }
+      if (slot !== undefined) slot.streams++;
       if (!stream.readableEnded) {
         this.unfinished.set(stream, Date.now() + this.bounds.maxRequestReceiveMs);
         budget.open(stream);

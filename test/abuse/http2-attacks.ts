@@ -249,6 +249,12 @@ export interface SlotHoldersOptions {
   readonly holdMs: number;
   /** Called every second while held, after the first `connections` were opened. */
   readonly onTick?: (elapsedMs: number) => Promise<void> | void;
+  /** Let go before `holdMs` once this holds (checked every 100 ms). */
+  readonly holdUntil?: (r: SlotHoldersResult) => boolean;
+  /** The address to connect from (a loopback one: 127.0.0.2 is another peer than 127.0.0.1). */
+  readonly localAddress?: string;
+  /** How long to wait before opening a closed connection again; 10 ms unless told. */
+  readonly reopenDelayMs?: number;
 }
 
 export interface SlotHoldersResult {
@@ -273,7 +279,7 @@ export async function holdConnectionSlots(o: SlotHoldersOptions): Promise<SlotHo
   const open = (): void => {
     if (letGo || Date.now() >= until || result.opened >= maxOpened) return;
     result.opened++;
-    const s = netConnect({ host: '127.0.0.1', port: o.port });
+    const s = netConnect({ host: '127.0.0.1', port: o.port, ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}) });
     sockets.add(s);
     s.on('error', () => {});
     s.on('data', () => {});
@@ -283,13 +289,16 @@ export async function holdConnectionSlots(o: SlotHoldersOptions): Promise<SlotHo
       if (letGo) return;
       result.closedByServer++;
       // Not at once: a refused connection would otherwise spin.
-      setTimeout(open, 10);
+      setTimeout(open, o.reopenDelayMs ?? 10);
     });
   };
   for (let i = 0; i < o.connections; i++) open();
   const t0 = Date.now();
-  while (Date.now() < until) {
-    await sleep(Math.min(1000, until - Date.now()));
+  let lastTick = t0;
+  while (Date.now() < until && !(o.holdUntil?.(result) ?? false)) {
+    await sleep(Math.min(o.holdUntil ? 100 : 1000, until - Date.now()));
+    if (Date.now() - lastTick < 1000 && o.holdUntil) continue;
+    lastTick = Date.now();
     await o.onTick?.(Date.now() - t0);
   }
   letGo = true;

@@ -1,9 +1,10 @@
-// Review of issue 26's bounds (findings 1 and 2), against the built server (`npm run build`
+// Review of issue 26's bounds (findings 1 to 4), against the built server (`npm run build`
 // first), with raw HTTP/2 (node:http2) behaving as Envoy's codec does: a burst of calls as soon as
 // TCP is up, before the server's SETTINGS, and every call reset exactly at its 20 ms grpc-timeout
 // while the server stalls (SIGSTOP/SIGCONT stand in for a GC pause or CPU starvation). Neither
 // may cost Envoy its calls or its connection.
 import * as http2 from 'node:http2';
+import * as net from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
 import { spawnServer, type ServerWithRules } from '../helpers/server-process';
 
@@ -126,4 +127,79 @@ describe("Envoy's traffic on the gRPC bounds (review of issue 26)", () => {
     expect(goaway).toBeUndefined();
     expect(after.status).toBe('0');
   }, 60_000);
+
+  test('a new connection whose every call Envoy resets at its 20 ms deadline (the server stalled) is a client: kept past GRPC_MAX_FIRST_CALL_TIME', async () => {
+    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_FIRST_CALL_TIME: '1s' });
+    const pid = server.proc.pid as number;
+    const session = http2.connect(`http://127.0.0.1:${server.grpcPort}`);
+    session.on('error', () => {});
+    await new Promise((resolve) => session.once('connect', resolve));
+    let closedAt: number | undefined;
+    const t0 = performance.now();
+    session.once('close', () => (closedAt = performance.now() - t0));
+    const outcomes: Outcome[] = [];
+    // Three times GRPC_MAX_FIRST_CALL_TIME by this test's clock: no call is ever answered.
+    for (let i = 0; i < 100 && performance.now() - t0 < 3000 && closedAt === undefined; i++) {
+      signal(pid, 'SIGSTOP');
+      const calls = [call(session, { 'grpc-timeout': '20m' }, 20)];
+      await sleep(60);
+      signal(pid, 'SIGCONT');
+      outcomes.push(...(await Promise.all(calls)));
+      await sleep(100);
+    }
+    const after = await call(session);
+    session.destroy();
+    console.log(
+      `GRPC_MAX_FIRST_CALL_TIME=1s, a new connection's calls all reset at their 20 ms deadline for 3 s: ${JSON.stringify(tally(outcomes))}; ` +
+        `${closedAt === undefined ? 'kept' : `closed by the server after ${closedAt.toFixed(0)} ms`}; the next call: grpc-status ${after.status}`,
+    );
+    expect(closedAt).toBeUndefined();
+    expect(after.status).toBe('0');
+  }, 60_000);
+
+  test('a full port: a new connection that has sent its first call outlasts 30 reopened connections that sent only the preface', async () => {
+    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_CONNECTIONS: '10' });
+    const port = server.grpcPort;
+    const holders: net.Socket[] = [];
+    const hold = async (): Promise<void> => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.on('error', () => {});
+      await new Promise((resolve) => socket.once('connect', resolve));
+      socket.write(PREFACE_AND_SETTINGS);
+      holders.push(socket);
+    };
+    for (let i = 0; i < 9; i++) await hold();
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on('error', () => {});
+    let closed = false;
+    session.once('close', () => (closed = true));
+    const stream = session.request(HEADERS);
+    stream.on('error', () => {});
+    let status = 'no trailers';
+    stream.on('trailers', (t: http2.IncomingHttpHeaders) => (status = String(t['grpc-status'])));
+    const done = new Promise((resolve) => stream.once('close', resolve));
+    stream.resume();
+    // Its HEADERS have reached the server once it acknowledges our SETTINGS... and a round trip more.
+    await new Promise((resolve) => session.once('remoteSettings', resolve));
+    await new Promise((resolve) => session.ping(resolve));
+    // Each of these takes the slot of another: never the one with a call under way.
+    for (let i = 0; i < 30; i++) await hold();
+    await new Promise((resolve) => session.ping(resolve));
+    stream.end(message());
+    await Promise.race([done, sleep(10_000)]);
+    const wasClosed = closed;
+    session.destroy();
+    for (const h of holders) h.destroy();
+    console.log(
+      `GRPC_MAX_CONNECTIONS=10, 9 + 30 preface-only connections around one with a call under way: the call's grpc-status ${status}, its connection ${wasClosed ? 'closed' : 'kept'}`,
+    );
+    expect(status).toBe('0');
+    expect(wasClosed).toBe(false);
+  }, 60_000);
 });
+
+/** The HTTP/2 client connection preface and an empty SETTINGS frame: all a slot holder sends. */
+const PREFACE_AND_SETTINGS = Buffer.concat([
+  Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'),
+  Buffer.from([0, 0, 0, 0x04, 0, 0, 0, 0, 0]),
+]);
