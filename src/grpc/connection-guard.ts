@@ -79,6 +79,8 @@ export class ConnectionGuard {
    * 'end' listener per call.
    */
   private readonly unfinished = new Map<ServerHttp2Stream, number>();
+  /** Calls of each connection reset to make room in the budget (rare: a WeakMap costs nothing per call). */
+  private readonly budgetResets = new WeakMap<Http2Session, number>();
   /** Streams this guard reset itself: their close is not the client's reset. */
   private readonly resetByUs = new WeakSet<ServerHttp2Stream>();
   /**
@@ -114,7 +116,7 @@ export class ConnectionGuard {
     private readonly bounds: ConnectionBounds,
     private readonly events: ConnectionGuardEvents,
   ) {
-    this.budget = new RequestBudget(bounds.maxUnfinishedRequestBytes, (stream) => this.makeRoom(stream));
+    this.budget = new RequestBudget(bounds.maxUnfinishedRequestBytes, (stream, bytes) => this.makeRoom(stream, bytes));
     this.sweepTimer = setInterval(() => this.sweep(), Math.min(SWEEP_INTERVAL_MS, bounds.maxRequestReceiveMs));
     this.sweepTimer.unref();
     this.loopTimer = setInterval(() => this.loopRan(), LOOP_TICK_MS);
@@ -297,17 +299,22 @@ export class ConnectionGuard {
   }
 
   /**
-   * The budget is full and `stream` has been arriving longest: it is reset, and so is every
-   * other request still arriving on its connection, which gets GOAWAY, so that nghttp2 drops the
-   * client's further streams and their DATA there unread; calls whose request has arrived are
-   * answered before it closes. Resetting streams one by one let a client open new ones as fast
-   * as they went: each a call object made and dropped, and 25,600 of them took the heap from 37
-   * to 115 MB.
+   * The budget is full and `stream` has been arriving longest: it is reset. Its connection too
+   * gets GOAWAY, and every other request still arriving on it is reset, when it held more than
+   * an eighth of the budget or has had BUDGET_RESETS_BEFORE_GOAWAY calls reset so: nghttp2 then
+   * drops the client's further streams and their DATA there unread, and calls whose request has
+   * arrived are answered before it closes. Resetting streams one by one let a client open new
+   * ones as fast as they went: each a call object made and dropped, and 25,600 of them took
+   * the heap from 37 to 115 MB. A client's connection with one large request arriving slowly
+   * (Envoy's) loses that call only.
    */
-  private makeRoom(stream: ServerHttp2Stream): void {
+  private makeRoom(stream: ServerHttp2Stream, bytes: number): void {
     const session = stream.session;
     this.resetStream(stream, constants.NGHTTP2_ENHANCE_YOUR_CALM);
     if (session === undefined || session.closed || session.destroyed) return;
+    const resets = (this.budgetResets.get(session) ?? 0) + 1;
+    this.budgetResets.set(session, resets);
+    if (resets < BUDGET_RESETS_BEFORE_GOAWAY && bytes + this.budget.sessionBytes(session) <= this.bounds.maxUnfinishedRequestBytes / 8) return;
     // The calls it has answered or is answering count as processed; the requests still arriving
     // on it are reset just below.
     session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM, 2 ** 31 - 1);
@@ -352,6 +359,9 @@ export class ConnectionGuard {
     if (evicted > 0) this.events.onConnectionsEvicted(evicted);
   }
 }
+
+/** A connection that has had this many calls reset to make room in the budget gets GOAWAY (see makeRoom). */
+const BUDGET_RESETS_BEFORE_GOAWAY = 10;
 
 /** How often the guard notes that the event loop runs (arrivedBy); an unref'd timer, cheap. */
 const LOOP_TICK_MS = 10;

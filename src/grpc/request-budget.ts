@@ -44,7 +44,7 @@ export class RequestBudget {
   constructor(
     private readonly maxBytes: number,
     /** Resets a stream to make room (the guard's own reset, not counted as the client's). */
-    private readonly reset: (stream: ServerHttp2Stream) => void,
+    private readonly reset: (stream: ServerHttp2Stream, bytes: number) => void,
   ) {
     const declared = this.declared;
     const receiving = this.receiving;
@@ -96,8 +96,15 @@ export class RequestBudget {
       this.held -= bytes;
       if (arrived(stream) || stream.destroyed) continue;
       this.resets++;
-      this.reset(stream);
+      this.reset(stream, bytes);
     }
+  }
+
+  /** Bytes counted now for the requests of `session` still arriving. Bounded work: at most maxBytes / STREAM_CHARGE_BYTES entries. */
+  sessionBytes(session: Http2Session): number {
+    let total = 0;
+    for (const [stream, bytes] of this.receiving) if (stream.session === session) total += bytes;
+    return total;
   }
 
   /** How many streams were reset to make room since the last call. */
@@ -133,7 +140,7 @@ export class RequestBudget {
       this.held -= bytes;
       if (arrived(stream) || stream.destroyed) continue;
       this.resets++;
-      this.reset(stream);
+      this.reset(stream, bytes);
     }
   }
 }

@@ -1,4 +1,4 @@
-// Review of issue 26's bounds (findings 1 to 4), against the built server (`npm run build`
+// Review of issue 26's bounds (findings 1 to 4, and 6), against the built server (`npm run build`
 // first), with raw HTTP/2 (node:http2) behaving as Envoy's codec does: a burst of calls as soon as
 // TCP is up, before the server's SETTINGS, and every call reset exactly at its 20 ms grpc-timeout
 // while the server stalls (SIGSTOP/SIGCONT stand in for a GC pause or CPU starvation). Neither
@@ -195,6 +195,53 @@ describe("Envoy's traffic on the gRPC bounds (review of issue 26)", () => {
     );
     expect(status).toBe('0');
     expect(wasClosed).toBe(false);
+  }, 60_000);
+});
+
+describe("the request budget and a client's connection (review of issue 26, finding 6)", () => {
+  test('a full budget resets the oldest unfinished call; its connection, holding little, keeps going', async () => {
+    server = await spawnServer(RULES, {
+      LOG_LEVEL: 'WARN',
+      GRPC_MAX_RECEIVE_MESSAGE_BYTES: '65536',
+      GRPC_MAX_UNFINISHED_REQUEST_BYTES: '1048576',
+      GRPC_MAX_REQUEST_RECEIVE_TIME: '1h',
+    });
+    const url = `http://127.0.0.1:${server.grpcPort}`;
+    // The client: one large request still arriving (its first half sent), the oldest of all.
+    const client = http2.connect(url);
+    client.on('error', () => {});
+    let clientGoaway: number | undefined;
+    client.once('goaway', (code: number) => (clientGoaway = code));
+    await new Promise((resolve) => client.once('remoteSettings', resolve));
+    const large = client.request(HEADERS);
+    large.on('error', () => {});
+    const largeClosed = new Promise((resolve) => large.once('close', resolve));
+    large.resume();
+    large.write(Buffer.concat([Buffer.from([0, 0, 0, 0xf0, 0]), Buffer.alloc(30_000, 0x61)]));
+    await new Promise((resolve) => client.ping(resolve));
+    // Another connection fills the budget with 100 unfinished calls of 30 KB each.
+    const attacker = http2.connect(url);
+    attacker.on('error', () => {});
+    let attackerGoaway: number | undefined;
+    attacker.once('goaway', (code: number) => (attackerGoaway = code));
+    await new Promise((resolve) => attacker.once('remoteSettings', resolve));
+    for (let i = 0; i < 100 && attackerGoaway === undefined; i++) {
+      const s = attacker.request(HEADERS);
+      s.on('error', () => {});
+      s.write(Buffer.concat([Buffer.from([0, 0, 0, 0xf0, 0]), Buffer.alloc(30_000, 0x62)]));
+    }
+    await Promise.race([largeClosed, sleep(20_000)]);
+    const after = await call(client);
+    client.destroy();
+    attacker.destroy();
+    console.log(
+      `budget 1 MiB full: the client's oldest large call reset ${large.rstCode === undefined ? 'no' : `(code ${large.rstCode})`}; ` +
+        `its connection: GOAWAY ${clientGoaway ?? 'none'}, the next call grpc-status ${after.status}; the attacker's: GOAWAY ${attackerGoaway ?? 'none'}`,
+    );
+    expect(large.rstCode).toBe(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    expect(clientGoaway).toBeUndefined();
+    expect(after.status).toBe('0');
+    expect(attackerGoaway).toBe(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
   }, 60_000);
 });
 
