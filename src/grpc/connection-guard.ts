@@ -66,10 +66,10 @@ const REPORT_INTERVAL_MS = 1000;
  *   headers, unless the call had been open on the server for its whole `grpc-timeout` (counted
  *   from when the server could first have read it, so that a stall of the server does not turn
  *   the client's deadline into a reset). Once a connection has spent its allowance, the peer's
- *   next connections share what is left of it until it has filled again, or until a call on
- *   them finishes, after which each has its own: reconnecting alone does not renew it, and
- *   behind a sidecar or NAT (one address for every client) a flooding client does not take
- *   the allowance of every other client's new connection.
+ *   next connections share what is left of it until it has filled again: reconnecting does not
+ *   renew it. Behind a sidecar or NAT (one address for every client) that also holds for the
+ *   other clients' new connections; since a reset at the client's deadline never counts, only
+ *   their resets before it (a downstream gone) are at stake.
  */
 export class ConnectionGuard {
   /**
@@ -105,6 +105,8 @@ export class ConnectionGuard {
   private readonly sweepTimer: NodeJS.Timeout;
   /** When (performance.now()) the event loop last ran `loopTimer`: how late the server reads what arrived. */
   private loopSeenMs = performance.now();
+  /** The loop's idle time (event-loop utilization) when `loopTimer` last ran. */
+  private loopIdleMs = performance.eventLoopUtilization().idle;
   /** The last stall `loopTimer` saw: from when it could have run, to when it did. */
   private stallStartMs = 0;
   private stallEndMs = -Infinity;
@@ -147,18 +149,12 @@ export class ConnectionGuard {
 
   private watchSession(session: Http2Session, slot: Slot | undefined): void {
     const peer = session.socket?.remoteAddress;
-    // Shared with the peer's flooded connection until a call finishes here (see allowanceFor).
+    // Shared with the peer's flooded connection (see allowanceFor).
     const resets: ConnectionResets = { allowance: this.allowanceFor(peer), stall: 0, stallCredits: 0 };
     const unfinished = this.unfinished;
     const deadlines = this.deadlines;
     const uncredited = this.uncreditedDeadlines;
     const budget = this.budget;
-    let proven = false;
-    const firstCallFinished = (): void => {
-      proven = true;
-      if (peer !== undefined && this.floodedPeers.get(peer) === resets.allowance)
-        resets.allowance = { tokens: this.bounds.resetBurst, lastMs: Date.now() };
-    };
     const afterClose = (stream: ServerHttp2Stream): void => {
       this.afterClose(stream, session, resets);
       deadlines.delete(stream);
@@ -171,11 +167,12 @@ export class ConnectionGuard {
       // A call answered, or a whole request the client then gave up on (Envoy at its 20 ms
       // deadline while Redis is slow): a client, whose connection must not be taken for a slot
       // holder.
+      // headersSent: the server began an answer (a stream the client reset can also close with
+      // NO_ERROR).
       const called = (!this.aborted && this.rstCode === constants.NGHTTP2_NO_ERROR) || budget.arrivedWhole(this);
       budget.release(this);
       if (slot !== undefined) slot.streams--;
       if (called) {
-        if (!proven) firstCallFinished();
         if (slot !== undefined) {
           slot.proven = true;
           // Not a coarse clock: equal times would make the oldest connection, a busy one
@@ -217,9 +214,20 @@ export class ConnectionGuard {
     });
   }
 
+  /**
+   * A stall counts (for arrivedBy) only when the loop spent most of it waiting for I/O, as
+   * libuv measures it: the process was stopped or not scheduled while idle, outside its own
+   * doing. A stall the loop spent running JavaScript (a flood of resets keeping it busy, which
+   * a client can cause) earns no credit: otherwise a rapid reset with `grpc-timeout: 1m`
+   * excused itself (5,000 calls on one connection).
+   */
   private loopRan(): void {
     const now = performance.now();
-    if (now - this.loopSeenMs > 2 * LOOP_TICK_MS) {
+    const idle = performance.eventLoopUtilization().idle;
+    const idleMs = idle - this.loopIdleMs;
+    this.loopIdleMs = idle;
+    const lateMs = now - this.loopSeenMs - LOOP_TICK_MS;
+    if (lateMs > LOOP_TICK_MS && idleMs >= lateMs / 2) {
       this.stallStartMs = this.loopSeenMs + LOOP_TICK_MS;
       this.stallEndMs = now;
       this.stalls++;
@@ -240,10 +248,18 @@ export class ConnectionGuard {
 
   private noteDeadline(stream: ServerHttp2Stream, timeout: number): void {
     const now = performance.now();
+    // Never less than MIN_DEADLINE_MS: a `grpc-timeout` of a millisecond or two excused a reset
+    // made a moment later (a busy loop reads it after that), and a flood of such calls kept a
+    // connection going 450 calls with a fresh allowance.
+    const less = Math.max(MIN_DEADLINE_MS, timeout - Math.min(DEADLINE_SLACK_MS, timeout / 2));
     const from = this.arrivedBy(now);
-    const less = timeout - Math.min(DEADLINE_SLACK_MS, timeout / 2);
+    // A timer a little late is no stall: no credit, and no second entry per call.
+    if (now - from <= LOOP_TICK_MS) {
+      this.deadlines.set(stream, now + less);
+      return;
+    }
     this.deadlines.set(stream, from + less);
-    if (from < now) this.uncreditedDeadlines.set(stream, now + less);
+    this.uncreditedDeadlines.set(stream, now + less);
   }
 
   /**
@@ -365,6 +381,9 @@ const BUDGET_RESETS_BEFORE_GOAWAY = 10;
 
 /** How often the guard notes that the event loop runs (arrivedBy); an unref'd timer, cheap. */
 const LOOP_TICK_MS = 10;
+
+/** The shortest time a call must have been open for its reset to be the client's deadline (Envoy's default timeout is 20 ms). */
+const MIN_DEADLINE_MS = 5;
 
 /** A client's clock and ours differ by the network's delay; a reset this close to its deadline is the deadline. */
 const DEADLINE_SLACK_MS = 2;

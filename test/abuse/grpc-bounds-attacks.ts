@@ -122,8 +122,13 @@ function resetVariant(label: string, extra: { headers?: Record<string, string>; 
         worst = Math.max(worst, r.goawayLastStreamId === undefined ? r.resets : (r.goawayLastStreamId + 1) / 2);
       }
       ctx.note('mostCallsOnOneConnection', worst);
-      // GRPC_MAX_RESET_BURST, plus the calls in flight at the GOAWAY (at most 100).
-      if (worst > 300) throw new Error(`a connection lasted ${worst} calls`);
+      // GRPC_MAX_RESET_BURST (what the peer has left of it), plus
+      // the calls in flight at the GOAWAY (at most 100), plus the rest of the read in which the
+      // guard said GOAWAY, which nghttp2 processes whole and whose size depends on the machine's
+      // speed (64 KiB, one call taking at least 36 bytes): seen 254-453. Without the guard a
+      // connection lasts all 5,000.
+      const most = 100 + 100 + Math.ceil(65_536 / 36);
+      if (worst > most) throw new Error(`a connection lasted ${worst} calls (more than ${most})`);
       holdPodShare(ctx);
     },
   };

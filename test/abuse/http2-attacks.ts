@@ -168,6 +168,11 @@ export interface RapidResetOptions {
    * what is left of its peer's allowance after a flood (a proven one gets its own).
    */
   readonly noFirstCall?: boolean;
+  /**
+   * Wait for a PING's answer after each reset: the server has read every call before the next
+   * one comes, so what it processed is what its guard counted, whatever the machine's speed.
+   */
+  readonly oneAtATime?: boolean;
 }
 
 export interface RapidResetResult {
@@ -227,13 +232,24 @@ export async function rapidReset(o: RapidResetOptions): Promise<RapidResetResult
     if (!o.resetBeforeMessage) stream.end(message);
     stream.close(http2.constants.NGHTTP2_CANCEL);
     result.resets++;
-    // Let the frames go out in batches, as a real attacker's socket writes would.
-    if (i % 50 === 49) await new Promise((resolve) => setImmediate(resolve));
+    await pace(session, i, o.oneAtATime === true);
   }
   // Whatever the server still does about it (a GOAWAY in flight) arrives within this time.
   await Promise.race([closed, sleep(1000)]);
   session.destroy();
   return result;
+}
+
+/** Between two calls of `rapidReset`: a PING's round trip, or every 50 calls a turn of the event loop. */
+async function pace(session: http2.ClientHttp2Session, i: number, oneAtATime: boolean): Promise<void> {
+  if (oneAtATime) {
+    await new Promise<void>((resolve) => {
+      if (session.destroyed || !session.ping(() => resolve())) resolve();
+    });
+    return;
+  }
+  // Let the frames go out in batches, as a real attacker's socket writes would.
+  if (i % 50 === 49) await new Promise((resolve) => setImmediate(resolve));
 }
 
 /** The HTTP/2 client connection preface and an empty SETTINGS frame: all a slot-holder sends. */
