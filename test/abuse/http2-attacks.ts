@@ -163,10 +163,7 @@ export interface RapidResetOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** Reset each call after its HEADERS, before its message is sent (issue 26, finding 6). */
   readonly resetBeforeMessage?: boolean;
-  /**
-   * Reset from the start, with no whole call first: the connection stays unproven, and shares
-   * what is left of its peer's allowance after a flood (a proven one gets its own).
-   */
+  /** Reset from the start, with no whole call answered first (the connection stays unproven for the slots). */
   readonly noFirstCall?: boolean;
   /**
    * Wait for a PING's answer after each reset: the server has read every call before the next
