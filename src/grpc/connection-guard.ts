@@ -36,6 +36,15 @@ interface ResetAllowance {
   lastMs: number;
 }
 
+/** A connection's resets, as the guard counts them. */
+interface ConnectionResets {
+  allowance: ResetAllowance;
+  /** The server stall (`stalls`) whose credit `stallCredits` counts. */
+  stall: number;
+  /** Resets excused by the stall's credit that this connection may still make (GRPC_MAX_RESET_BURST per stall). */
+  stallCredits: number;
+}
+
 const SWEEP_INTERVAL_MS = 250;
 /** The budget's resets and the slots' evictions are logged at most this often, as counts. */
 const REPORT_INTERVAL_MS = 1000;
@@ -54,9 +63,13 @@ const REPORT_INTERVAL_MS = 1000;
  *   SETTINGS_MAX_CONCURRENT_STREAMS does not bound them; nghttp2's own limit (node 20: 1,000
  *   resets, then 33 a second) let one connection keep the event loop busy. A reset counts when
  *   the client resets a call (RST_STREAM) before the server has answered it, whatever the call's
- *   headers, unless the call had been open on the server for its whole `grpc-timeout`. Once a
- *   connection has spent its allowance, the peer's next connections share what is left of it
- *   until it has filled again: reconnecting does not renew it.
+ *   headers, unless the call had been open on the server for its whole `grpc-timeout` (counted
+ *   from when the server could first have read it, so that a stall of the server does not turn
+ *   the client's deadline into a reset). Once a connection has spent its allowance, the peer's
+ *   next connections share what is left of it until it has filled again: reconnecting does not
+ *   renew it. Behind a sidecar or NAT (one address for every client) that also holds for the
+ *   other clients' new connections; since a reset at the client's deadline never counts, only
+ *   their resets before it (a downstream gone) are at stake.
  */
 export class ConnectionGuard {
   /**
@@ -66,6 +79,8 @@ export class ConnectionGuard {
    * 'end' listener per call.
    */
   private readonly unfinished = new Map<ServerHttp2Stream, number>();
+  /** Calls of each connection reset to make room in the budget (rare: a WeakMap costs nothing per call). */
+  private readonly budgetResets = new WeakMap<Http2Session, number>();
   /** Streams this guard reset itself: their close is not the client's reset. */
   private readonly resetByUs = new WeakSet<ServerHttp2Stream>();
   /**
@@ -75,6 +90,12 @@ export class ConnectionGuard {
    * cost every GC, about a microsecond per call in all.
    */
   private readonly deadlines = new Map<ServerHttp2Stream, number>();
+  /**
+   * For the calls whose deadline counts from before a stall of the server (arrivedBy): when
+   * their whole timeout has passed since the server read them. Between the two, a reset is
+   * excused by the stall's credit, which is bounded per connection and per stall.
+   */
+  private readonly uncreditedDeadlines = new Map<ServerHttp2Stream, number>();
   /** The allowance left to each peer whose connection was closed for resets, until it fills again. */
   private readonly floodedPeers = new Map<string, ResetAllowance>();
   private readonly budget: RequestBudget;
@@ -82,18 +103,30 @@ export class ConnectionGuard {
   private readonly slots: ConnectionSlots[] = [];
   private lastReportMs = 0;
   private readonly sweepTimer: NodeJS.Timeout;
+  /** When (performance.now()) the event loop last ran `loopTimer`: how late the server reads what arrived. */
+  private loopSeenMs = performance.now();
+  /** The loop's idle time (event-loop utilization) when `loopTimer` last ran. */
+  private loopIdleMs = performance.eventLoopUtilization().idle;
+  /** The last stall `loopTimer` saw: from when it could have run, to when it did. */
+  private stallStartMs = 0;
+  private stallEndMs = -Infinity;
+  /** Stalls seen so far: each gives a connection GRPC_MAX_RESET_BURST credited resets. */
+  private stalls = 0;
+  private readonly loopTimer: NodeJS.Timeout;
 
   constructor(
     private readonly bounds: ConnectionBounds,
     private readonly events: ConnectionGuardEvents,
   ) {
-    this.budget = new RequestBudget(bounds.maxUnfinishedRequestBytes, (stream) => this.makeRoom(stream));
+    this.budget = new RequestBudget(bounds.maxUnfinishedRequestBytes, (stream, bytes) => this.makeRoom(stream, bytes));
     this.sweepTimer = setInterval(() => this.sweep(), Math.min(SWEEP_INTERVAL_MS, bounds.maxRequestReceiveMs));
     this.sweepTimer.unref();
+    this.loopTimer = setInterval(() => this.loopRan(), LOOP_TICK_MS);
+    this.loopTimer.unref();
   }
 
   /** Bounds `http2Server`'s connections, and watches its sessions and streams. */
-  install(http2Server: GrpcHttp2Server, maxConcurrentStreams: number): void {
+  install(http2Server: GrpcHttp2Server): void {
     const slots = new ConnectionSlots(this.bounds.maxConnections, this.bounds.maxFirstCallMs);
     this.slots.push(slots);
     // A backstop only: the slots keep the port at maxConnections, and the sockets of connections
@@ -102,43 +135,44 @@ export class ConnectionGuard {
     // Prepended: node:http2's own 'connection' listener makes the session (and emits 'session')
     // at once for plaintext; the slot must exist by then for the session to find it.
     http2Server.prependListener('connection', (socket: Socket) => slots.admit(socket, Date.now()));
-    http2Server.on('session', (session: Http2Session) => this.watchSession(session, slots.attach(session), maxConcurrentStreams));
+    http2Server.on('session', (session: Http2Session) => this.watchSession(session, slots.attach(session)));
   }
 
   close(): void {
     clearInterval(this.sweepTimer);
+    clearInterval(this.loopTimer);
     this.unfinished.clear();
     this.deadlines.clear();
+    this.uncreditedDeadlines.clear();
     this.budget.clear();
   }
 
-  /** `maxConcurrentStreams`: what the connection may open once a call on it has finished (see startStreamsAt). */
-  private watchSession(session: Http2Session, slot: Slot | undefined, maxConcurrentStreams: number): void {
-    const allowance = this.allowanceFor(session.socket?.remoteAddress);
+  private watchSession(session: Http2Session, slot: Slot | undefined): void {
+    const peer = session.socket?.remoteAddress;
+    // Shared with the peer's flooded connection (see allowanceFor).
+    const resets: ConnectionResets = { allowance: this.allowanceFor(peer), stall: 0, stallCredits: 0 };
     const unfinished = this.unfinished;
     const deadlines = this.deadlines;
+    const uncredited = this.uncreditedDeadlines;
     const budget = this.budget;
-    let proven = false;
-    const firstCallFinished = (): void => {
-      proven = true;
-      if (session.closed || session.destroyed) return;
-      try {
-        session.settings({ maxConcurrentStreams });
-      } catch {
-        // Too many SETTINGS unacknowledged: the client does not answer them; it keeps the few.
-      }
-    };
     const afterClose = (stream: ServerHttp2Stream): void => {
-      this.afterClose(stream, session, allowance);
+      this.afterClose(stream, session, resets);
       deadlines.delete(stream);
+      uncredited.delete(stream);
     };
     // One listener per connection, shared by its streams (`this` is the stream, which no longer
     // knows its session once closed).
     const onStreamClose = function (this: ServerHttp2Stream): void {
       unfinished.delete(this);
+      // A call answered, or a whole request the client then gave up on (Envoy at its 20 ms
+      // deadline while Redis is slow): a client, whose connection must not be taken for a slot
+      // holder.
+      // headersSent: the server began an answer (a stream the client reset can also close with
+      // NO_ERROR).
+      const called = (!this.aborted && this.rstCode === constants.NGHTTP2_NO_ERROR) || budget.arrivedWhole(this);
       budget.release(this);
-      if (!this.aborted && this.rstCode === constants.NGHTTP2_NO_ERROR) {
-        if (!proven) firstCallFinished();
+      if (slot !== undefined) slot.streams--;
+      if (called) {
         if (slot !== undefined) {
           slot.proven = true;
           // Not a coarse clock: equal times would make the oldest connection, a busy one
@@ -154,12 +188,19 @@ export class ConnectionGuard {
       // A reset is the client's deadline only once the call has been open here for its whole
       // timeout (less a little for the clocks, never more than half of it): with
       // `grpc-timeout: 1m`, a call reset at once is still a reset.
-      if (timeout !== undefined) this.deadlines.set(stream, performance.now() + timeout - Math.min(DEADLINE_SLACK_MS, timeout / 2));
+      //
+      // The call's age counts from when the loop last ran, not from now, when the server has
+      // stalled (GC, CPU starvation): HEADERS that arrived during the stall are read only after
+      // it, often in the same batch as the client's reset at its deadline, and would look younger
+      // than they are.
+      if (timeout !== undefined) this.noteDeadline(stream, timeout);
+      if (slot !== undefined) slot.sentHeaders = true;
       if (stream.destroyed) {
         // Sent and reset in one read: closed before anyone could listen.
         afterClose(stream);
         return;
       }
+      if (slot !== undefined) slot.streams++;
       if (!stream.readableEnded) {
         this.unfinished.set(stream, Date.now() + this.bounds.maxRequestReceiveMs);
         budget.open(stream);
@@ -173,6 +214,75 @@ export class ConnectionGuard {
     });
   }
 
+  /**
+   * A stall counts (for arrivedBy) only when the loop spent most of it waiting for I/O, as
+   * libuv measures it: the process was stopped or not scheduled while idle, outside its own
+   * doing. A stall the loop spent running JavaScript (a flood of resets keeping it busy, which
+   * a client can cause) earns no credit: otherwise a rapid reset with `grpc-timeout: 1m`
+   * excused itself (5,000 calls on one connection).
+   */
+  private loopRan(): void {
+    const now = performance.now();
+    const idle = performance.eventLoopUtilization().idle;
+    const idleMs = idle - this.loopIdleMs;
+    this.loopIdleMs = idle;
+    const lateMs = now - this.loopSeenMs - LOOP_TICK_MS;
+    if (lateMs > LOOP_TICK_MS && idleMs >= lateMs / 2) {
+      this.stallStartMs = this.loopSeenMs + LOOP_TICK_MS;
+      this.stallEndMs = now;
+      this.stalls++;
+    }
+    this.loopSeenMs = now;
+  }
+
+  /**
+   * The earliest a stream read now may have arrived: now, unless the server has just stalled
+   * (its LOOP_TICK_MS timer ran late, or has not run yet): then since the stall began. After a
+   * SIGSTOP, libuv runs the late timer before it reads the sockets, so the stall is known by then;
+   * during a long run of JavaScript, the timer has not run yet.
+   */
+  private arrivedBy(now: number): number {
+    const notRunSince = Math.min(now, this.loopSeenMs + LOOP_TICK_MS);
+    return now - this.stallEndMs <= 2 * LOOP_TICK_MS ? Math.min(notRunSince, this.stallStartMs) : notRunSince;
+  }
+
+  private noteDeadline(stream: ServerHttp2Stream, timeout: number): void {
+    const now = performance.now();
+    // Never less than MIN_DEADLINE_MS: a `grpc-timeout` of a millisecond or two excused a reset
+    // made a moment later (a busy loop reads it after that), and a flood of such calls kept a
+    // connection going 450 calls with a fresh allowance.
+    const less = Math.max(MIN_DEADLINE_MS, timeout - Math.min(DEADLINE_SLACK_MS, timeout / 2));
+    const from = this.arrivedBy(now);
+    // A timer a little late is no stall: no credit, and no second entry per call.
+    if (now - from <= LOOP_TICK_MS) {
+      this.deadlines.set(stream, now + less);
+      return;
+    }
+    this.deadlines.set(stream, from + less);
+    this.uncreditedDeadlines.set(stream, now + less);
+  }
+
+  /**
+   * The client's deadline had passed when it reset `stream`: by the server's reading of it, or
+   * thanks to the credit of a stall, GRPC_MAX_RESET_BURST resets per connection and stall (a
+   * client holds no more than GRPC_MAX_CONCURRENT_STREAMS calls at once, and without a cap a
+   * client that keeps the server busy would earn credit for ever).
+   */
+  private atDeadline(stream: ServerHttp2Stream, resets: ConnectionResets): boolean {
+    const deadline = this.deadlines.get(stream);
+    const now = performance.now();
+    if (deadline === undefined || now < deadline) return false;
+    const uncredited = this.uncreditedDeadlines.get(stream);
+    if (uncredited === undefined || now >= uncredited) return true;
+    if (resets.stall !== this.stalls) {
+      resets.stall = this.stalls;
+      resets.stallCredits = this.bounds.resetBurst;
+    }
+    if (resets.stallCredits <= 0) return false;
+    resets.stallCredits--;
+    return true;
+  }
+
   /** A fresh allowance, or what is left of the peer's if a connection of it was closed for resets. */
   private allowanceFor(peer: string | undefined): ResetAllowance {
     const left = peer === undefined ? undefined : this.floodedPeers.get(peer);
@@ -180,15 +290,15 @@ export class ConnectionGuard {
   }
 
   /** A client's reset of a call not yet answered spends one of its connection's allowance. */
-  private afterClose(stream: ServerHttp2Stream, session: Http2Session, allowance: ResetAllowance): void {
+  private afterClose(stream: ServerHttp2Stream, session: Http2Session, resets: ConnectionResets): void {
     // Not reset by the client, or answered before it was (a reset with NO_ERROR after the
     // answer began), or the whole connection is going.
     if (stream.rstCode === constants.NGHTTP2_NO_ERROR && !stream.aborted) return;
     if (this.resetByUs.has(stream) || session.closed || session.destroyed) return;
     // A client that gives up when its own deadline passes (grpc-timeout; Envoy's 20 ms) keeps
     // its word: only a reset before the deadline it sent is the rapid-reset pattern.
-    const deadline = this.deadlines.get(stream);
-    if (deadline !== undefined && performance.now() >= deadline) return;
+    if (this.atDeadline(stream, resets)) return;
+    const allowance = resets.allowance;
     const now = Date.now();
     allowance.tokens = Math.min(this.bounds.resetBurst, allowance.tokens + ((now - allowance.lastMs) * this.bounds.resetsPerSecond) / 1000);
     allowance.lastMs = now;
@@ -205,17 +315,22 @@ export class ConnectionGuard {
   }
 
   /**
-   * The budget is full and `stream` has been arriving longest: it is reset, and so is every
-   * other request still arriving on its connection, which gets GOAWAY, so that nghttp2 drops the
-   * client's further streams and their DATA there unread; calls whose request has arrived are
-   * answered before it closes. Resetting streams one by one let a client open new ones as fast
-   * as they went: each a call object made and dropped, and 25,600 of them took the heap from 37
-   * to 115 MB.
+   * The budget is full and `stream` has been arriving longest: it is reset. Its connection too
+   * gets GOAWAY, and every other request still arriving on it is reset, when it held more than
+   * an eighth of the budget or has had BUDGET_RESETS_BEFORE_GOAWAY calls reset so: nghttp2 then
+   * drops the client's further streams and their DATA there unread, and calls whose request has
+   * arrived are answered before it closes. Resetting streams one by one let a client open new
+   * ones as fast as they went: each a call object made and dropped, and 25,600 of them took
+   * the heap from 37 to 115 MB. A client's connection with one large request arriving slowly
+   * (Envoy's) loses that call only.
    */
-  private makeRoom(stream: ServerHttp2Stream): void {
+  private makeRoom(stream: ServerHttp2Stream, bytes: number): void {
     const session = stream.session;
     this.resetStream(stream, constants.NGHTTP2_ENHANCE_YOUR_CALM);
     if (session === undefined || session.closed || session.destroyed) return;
+    const resets = (this.budgetResets.get(session) ?? 0) + 1;
+    this.budgetResets.set(session, resets);
+    if (resets < BUDGET_RESETS_BEFORE_GOAWAY && bytes + this.budget.sessionBytes(session) <= this.bounds.maxUnfinishedRequestBytes / 8) return;
     // The calls it has answered or is answering count as processed; the requests still arriving
     // on it are reset just below.
     session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM, 2 ** 31 - 1);
@@ -260,6 +375,15 @@ export class ConnectionGuard {
     if (evicted > 0) this.events.onConnectionsEvicted(evicted);
   }
 }
+
+/** A connection that has had this many calls reset to make room in the budget gets GOAWAY (see makeRoom). */
+const BUDGET_RESETS_BEFORE_GOAWAY = 10;
+
+/** How often the guard notes that the event loop runs (arrivedBy); an unref'd timer, cheap. */
+const LOOP_TICK_MS = 10;
+
+/** The shortest time a call must have been open for its reset to be the client's deadline (Envoy's default timeout is 20 ms). */
+const MIN_DEADLINE_MS = 5;
 
 /** A client's clock and ours differ by the network's delay; a reset this close to its deadline is the deadline. */
 const DEADLINE_SLACK_MS = 2;

@@ -13,8 +13,12 @@ export interface Slot {
   readonly openedMs: number;
   /** When a call on it last finished, or when it opened. */
   lastCallMs: number;
-  /** Some call on it has finished: it is a client, not something holding a slot. */
+  /** Some call on it has finished, or some request arrived whole: it is a client, not something holding a slot. */
   proven: boolean;
+  /** It has opened a stream (sent HEADERS): a slot holder that sends only the preface has not. */
+  sentHeaders: boolean;
+  /** Its streams open now: a connection with some is closed with GOAWAY, never cut. */
+  streams: number;
   session: Http2Session | undefined;
 }
 
@@ -32,16 +36,24 @@ const EVICTION_GRACE_MS = 2000;
  * never refuses a new connection: it makes room by closing one it holds, chosen so that
  * clients that work keep theirs:
  *
- * 1. a connection on which no call has finished yet, from the peer address that holds the most
- *    of those, its oldest (a fresh client is the newest, and its peer usually holds one);
- * 2. else the connection idle longest since its last finished call, with GOAWAY and
- *    EVICTION_GRACE_MS for its calls in flight.
+ * 1. a connection that has not opened a stream, from the peer address that holds the most of
+ *    those, its oldest (a slot holder sends only the preface; a fresh client its first call);
+ * 2. else one on which no call has finished nor any request arrived whole, the same way;
+ * 3. else the connection idle longest since its last finished call.
+ *
+ * A connection with streams open gets GOAWAY (its calls so far are answered) and
+ * EVICTION_GRACE_MS for them, never a cut. Connections in that grace are bounded too
+ * (a quarter of GRPC_MAX_CONNECTIONS, the oldest cut past it): otherwise a client that proves
+ * and replaces connections quickly keeps sockets beyond the slots until net.Server's backstop
+ * (twice the slots) refuses new connections before the slots see them.
  *
  * A connection with no finished call GRPC_MAX_FIRST_CALL_TIME after it opened is closed too.
  */
 export class ConnectionSlots {
   /** Insertion order is the order the connections opened. */
   private readonly slots = new Map<Socket, Slot>();
+  /** Connections closed gracefully whose sockets are still open; insertion order is eviction order. */
+  private readonly inGrace = new Set<Socket>();
   private evicted = 0;
 
   constructor(
@@ -55,7 +67,16 @@ export class ConnectionSlots {
       const victim = this.victim();
       if (victim !== undefined) this.evict(victim);
     }
-    const slot: Slot = { socket, peer: socket.remoteAddress ?? '', openedMs: nowMs, lastCallMs: nowMs, proven: false, session: undefined };
+    const slot: Slot = {
+      socket,
+      peer: socket.remoteAddress ?? '',
+      openedMs: nowMs,
+      lastCallMs: nowMs,
+      proven: false,
+      sentHeaders: false,
+      streams: 0,
+      session: undefined,
+    };
     this.slots.set(socket, slot);
     (socket as Tagged)[SLOT] = slot;
     socket.once('close', () => this.forget(slot));
@@ -100,39 +121,67 @@ export class ConnectionSlots {
     this.forget(slot);
     this.evicted++;
     const session = slot.session;
-    if (!slot.proven || session === undefined || session.destroyed) {
+    const graceful = slot.proven || slot.streams > 0;
+    if (!graceful || session === undefined || session.destroyed) {
       slot.socket.destroy();
       return;
     }
     try {
-      // Every stream opened so far counts as processed: the calls in flight are answered, as
-      // grpc-js does at GRPC_MAX_CONNECTION_AGE (a last stream id of 0 fails them UNAVAILABLE).
-      session.goaway(constants.NGHTTP2_NO_ERROR, LAST_STREAM_ID);
+      // A proven connection's streams so far all count as processed: its calls in flight are
+      // answered, as grpc-js does at GRPC_MAX_CONNECTION_AGE (a last stream id of 0 fails them
+      // UNAVAILABLE). An unproven one's, those nghttp2 has processed (node's default).
+      if (slot.proven) session.goaway(constants.NGHTTP2_NO_ERROR, LAST_STREAM_ID);
+      else session.goaway(constants.NGHTTP2_NO_ERROR);
       session.close();
     } catch {
       slot.socket.destroy();
       return;
     }
-    setTimeout(() => slot.socket.destroy(), EVICTION_GRACE_MS).unref();
+    this.holdInGrace(slot.socket);
+  }
+
+  private holdInGrace(socket: Socket): void {
+    this.inGrace.add(socket);
+    socket.once('close', () => this.inGrace.delete(socket));
+    setTimeout(() => socket.destroy(), EVICTION_GRACE_MS).unref();
+    const most = Math.max(1, Math.floor(this.maxConnections / 4));
+    for (const oldest of this.inGrace) {
+      if (this.inGrace.size <= most) break;
+      this.inGrace.delete(oldest);
+      oldest.destroy();
+    }
   }
 
   /** The connection to close to make room (see the class comment). */
   private victim(): Slot | undefined {
+    let silent: Map<string, { count: number; oldest: Slot }> | undefined;
     let unproven: Map<string, { count: number; oldest: Slot }> | undefined;
     let idlest: Slot | undefined;
     for (const slot of this.slots.values()) {
       if (slot.proven) {
         if (idlest === undefined || slot.lastCallMs < idlest.lastCallMs) idlest = slot;
-        continue;
+      } else if (!slot.sentHeaders) {
+        silent = countByPeer(silent, slot);
+      } else {
+        unproven = countByPeer(unproven, slot);
       }
-      unproven ??= new Map();
-      const seen = unproven.get(slot.peer);
-      if (seen === undefined) unproven.set(slot.peer, { count: 1, oldest: slot });
-      else seen.count++;
     }
-    if (unproven === undefined) return idlest;
-    let pick: { count: number; oldest: Slot } | undefined;
-    for (const p of unproven.values()) if (pick === undefined || p.count > pick.count) pick = p;
-    return pick?.oldest;
+    return mostByPeer(silent) ?? mostByPeer(unproven) ?? idlest;
   }
+}
+
+function countByPeer(map: Map<string, { count: number; oldest: Slot }> | undefined, slot: Slot): Map<string, { count: number; oldest: Slot }> {
+  const m = map ?? new Map<string, { count: number; oldest: Slot }>();
+  const seen = m.get(slot.peer);
+  if (seen === undefined) m.set(slot.peer, { count: 1, oldest: slot });
+  else seen.count++;
+  return m;
+}
+
+/** The oldest connection of the peer that holds the most in `map`. */
+function mostByPeer(map: Map<string, { count: number; oldest: Slot }> | undefined): Slot | undefined {
+  if (map === undefined) return undefined;
+  let pick: { count: number; oldest: Slot } | undefined;
+  for (const p of map.values()) if (pick === undefined || p.count > pick.count) pick = p;
+  return pick?.oldest;
 }

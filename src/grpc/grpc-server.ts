@@ -7,7 +7,7 @@ import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
 import { ConnectionGuard, type ConnectionBounds } from './connection-guard';
-import { leaveResetLimitToGuard, onEachHttp2Server, startStreamsAt } from './http2-servers';
+import { leaveResetLimitToGuard, onEachHttp2Server } from './http2-servers';
 import { loadProtos, SERVER_PROTO_LOADER_OPTIONS } from './protos';
 import { decodeRateLimitRequest } from '../rls/request-decoder';
 import { encodeRateLimitResponse } from '../rls/response-encoder';
@@ -44,14 +44,6 @@ export interface GrpcServerDeps {
 }
 
 const METHOD = 'ShouldRateLimit';
-
-/**
- * The calls a connection may have open at once until one of them has finished; then
- * GRPC_MAX_CONCURRENT_STREAMS. A client that never finishes a call (issue 26: 256 connections ×
- * 100 streams of partial messages or bare HEADERS) makes the process hold a tenth of the calls,
- * while Envoy waits a millisecond at most for its first answer on a new connection.
- */
-const FIRST_CALL_STREAMS = 10;
 
 function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>, fallbackMs: number): number {
   const d = call.getDeadline();
@@ -99,8 +91,11 @@ export class GrpcServer {
     onEachHttp2Server(this.server, (http2Server) => {
       http2Server.on('error', (err: NodeJS.ErrnoException) => (this.listenError = err));
       leaveResetLimitToGuard(http2Server);
-      startStreamsAt(http2Server, Math.min(FIRST_CALL_STREAMS, deps.limits.maxConcurrentStreams));
-      this.guard.install(http2Server, deps.limits.maxConcurrentStreams);
+      // Every connection starts at GRPC_MAX_CONCURRENT_STREAMS: nghttp2 clients (Envoy) assume 100
+      // until the server's SETTINGS arrive and send their first burst at once; fewer refused it
+      // (REFUSED_STREAM, which Envoy does not retry). The request budget and
+      // GRPC_MAX_FIRST_CALL_TIME bound what a connection that never finishes a call holds.
+      this.guard.install(http2Server);
     });
     this.server.addService(withRlsServerCodec(protos.rlsService), { [METHOD]: this.shouldRateLimit });
     this.health = healthService(deps.health);

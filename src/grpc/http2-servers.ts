@@ -11,7 +11,7 @@ interface GrpcServerInternals {
 /**
  * Calls `hook` with every node:http2 server `server` creates, before it listens. grpc-js hands
  * none of them out, and the bounds floodgate needs live there: connections per port, resets and
- * unfinished requests per connection, the streams a new connection starts with (node 20 has no
+ * unfinished requests per connection (node 20 has no
  * option for RST_STREAM rates, and grpc-js none for the rest). This is the one place that reaches into grpc-js (its private
  * `createHttp2Server`, in every 1.x release); should a release rename it, the server refuses to
  * start rather than run without its bounds, and test/e2e/grpc-connection-bounds.test.ts fails.
@@ -42,17 +42,6 @@ export function leaveResetLimitToGuard(http2Server: GrpcHttp2Server): void {
   const options = serverOptions(http2Server, "nghttp2's reset limit cannot be handed to the guard");
   options['streamResetBurst'] = UNLIMITED_RESETS;
   options['streamResetRate'] = UNLIMITED_RESETS;
-}
-
-/**
- * The SETTINGS_MAX_CONCURRENT_STREAMS each new connection of `http2Server` starts with (grpc-js
- * sets GRPC_MAX_CONCURRENT_STREAMS there); the guard raises it on a connection once a call on
- * it has finished (connection-guard.ts). Read by node:http2 when each connection starts, from
- * the same private options object as above.
- */
-export function startStreamsAt(http2Server: GrpcHttp2Server, maxConcurrentStreams: number): void {
-  const options = serverOptions(http2Server, 'new connections cannot start with fewer streams');
-  options['settings'] = { ...(options['settings'] as object | undefined), maxConcurrentStreams };
 }
 
 function serverOptions(http2Server: GrpcHttp2Server, consequence: string): Record<string, unknown> {

@@ -23,6 +23,9 @@ import type { Http2Session, ServerHttp2Stream } from 'node:http2';
  */
 export const STREAM_CHARGE_BYTES = 16 * 1024;
 
+/** A gRPC message's prefix: a flag byte and a 4-byte length. */
+const PREFIX_BYTES = 5;
+
 export class RequestBudget {
   /** Bytes counted now, over every stream in `receiving`. */
   private held = 0;
@@ -31,6 +34,8 @@ export class RequestBudget {
    * of first bytes, so the first entry is the request that has been arriving longest.
    */
   private readonly receiving = new Map<ServerHttp2Stream, number>();
+  /** For each stream in `receiving` whose first bytes have come: the bytes its length prefix announces, prefix included. */
+  private readonly declared = new Map<ServerHttp2Stream, number>();
   /** Streams reset to make room since `takeResets` was last called. */
   private resets = 0;
   /** The 'data' listener of every stream (`this` is the stream): one function, no closure per call. */
@@ -39,10 +44,13 @@ export class RequestBudget {
   constructor(
     private readonly maxBytes: number,
     /** Resets a stream to make room (the guard's own reset, not counted as the client's). */
-    private readonly reset: (stream: ServerHttp2Stream) => void,
+    private readonly reset: (stream: ServerHttp2Stream, bytes: number) => void,
   ) {
+    const declared = this.declared;
+    const receiving = this.receiving;
     const add = (stream: ServerHttp2Stream, bytes: number): void => this.add(stream, bytes);
     this.onData = function (this: ServerHttp2Stream, chunk: Buffer): void {
+      if (receiving.get(this) === STREAM_CHARGE_BYTES && chunk.length >= PREFIX_BYTES) declared.set(this, PREFIX_BYTES + chunk.readUInt32BE(1));
       add(this, chunk.length);
     };
   }
@@ -57,11 +65,22 @@ export class RequestBudget {
     this.add(stream, STREAM_CHARGE_BYTES);
   }
 
+  /**
+   * The request of `stream` has arrived whole (END_STREAM read) as one gRPC message of the length
+   * its prefix announced: what a client sends, not a slot holder. Asked before `release`.
+   */
+  arrivedWhole(stream: ServerHttp2Stream): boolean {
+    const declared = this.declared.get(stream);
+    const bytes = this.receiving.get(stream);
+    return declared !== undefined && bytes === STREAM_CHARGE_BYTES + declared && arrived(stream);
+  }
+
   /** The stream closed: its bytes no longer count. */
   release(stream: ServerHttp2Stream): void {
     const bytes = this.receiving.get(stream);
     if (bytes === undefined) return;
     this.receiving.delete(stream);
+    this.declared.delete(stream);
     this.held -= bytes;
   }
 
@@ -73,11 +92,19 @@ export class RequestBudget {
     for (const [stream, bytes] of this.receiving) {
       if (stream.session !== session) continue;
       this.receiving.delete(stream);
+      this.declared.delete(stream);
       this.held -= bytes;
       if (arrived(stream) || stream.destroyed) continue;
       this.resets++;
-      this.reset(stream);
+      this.reset(stream, bytes);
     }
+  }
+
+  /** Bytes counted now for the requests of `session` still arriving. Bounded work: at most maxBytes / STREAM_CHARGE_BYTES entries. */
+  sessionBytes(session: Http2Session): number {
+    let total = 0;
+    for (const [stream, bytes] of this.receiving) if (stream.session === session) total += bytes;
+    return total;
   }
 
   /** How many streams were reset to make room since the last call. */
@@ -89,6 +116,7 @@ export class RequestBudget {
 
   clear(): void {
     this.receiving.clear();
+    this.declared.clear();
     this.held = 0;
   }
 
@@ -108,10 +136,11 @@ export class RequestBudget {
     for (const [stream, bytes] of this.receiving) {
       if (this.held <= this.maxBytes) return;
       this.receiving.delete(stream);
+      this.declared.delete(stream);
       this.held -= bytes;
       if (arrived(stream) || stream.destroyed) continue;
       this.resets++;
-      this.reset(stream);
+      this.reset(stream, bytes);
     }
   }
 }

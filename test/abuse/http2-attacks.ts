@@ -94,7 +94,6 @@ export async function partialCalls(o: PartialCallsOptions): Promise<PartialCalls
     lastCloseMs: 0,
   };
   const sessions: http2.ClientHttp2Session[] = [];
-  const payload = Buffer.concat([messagePrefix(o.declaredBytes), Buffer.alloc(o.sentBytes, 0x61)]);
   let letGo = false;
   const t0 = Date.now();
   for (let c = 0; c < o.connections; c++) {
@@ -111,29 +110,35 @@ export async function partialCalls(o: PartialCallsOptions): Promise<PartialCalls
       if (!letGo) result.connectionsClosedByServer++;
     });
     if (o.callFirst) await firstCall(session, messagePrefix(0));
-    const allowed = Math.min(o.streamsPerConnection, session.remoteSettings.maxConcurrentStreams ?? o.streamsPerConnection);
-    result.maxConcurrentStreams ??= session.remoteSettings.maxConcurrentStreams;
-    for (let s = 0; s < allowed && !session.destroyed; s++) {
-      const stream = session.request(HEADERS, { endStream: false });
-      result.opened++;
-      stream.on('error', () => {});
-      stream.on('data', () => {});
-      stream.once('close', () => {
-        if (letGo) return;
-        result.closedByServer++;
-        result.lastCloseMs = Date.now() - t0;
-      });
-      stream.write(payload);
-    }
+    openPartialStreams(session, o, result, () => {
+      if (letGo) return;
+      result.closedByServer++;
+      result.lastCloseMs = Date.now() - t0;
+    });
   }
-  await holdPartialCalls(o, t0, result);
+  await holdPartialCalls(o, result, t0);
   letGo = true;
   for (const s of sessions) s.destroy();
   return result;
 }
 
-/** Holds the calls of `partialCalls` for `holdMs`, or until `holdUntil` says so, ticking each second. */
-async function holdPartialCalls(o: PartialCallsOptions, t0: number, result: PartialCallsResult): Promise<void> {
+/** Opens as many of `o.streamsPerConnection` partial calls on `session` as its SETTINGS allow. */
+function openPartialStreams(session: http2.ClientHttp2Session, o: PartialCallsOptions, result: PartialCallsResult, onClose: () => void): void {
+  const payload = Buffer.concat([messagePrefix(o.declaredBytes), Buffer.alloc(o.sentBytes, 0x61)]);
+  const allowed = Math.min(o.streamsPerConnection, session.remoteSettings.maxConcurrentStreams ?? o.streamsPerConnection);
+  result.maxConcurrentStreams ??= session.remoteSettings.maxConcurrentStreams;
+  for (let s = 0; s < allowed && !session.destroyed; s++) {
+    const stream = session.request(HEADERS, { endStream: false });
+    result.opened++;
+    stream.on('error', () => {});
+    stream.on('data', () => {});
+    stream.once('close', onClose);
+    stream.write(payload);
+  }
+}
+
+/** Holds the partial calls for `o.holdMs`, or until `o.holdUntil`, ticking about once a second. */
+async function holdPartialCalls(o: PartialCallsOptions, result: PartialCallsResult, t0: number): Promise<void> {
   o.onTick?.(Date.now() - t0);
   const until = t0 + o.holdMs;
   const done = (): boolean => o.holdUntil !== undefined && Date.now() >= t0 + (o.minHoldMs ?? 0) && o.holdUntil(result);
@@ -158,6 +163,13 @@ export interface RapidResetOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** Reset each call after its HEADERS, before its message is sent (issue 26, finding 6). */
   readonly resetBeforeMessage?: boolean;
+  /** Reset from the start, with no whole call answered first (the connection stays unproven for the slots). */
+  readonly noFirstCall?: boolean;
+  /**
+   * Wait for a PING's answer after each reset: the server has read every call before the next
+   * one comes, so what it processed is what its guard counted, whatever the machine's speed.
+   */
+  readonly oneAtATime?: boolean;
 }
 
 export interface RapidResetResult {
@@ -172,12 +184,10 @@ export interface RapidResetResult {
 }
 
 /**
- * One whole call, answered, then the SETTINGS that follow it: a connection starts with 10 calls
- * at once and gets GRPC_MAX_CONCURRENT_STREAMS once a call has finished (issue 26), so an
- * attacker makes one first. Bounded: 5 s.
+ * One whole call, answered: the connection is proven (a client, not a slot holder), which the
+ * server's connection slots and reset allowance tell apart (issue 26). Bounded: 5 s.
  */
 async function firstCall(session: http2.ClientHttp2Session, message: Buffer): Promise<void> {
-  const raised = new Promise<void>((resolve) => session.once('remoteSettings', () => resolve()));
   const answered = new Promise<void>((resolve) => {
     const stream = session.request(HEADERS);
     stream.on('error', () => resolve());
@@ -185,7 +195,7 @@ async function firstCall(session: http2.ClientHttp2Session, message: Buffer): Pr
     stream.resume();
     stream.end(message);
   });
-  await Promise.race([answered.then(() => raised), sleep(5000)]);
+  await Promise.race([answered, sleep(5000)]);
 }
 
 /**
@@ -206,7 +216,7 @@ export async function rapidReset(o: RapidResetOptions): Promise<RapidResetResult
   session.once('close', () => (result.closedByServer = true));
   const message = Buffer.concat([messagePrefix(o.request.length), o.request]);
   const headers = { ...HEADERS, ...o.headers };
-  await firstCall(session, message);
+  if (!o.noFirstCall) await firstCall(session, message);
   const until = Date.now() + o.timeoutMs;
   for (let i = 0; i < o.calls && !result.closedByServer && !session.destroyed && Date.now() < until; i++) {
     let stream: http2.ClientHttp2Stream;
@@ -219,13 +229,24 @@ export async function rapidReset(o: RapidResetOptions): Promise<RapidResetResult
     if (!o.resetBeforeMessage) stream.end(message);
     stream.close(http2.constants.NGHTTP2_CANCEL);
     result.resets++;
-    // Let the frames go out in batches, as a real attacker's socket writes would.
-    if (i % 50 === 49) await new Promise((resolve) => setImmediate(resolve));
+    await pace(session, i, o.oneAtATime === true);
   }
   // Whatever the server still does about it (a GOAWAY in flight) arrives within this time.
   await Promise.race([closed, sleep(1000)]);
   session.destroy();
   return result;
+}
+
+/** Between two calls of `rapidReset`: a PING's round trip, or every 50 calls a turn of the event loop. */
+async function pace(session: http2.ClientHttp2Session, i: number, oneAtATime: boolean): Promise<void> {
+  if (oneAtATime) {
+    await new Promise<void>((resolve) => {
+      if (session.destroyed || !session.ping(() => resolve())) resolve();
+    });
+    return;
+  }
+  // Let the frames go out in batches, as a real attacker's socket writes would.
+  if (i % 50 === 49) await new Promise((resolve) => setImmediate(resolve));
 }
 
 /** The HTTP/2 client connection preface and an empty SETTINGS frame: all a slot-holder sends. */
@@ -241,6 +262,12 @@ export interface SlotHoldersOptions {
   readonly holdMs: number;
   /** Called every second while held, after the first `connections` were opened. */
   readonly onTick?: (elapsedMs: number) => Promise<void> | void;
+  /** Let go before `holdMs` once this holds (checked every 100 ms). */
+  readonly holdUntil?: (r: SlotHoldersResult) => boolean;
+  /** The address to connect from (a loopback one: 127.0.0.2 is another peer than 127.0.0.1). */
+  readonly localAddress?: string;
+  /** How long to wait before opening a closed connection again; 10 ms unless told. */
+  readonly reopenDelayMs?: number;
 }
 
 export interface SlotHoldersResult {
@@ -265,7 +292,7 @@ export async function holdConnectionSlots(o: SlotHoldersOptions): Promise<SlotHo
   const open = (): void => {
     if (letGo || Date.now() >= until || result.opened >= maxOpened) return;
     result.opened++;
-    const s = netConnect({ host: '127.0.0.1', port: o.port });
+    const s = netConnect({ host: '127.0.0.1', port: o.port, ...(o.localAddress !== undefined ? { localAddress: o.localAddress } : {}) });
     sockets.add(s);
     s.on('error', () => {});
     s.on('data', () => {});
@@ -275,13 +302,16 @@ export async function holdConnectionSlots(o: SlotHoldersOptions): Promise<SlotHo
       if (letGo) return;
       result.closedByServer++;
       // Not at once: a refused connection would otherwise spin.
-      setTimeout(open, 10);
+      setTimeout(open, o.reopenDelayMs ?? 10);
     });
   };
   for (let i = 0; i < o.connections; i++) open();
   const t0 = Date.now();
-  while (Date.now() < until) {
-    await sleep(Math.min(1000, until - Date.now()));
+  let lastTick = t0;
+  while (Date.now() < until && !(o.holdUntil?.(result) ?? false)) {
+    await sleep(Math.min(o.holdUntil ? 100 : 1000, until - Date.now()));
+    if (Date.now() - lastTick < 1000 && o.holdUntil) continue;
+    lastTick = Date.now();
     await o.onTick?.(Date.now() - t0);
   }
   letGo = true;

@@ -129,28 +129,14 @@ describe('gRPC bounds', () => {
     expect(Math.min(...times)).toBeGreaterThanOrEqual(900);
   });
 
-  test('advertises GRPC_MAX_CONCURRENT_STREAMS (default 100, issue 18), not 2^32-1, once a call has finished (10 before, issue 26)', async () => {
+  test('advertises GRPC_MAX_CONCURRENT_STREAMS (default 100, issue 18), not 2^32-1, from the start (review of issue 26)', async () => {
     const session = http2.connect(`http://127.0.0.1:${server.grpcPort}`);
     try {
       const settings = await new Promise<http2.Settings>((resolve, reject) => {
         session.once('remoteSettings', resolve);
         session.once('error', reject);
       });
-      expect(settings.maxConcurrentStreams).toBe(10);
-      const raised = new Promise<http2.Settings>((resolve) => session.once('remoteSettings', resolve));
-      // Any call that finishes earns them; an empty message is answered with an error status.
-      const stream = session.request({
-        ':method': 'POST',
-        ':path': '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',
-        'content-type': 'application/grpc',
-        te: 'trailers',
-      });
-      stream.on('error', () => {});
-      stream.resume();
-      stream.end(Buffer.alloc(5));
-      const timer = setTimeout(() => session.destroy(), 10_000);
-      expect((await raised).maxConcurrentStreams).toBe(100);
-      clearTimeout(timer);
+      expect(settings.maxConcurrentStreams).toBe(100);
     } finally {
       session.destroy();
     }

@@ -94,3 +94,25 @@ describe('ConnectionSlots', () => {
     expect(slots.takeEvicted()).toBe(0);
   });
 });
+
+describe('ConnectionSlots: connections in their eviction grace (review of issue 26, finding 5)', () => {
+  it('at most a quarter of the slots wait in grace: past that the oldest of them is cut', () => {
+    const slots = new ConnectionSlots(4, 10_000);
+    const session = (): object => ({ destroyed: false, goaway: () => undefined, close: () => undefined });
+    const proven = (peer: string, at: number): FakeSocket => {
+      const s = connect(slots, peer, at);
+      const slot = slots.attach({ socket: s, ...session() } as never);
+      if (slot === undefined) throw new Error('no slot');
+      slot.proven = true;
+      slot.lastCallMs = at;
+      return s;
+    };
+    const evicted = [proven('10.0.0.1', 0), proven('10.0.0.2', 1), proven('10.0.0.3', 2), proven('10.0.0.4', 3)];
+    // Each newcomer proves itself at once, and the idlest proven connection makes room for the next.
+    for (let i = 0; i < 4; i++) proven(`10.0.1.${i}`, 10 + i);
+    expect(slots.size).toBe(4);
+    // All four were evicted with GOAWAY; their sockets stay open in the grace, but only one of them.
+    expect(evicted.filter((s) => !s.destroyed)).toHaveLength(1);
+    expect(evicted[3]?.destroyed).toBe(false);
+  });
+});
