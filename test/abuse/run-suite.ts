@@ -8,6 +8,9 @@ import { ATTACKS } from './attacks';
  * targets of issue 8 (process alive, peak RSS < 300 MB, event-loop stall < 100 ms, an ordinary
  * client answered within its deadline during the attack).
  */
+/** Runs after a missed stall target, each on a fresh server (see the loop below). */
+const STALL_RETRIES = 2;
+
 export function abuseSuite(scale: Scale, timeoutMs: number): void {
   describe(`abuse (${scale})`, () => {
     let redis: RedisProcess | undefined;
@@ -39,12 +42,13 @@ export function abuseSuite(scale: Scale, timeoutMs: number): void {
           const first = await run('');
           const missed = missedTargetsBesidesStall(first);
           let stall = missedStall(first);
-          if (missed.length === 0 && stall !== undefined) {
-            // Once more, on a fresh server: a stall the attack causes (a backtracking regex,
-            // an alias flood, a huge scrape) is the same work every time and repeats; a loaded
-            // machine's scheduler taking a core from the busy server at the wrong moment
-            // rarely does twice. Every other target must hold in both runs.
-            const again = await run('  (again: the first run missed the stall target)');
+          // Up to twice more, each on a fresh server: a stall the attack causes (a backtracking
+          // regex, an alias flood, a huge scrape) is the same work every time and repeats in
+          // every run; a loaded machine's scheduler taking a core from the busy server at the
+          // wrong moment rarely does three times (a 510 KB reload beside two busy loops: 185 ms,
+          // then 112 ms, against 142 ms allowed). Every other target must hold in every run.
+          for (let retry = 1; retry <= STALL_RETRIES && missed.length === 0 && stall !== undefined; retry++) {
+            const again = await run(`  (again, ${retry} of ${STALL_RETRIES}: the run before missed the stall target)`);
             missed.push(...missedTargetsBesidesStall(again));
             stall = missedStall(again);
           }
