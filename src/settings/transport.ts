@@ -58,8 +58,11 @@ export function grpcLimits(env: Env): GrpcLimits {
     );
   }
   const maxReceiveMessageBytes = int(env, 'GRPC_MAX_RECEIVE_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES, 1024, 16 * 1024 * 1024);
-  // One message of the largest size, with its 5-byte prefix, must fit.
-  const maxUnfinishedRequestBytes = int(env, 'GRPC_MAX_UNFINISHED_REQUEST_BYTES', DEFAULT_MAX_UNFINISHED_REQUEST_BYTES, 1024, 2 ** 31);
+  // One message of the largest size, with its 5-byte prefix, must fit. Left at its default, the
+  // budget follows a raised message size (two of the largest fit), so raising one setting never
+  // makes the other refuse the start.
+  const defaultBudget = Math.max(DEFAULT_MAX_UNFINISHED_REQUEST_BYTES, 2 * (maxReceiveMessageBytes + 5));
+  const maxUnfinishedRequestBytes = int(env, 'GRPC_MAX_UNFINISHED_REQUEST_BYTES', defaultBudget, 1024, 2 ** 31);
   if (maxUnfinishedRequestBytes < maxReceiveMessageBytes + 5) {
     throw new SettingsError(
       `invalid value for GRPC_MAX_UNFINISHED_REQUEST_BYTES: '${maxUnfinishedRequestBytes}' (must be at least GRPC_MAX_RECEIVE_MESSAGE_BYTES + 5, ${maxReceiveMessageBytes + 5})`,

@@ -580,6 +580,12 @@ describe('bounds against abusive clients (issue 8)', () => {
     expect(Object.isFrozen(s.httpLimits)).toBe(true);
   });
 
+  it('a GRPC_MAX_RECEIVE_MESSAGE_BYTES above the default budget raises the budget left at its default (one such message fits twice)', () => {
+    const s = loadSettings({ GRPC_MAX_RECEIVE_MESSAGE_BYTES: '16777216' });
+    expect(s.grpcLimits.connections.maxUnfinishedRequestBytes).toBe(2 * (16777216 + 5));
+    expect(loadSettings({}).grpcLimits.connections.maxUnfinishedRequestBytes).toBe(8 * 1024 * 1024);
+  });
+
   it.each<[Env, string]>([
     [
       { GRPC_MAX_RECEIVE_MESSAGE_BYTES: '100' },
