@@ -308,10 +308,9 @@ export class ConnectionGuard {
     this.events.onResetFlood(peer);
     // The peer's next connections share what is left (nothing) until it fills again.
     if (peer !== undefined) this.floodedPeers.set(peer, allowance);
-    // GOAWAY with ENHANCE_YOUR_CALM: nghttp2 then drops the client's new streams unread, and the
-    // connection closes once the calls in flight are answered.
-    session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM);
-    session.close();
+    // nghttp2 then drops the client's new streams unread, and the connection closes once the
+    // calls in flight are answered.
+    sendAway(session, 'rapid reset (GRPC_MAX_RESET_BURST, GRPC_MAX_RESETS_PER_SECOND)');
   }
 
   /**
@@ -333,8 +332,7 @@ export class ConnectionGuard {
     if (resets < BUDGET_RESETS_BEFORE_GOAWAY && bytes + this.budget.sessionBytes(session) <= this.bounds.maxUnfinishedRequestBytes / 8) return;
     // The calls it has answered or is answering count as processed; the requests still arriving
     // on it are reset just below.
-    session.goaway(constants.NGHTTP2_ENHANCE_YOUR_CALM, 2 ** 31 - 1);
-    session.close();
+    sendAway(session, 'unfinished requests (GRPC_MAX_UNFINISHED_REQUEST_BYTES)', 2 ** 31 - 1);
     this.budget.dropSession(session);
   }
 
@@ -374,6 +372,19 @@ export class ConnectionGuard {
     for (const slots of this.slots) evicted += slots.takeEvicted();
     if (evicted > 0) this.events.onConnectionsEvicted(evicted);
   }
+}
+
+/**
+ * Closes a connection the guard has given up on: GOAWAY, then close once its calls in flight are
+ * answered. The code is NO_ERROR and the reason goes in the GOAWAY's debug data: on a GOAWAY with
+ * an error code (ENHANCE_YOUR_CALM), node's HTTP/2 client destroys the session at once, and every
+ * other call multiplexed on it (grpc-js shares one connection among a process's clients of an
+ * address, as Envoy does among its requests) failed with RESOURCE_EXHAUSTED. Envoy and grpc-go
+ * drain on any GOAWAY alike. Without `lastStreamId`, nghttp2 names the last stream it processed.
+ */
+function sendAway(session: Http2Session, reason: string, lastStreamId?: number): void {
+  session.goaway(constants.NGHTTP2_NO_ERROR, lastStreamId, Buffer.from(`floodgate: ${reason}`, 'latin1'));
+  session.close();
 }
 
 /** A connection that has had this many calls reset to make room in the budget gets GOAWAY (see makeRoom). */

@@ -181,6 +181,18 @@ export interface RapidResetResult {
   goawayCode: number | undefined;
   /** The last stream the GOAWAY says the server processed: about twice the calls it took. */
   goawayLastStreamId: number | undefined;
+  /** The GOAWAY's debug data, if one came: floodgate's guard names its reason there. */
+  goawayReason: string | undefined;
+}
+
+/**
+ * The server closed the connection for its resets: floodgate's guard (GOAWAY NO_ERROR, the
+ * reason in its debug data, so that node clients finish their other calls) or nghttp2's own
+ * flood limit (INTERNAL_ERROR).
+ */
+export function closedForResets(r: RapidResetResult): boolean {
+  if (r.goawayCode === http2.constants.NGHTTP2_INTERNAL_ERROR) return true;
+  return r.goawayCode === http2.constants.NGHTTP2_NO_ERROR && (r.goawayReason ?? '').includes('floodgate: rapid reset');
 }
 
 /**
@@ -205,12 +217,19 @@ async function firstCall(session: http2.ClientHttp2Session, message: Buffer): Pr
  */
 export async function rapidReset(o: RapidResetOptions): Promise<RapidResetResult> {
   const session = await connect(o.port);
-  const result: RapidResetResult = { resets: 0, closedByServer: false, goawayCode: undefined, goawayLastStreamId: undefined };
+  const result: RapidResetResult = {
+    resets: 0,
+    closedByServer: false,
+    goawayCode: undefined,
+    goawayLastStreamId: undefined,
+    goawayReason: undefined,
+  };
   session.on('error', () => {});
-  session.once('goaway', (code: number, lastStreamId: number) => {
+  session.once('goaway', (code: number, lastStreamId: number, data?: Buffer) => {
     result.closedByServer = true;
     result.goawayCode = code;
     result.goawayLastStreamId = lastStreamId;
+    result.goawayReason = data?.toString('latin1');
   });
   const closed = new Promise<void>((resolve) => session.once('close', () => resolve()));
   session.once('close', () => (result.closedByServer = true));
