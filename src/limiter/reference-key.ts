@@ -1,5 +1,8 @@
 import type { CounterId } from './limiter';
 
+/** REDIS_KEY_LAYOUT: which keys the Redis backend counts fixed windows in. */
+export type KeyLayout = 'floodgate' | 'reference';
+
 /**
  * The Redis key envoyproxy/ratelimit counts a fixed window in (its src/limiter/cache_key.go):
  * `CACHE_KEY_PREFIX + domain + "_" + (key + "_" + value + "_")* + window start (epoch s)`,

@@ -19,6 +19,7 @@ import { MAX_LIMITS_PER_LIST } from '../config/check-rules';
 import { DEFAULT_MAX_RULE_TREE_BYTES } from '../config/load-rule-directory';
 import { MAX_RULE_FILE_BYTES } from '../config/parse-rule-file';
 import { DEFAULT_MAX_COUNTERS_PER_REQUEST, type RequestLimits } from '../service/validate-request';
+import type { KeyLayout } from '../limiter/reference-key';
 import { bool, duration, float, int, listenAddress, listenHost, oneOf, port, str, type Env } from './parse';
 import { backendSettings, cacheKeyPrefix, checkAcceptedVariables, redisStartup } from './redis';
 import { rulesSource, type ConfigType } from './rules-source';
@@ -69,6 +70,12 @@ export interface Settings {
   readonly redis?: RedisSettings;
   readonly redisPerSecond?: RedisSettings;
   readonly cacheKeyPrefix: string;
+  /**
+   * REDIS_KEY_LAYOUT (ours): `floodgate`, its own hash-tagged keys, or `reference`, the keys
+   * envoyproxy/ratelimit counts in, for the rules it can express, so that both count together
+   * during a rolling update (issue 30).
+   */
+  readonly redisKeyLayout: KeyLayout;
   readonly backendFailureMode: FailureMode;
   readonly expirationJitterMaxSeconds: number;
   readonly localCacheSizeInBytes: number;
@@ -217,6 +224,7 @@ export function loadSettings(env: Env = process.env): Settings {
     ...tracingSettings(env),
     ...backend,
     cacheKeyPrefix: cacheKeyPrefix(env),
+    redisKeyLayout: oneOf<KeyLayout>(env, 'REDIS_KEY_LAYOUT', 'floodgate', ['floodgate', 'reference']),
     backendFailureMode: oneOf<FailureMode>(env, 'BACKEND_FAILURE_MODE', 'error', ['error', 'allow', 'deny', 'local']),
     expirationJitterMaxSeconds: int(env, 'EXPIRATION_JITTER_MAX_SECONDS', 300, 0, 86400),
     localCacheSizeInBytes: int(env, 'LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 2 ** 40),
