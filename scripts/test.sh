@@ -32,6 +32,18 @@ if [ ! -x "$(go env GOPATH)/bin/statsd_exporter" ]; then
   go install "github.com/prometheus/statsd_exporter@$STATSD_EXPORTER_VERSION"
 fi
 
+# The tests that run beside the reference (envoyproxy/ratelimit) build it from its source once per
+# machine, with go install from the Go module proxy at the commit test/harness/reference-server.ts
+# pins, into the cache that harness reads (here, before vitest runs files in parallel).
+REFERENCE_VERSION=$(sed -n "s/^export const REFERENCE_VERSION = '\(.*\)';$/\1/p" test/harness/reference-server.ts)
+reference_bin="${XDG_CACHE_HOME:-$HOME/.cache}/floodgate-test/service_cmd-$REFERENCE_VERSION"
+if [ -z "${REFERENCE_RATELIMIT_BIN:-}" ] && [ ! -x "$reference_bin" ]; then
+  echo "building the reference (envoyproxy/ratelimit $REFERENCE_VERSION) with go install" >&2
+  gobin=$(mktemp -d)
+  (cd "$gobin" && GOBIN="$gobin" GOFLAGS=-mod=mod go install "github.com/envoyproxy/ratelimit/src/service_cmd@$REFERENCE_VERSION")
+  mkdir -p "$(dirname "$reference_bin")" && mv "$gobin/service_cmd" "$reference_bin" && rm -rf "$gobin"
+fi
+
 # The tests run on the Node.js line the image ships (.node-version), fetched once when older here.
 source scripts/use-node-lts.sh
 
