@@ -162,8 +162,11 @@ describe('cluster master killed while calls flow', () => {
         `${samples.length - measured.length} overlapped a stall of the test process (worst ${stalls.worstMs.toFixed(0)} ms)\n  ${summary.join('\n  ')}`,
     );
 
-    // Stalls of the test process must leave most calls measured, or the test says nothing.
-    expect(measured.length).toBeGreaterThanOrEqual(samples.length * 0.6);
+    // Stalls of the test process must leave enough calls measured, or the test says nothing: a
+    // count, not a share, since a busy machine's stalls take a share of any run (CI beside four
+    // other sessions: 577 of 1,392 calls overlapped one, the 815 left still hundreds per mode).
+    // The failure-mode answers measured per mode are counted below.
+    for (const mode of MODES) expect(measured.filter((s) => s.mode === mode).length, mode).toBeGreaterThanOrEqual(50);
     // No call outlived its deadline by more than the slack, in any mode.
     const slow = measured.filter((s) => s.ms > DEADLINE_MS + SLACK_MS);
     expect(slow.map((s) => `${s.mode} ${s.code} ${s.ms.toFixed(0)}ms`)).toEqual([]);
