@@ -57,7 +57,7 @@ async function loadStartupRules(
 function reportKeyLayout(settings: Settings, logger: Logger, rules: RuleSet): void {
   if (settings.redisKeyLayout !== 'reference' || settings.backendType !== 'redis') return;
   const line = sharedLayoutReport(rules);
-  logger.info(line ?? `REDIS_KEY_LAYOUT=reference: all ${rules.rules.length} rules count in the reference's own keys`);
+  logger.info(line ?? "REDIS_KEY_LAYOUT=reference: every rule counts in the reference's own keys");
 }
 
 /** The rule set in use, swapped whole by each successful reload. */

@@ -23,8 +23,10 @@ export function ownKeyReason(rule: RateLimitRule): string | undefined {
  */
 export function sharedLayoutReport(rules: RuleSet): string | undefined {
   let own = 0;
+  let counted = 0;
   const examples: string[] = [];
   for (const rule of rules.rules) {
+    if (!rule.unlimited) counted++;
     const reason = ownKeyReason(rule);
     if (reason === undefined) continue;
     own++;
@@ -33,7 +35,7 @@ export function sharedLayoutReport(rules: RuleSet): string | undefined {
   if (own === 0) return undefined;
   const more = own > examples.length ? `, and ${own - examples.length} more` : '';
   return (
-    `REDIS_KEY_LAYOUT=reference: ${own} of ${rules.rules.length} rules count in floodgate's own keys, ` +
+    `REDIS_KEY_LAYOUT=reference: ${own} of ${counted} rules count in floodgate's own keys, ` +
     `not the reference's (it cannot express them; pods of both do not count them together): ${examples.join('; ')}${more}`
   );
 }

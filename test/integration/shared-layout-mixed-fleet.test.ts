@@ -199,9 +199,9 @@ describe('a mixed fleet on one Redis counts as one service (issue 30)', () => {
     await Promise.all([main?.stop(), perSecond?.stop()]);
   });
 
-  test.each(FLEETS.map((f, i) => [f.name, i] as const))(
-    '%s',
-    async (name, i) => {
+  test.each(FLEETS.map((f, i) => ({ name: f.name, i })))(
+    '$name',
+    async ({ i }) => {
       await runScenarios(fleets[i]!, `s${i}`);
       await runPerSecond(fleets[i]!, `s${i}`, perSecond, [main]);
     },
@@ -227,9 +227,9 @@ describe('a mixed fleet on a 3-master Redis Cluster counts as one service (issue
     await Promise.all([cluster?.stop(), perSecond?.stop()]);
   });
 
-  test.each(FLEETS.map((f, i) => [f.name, i] as const))(
-    '%s',
-    async (name, i) => {
+  test.each(FLEETS.map((f, i) => ({ name: f.name, i })))(
+    '$name',
+    async ({ i }) => {
       await runScenarios(fleets[i]!, `c${i}`);
       await runPerSecond(fleets[i]!, `c${i}`, perSecond, cluster.masters());
     },
