@@ -124,6 +124,8 @@ export const NODE_MERGE_PAUSE_MS = 60_000;
  */
 export class RedisLimiter implements Limiter {
   private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>>;
+  /** Each algorithm's script as a group names it, made once. */
+  private readonly groupScripts: Readonly<Record<Algorithm, GroupScript>>;
   private readonly listScript: AlgorithmScript;
   private readonly fixedWindowListScript: AlgorithmScript;
   private readonly stopRequestScript: StopRequestScript;
@@ -150,6 +152,9 @@ export class RedisLimiter implements Limiter {
 
   constructor(private readonly options: RedisLimiterOptions) {
     this.scripts = algorithmScripts(options.wrapScript);
+    this.groupScripts = Object.fromEntries(
+      ALGORITHMS.map((a) => [a, { script: this.scripts[a], name: a, index: ALGORITHM_INDEX[a] }]),
+    ) as Record<Algorithm, GroupScript>;
     this.listScript = limitListScript(options.wrapScript, this.scripts);
     this.fixedWindowListScript = fixedWindowListScript(options.wrapScript);
     this.stopRequestScript = stopRequestScript(options.wrapScript);
@@ -323,8 +328,7 @@ export class RedisLimiter implements Limiter {
         }
       }
       if (group === undefined) {
-        const script = shared ? this.referenceScript : { script: this.scripts[check.spec.algorithm], name: check.spec.algorithm, index };
-        group = this.newGroup(script, target, side, slot, batchKey);
+        group = this.newGroup(shared ? this.referenceScript : this.groupScripts[check.spec.algorithm], target, side, slot, batchKey);
         groups.push(group);
       }
       group.keys.push(key);
