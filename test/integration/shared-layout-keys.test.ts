@@ -8,6 +8,7 @@ import { startReference, type ReferenceServer } from '../harness/reference-serve
 import { rlsClient, type RlsTestClient, type TestRequest } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { scanKeys } from './redis-backend-helpers';
+import { createLogger } from '../../src/base/log';
 import { awayFromWindowEdge } from '../helpers/windows';
 
 const RULES = `
@@ -57,6 +58,7 @@ describe('REDIS_KEY_LAYOUT=reference writes what the reference writes (issue 30)
   let reference: ReferenceServer;
   let app: TestApp;
   let refClient: RlsTestClient;
+  const logged: string[] = [];
   beforeAll(async () => {
     [refRedis, ourRedis] = await Promise.all([startStandalone(), startStandalone()]);
     const env = { CACHE_KEY_PREFIX: PREFIX, EXPIRATION_JITTER_MAX_SECONDS: '0' };
@@ -64,6 +66,7 @@ describe('REDIS_KEY_LAYOUT=reference writes what the reference writes (issue 30)
     app = await startTestApp(
       { 'd.yaml': RULES + FLOODGATE_ONLY },
       { ...env, BACKEND_TYPE: 'redis', REDIS_URL: `127.0.0.1:${ourRedis.port}`, REDIS_KEY_LAYOUT: 'reference' },
+      { logger: createLogger('INFO', 'text', (line) => logged.push(line)) },
     );
     refClient = rlsClient(`127.0.0.1:${reference.grpcPort}`);
   }, 900_000);
@@ -99,5 +102,10 @@ describe('REDIS_KEY_LAYOUT=reference writes what the reference writes (issue 30)
     const keys = await scanKeys(ourRedis, `${PREFIX}rl:`);
     expect(keys.some((k) => k.startsWith(`${PREFIX}rl:{d:team=t}:fixed_window:300`))).toBe(true);
     expect(keys.some((k) => k.startsWith(`${PREFIX}rl:{d:app=a}:sliding_window:60`))).toBe(true);
+    // Said once when the rules loaded.
+    const said = logged.filter((l) => l.includes('REDIS_KEY_LAYOUT=reference'));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toContain("2 of 5 rules count in floodgate's own keys");
+    expect(said[0]).toContain('d.team: unit_multiplier; d.app: algorithm sliding_window');
   });
 });
