@@ -8,8 +8,9 @@
 //
 // Covered: a per-second limit with REDIS_PERSECOND=true and REDIS_PERSECOND_URL (a second Redis,
 // where both put it), CACHE_KEY_PREFIX, a share_threshold wildcard, a per-request limit override,
-// the local over-limit cache (LOCAL_CACHE_SIZE_IN_BYTES) and STOP mode
-// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT), each fleet on one Redis and on a cluster.
+// the local over-limit cache (LOCAL_CACHE_SIZE_IN_BYTES), STOP mode
+// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT) and both together, each fleet on one Redis and on a
+// cluster (the two-descriptor scenario is where STOP mode holds a counter back).
 //
 // Time: every sequence runs inside one window; each test waits (bounded) until the minute has
 // enough left. A per-second batch is sent at the start of a second, concurrently, and sent again
@@ -182,6 +183,7 @@ async function runPerSecond(fleet: Fleet, tag: string, perSecond: RedisNode, mai
 const FLEETS = [
   { name: 'local cache', env: { LOCAL_CACHE_SIZE_IN_BYTES: '1048576' } },
   { name: 'STOP mode', env: { STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true' } },
+  { name: 'STOP mode and the local cache', env: { STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true', LOCAL_CACHE_SIZE_IN_BYTES: '1048576' } },
 ] as const;
 
 describe('a mixed fleet on one Redis counts as one service (issue 30)', () => {
