@@ -9,6 +9,7 @@ import { Cluster } from 'ioredis';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
 import type { WrapScript } from './redis/algorithm-scripts';
 import { RedisLimiter } from './redis/redis-limiter';
+import type { KeyLayout } from './reference-key';
 
 export type BackendType = 'memory' | 'redis';
 
@@ -18,6 +19,10 @@ export interface LimiterSettings {
   readonly redis?: RedisSettings;
   readonly redisPerSecond?: RedisSettings;
   readonly cacheKeyPrefix: string;
+  /** REDIS_KEY_LAYOUT: `reference` counts the limits the reference can express in its own keys (issue 30). */
+  readonly redisKeyLayout?: KeyLayout;
+  /** EXPIRATION_JITTER_MAX_SECONDS: added to a reference-layout key's expiry, as the reference adds it. */
+  readonly expirationJitterMaxSeconds?: number;
   readonly backendFailureMode: FailureMode;
   readonly localCacheSizeInBytes: number;
   /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most; undefined = no bound but the bytes. */
@@ -99,6 +104,9 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
     client,
     ...(perSecondClient ? { perSecondClient } : {}),
     keyPrefix: settings.cacheKeyPrefix,
+    ...(settings.redisKeyLayout === 'reference'
+      ? { keyLayout: 'reference' as const, expirationJitterMaxSeconds: settings.expirationJitterMaxSeconds ?? 0 }
+      : {}),
     ...(deps.wrapScript ? { wrapScript: deps.wrapScript } : {}),
     coalescing: { windowMs: settings.redis.pipelineWindowMs, maxKeys: settings.redis.pipelineLimit },
     ...(operator ? { observer: operator } : {}),
