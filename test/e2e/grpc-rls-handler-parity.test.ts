@@ -36,12 +36,16 @@ const service: RateLimitHandler = {
     if (request.domain === 'refused') return Promise.reject(new InvalidRequestError('descriptor 0: 100% "wrong" ü'));
     if (request.domain === 'broken') return Promise.reject(new Error('something broke'));
     if (request.domain === 'hang') return new Promise(() => {});
+    if (request.domain === 'slow') return new Promise((resolve) => setTimeout(() => resolve(OVER), SLOW_MS));
     return Promise.resolve(OVER);
   },
 };
 
 const MAX = 4096;
 const limits = loadSettings({ GRPC_MAX_RECEIVE_MESSAGE_BYTES: String(MAX) }).grpcLimits;
+/** A call three times as long as GRPC_MAX_CONNECTION_IDLE in the idle test. */
+const SLOW_MS = 900;
+const IDLE = '300ms';
 
 interface Side {
   server: GrpcServer;
@@ -50,7 +54,7 @@ interface Side {
   health: HealthState;
 }
 
-async function start(kind: RlsHandlerKind): Promise<Side> {
+async function start(kind: RlsHandlerKind, env: Record<string, string> = {}): Promise<Side> {
   const health = new HealthState({ backendHealthy: () => true, backendCountsForHealth: true, rulesReady: () => true });
   const server = new GrpcServer({
     service,
@@ -58,7 +62,7 @@ async function start(kind: RlsHandlerKind): Promise<Side> {
     metrics: new PrometheusMetrics(),
     logger: createLogger('ERROR', 'text', () => {}),
     defaultDeadlineMs: 1000,
-    limits,
+    limits: Object.keys(env).length === 0 ? limits : loadSettings(env).grpcLimits,
     rlsHandler: kind,
   });
   const port = await server.listen('127.0.0.1:0');
@@ -133,4 +137,33 @@ describe('GRPC_RLS_HANDLER=http2 answers as grpc-js does', () => {
       client.close();
     }
   });
+});
+
+describe('GRPC_MAX_CONNECTION_IDLE with GRPC_RLS_HANDLER=http2', () => {
+  it.each<RlsHandlerKind>(['grpc-js', 'http2'])(
+    '%s: a call in progress keeps its connection; once it is answered, the idle bound closes it',
+    async (kind) => {
+      const side = await start(kind, { GRPC_MAX_CONNECTION_IDLE: IDLE });
+      try {
+        let goawayAt: number | undefined;
+        side.session.on('goaway', () => (goawayAt ??= Date.now()));
+        const answer = await rawGrpcCall(side.session, {
+          path: RLS_PATH,
+          headers: { 'grpc-timeout': '10S' },
+          chunks: [frame(domainRequest('slow'))],
+        });
+        const answeredAt = Date.now();
+        expect(answer.status).toBe(grpc.status.OK);
+        // No GOAWAY while the call was open, three idle periods long.
+        expect(goawayAt).toBeUndefined();
+        // Bounded wait: the idle bound still applies once the connection has no call.
+        for (let i = 0; i < 100 && goawayAt === undefined; i++) await new Promise((r) => setTimeout(r, 100));
+        expect(goawayAt).toBeGreaterThanOrEqual(answeredAt);
+      } finally {
+        side.session.destroy();
+        await side.server.shutdown(0);
+        side.health.close();
+      }
+    },
+  );
 });
