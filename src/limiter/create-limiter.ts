@@ -9,6 +9,8 @@ import { Cluster } from 'ioredis';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
 import type { WrapScript } from './redis/algorithm-scripts';
 import { RedisLimiter } from './redis/redis-limiter';
+import { ReferenceCarryOver } from './redis/reference-carry-over';
+import type { KeyLayout } from './reference-key';
 
 export type BackendType = 'memory' | 'redis';
 
@@ -18,6 +20,10 @@ export interface LimiterSettings {
   readonly redis?: RedisSettings;
   readonly redisPerSecond?: RedisSettings;
   readonly cacheKeyPrefix: string;
+  /** REDIS_KEY_LAYOUT: floodgate's own keys, or the reference's for the rules it can express. */
+  readonly redisKeyLayout: KeyLayout;
+  /** REDIS_KEY_LAYOUT_CARRY_OVER (ms): with the own layout, windows begun this long after start carry the reference's count over. */
+  readonly redisKeyLayoutCarryOverMs: number;
   readonly backendFailureMode: FailureMode;
   readonly localCacheSizeInBytes: number;
   /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most; undefined = no bound but the bytes. */
@@ -105,6 +111,15 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
   });
   operator?.watchBreakers(() => redisLimiter.breakerStates());
   let limiter: Limiter = redisLimiter;
+  if (settings.redisKeyLayout === 'floodgate' && settings.redisKeyLayoutCarryOverMs > 0) {
+    // Leaving the reference's keys (the reference itself, or REDIS_KEY_LAYOUT=reference) without a reset (issue 30).
+    limiter = new ReferenceCarryOver(limiter, {
+      client,
+      ...(perSecondClient ? { perSecondClient } : {}),
+      keyPrefix: settings.cacheKeyPrefix,
+      carryUntil: Date.now() + settings.redisKeyLayoutCarryOverMs,
+    });
+  }
   if (settings.localCacheSizeInBytes > 0) {
     limiter = new OverLimitCache(limiter, {
       maxBytes: settings.localCacheSizeInBytes,

@@ -20,6 +20,7 @@ import { DEFAULT_MAX_RULE_TREE_BYTES } from '../config/load-rule-directory';
 import { MAX_RULE_FILE_BYTES } from '../config/parse-rule-file';
 import { DEFAULT_MAX_COUNTERS_PER_REQUEST, type RequestLimits } from '../service/validate-request';
 import type { KeyLayout } from '../limiter/reference-key';
+import { DEFAULT_CARRY_OVER_MS } from '../limiter/redis/reference-carry-over';
 import { bool, duration, float, int, listenAddress, listenHost, oneOf, port, str, type Env } from './parse';
 import { backendSettings, cacheKeyPrefix, checkAcceptedVariables, redisStartup } from './redis';
 import { rulesSource, type ConfigType } from './rules-source';
@@ -76,6 +77,12 @@ export interface Settings {
    * during a rolling update (issue 30).
    */
   readonly redisKeyLayout: KeyLayout;
+  /**
+   * REDIS_KEY_LAYOUT_CARRY_OVER (ours, ms): with the own layout, a fixed window that began before
+   * this long after start starts from the count the reference's key holds for it (issue 30);
+   * 0: counters start at zero.
+   */
+  readonly redisKeyLayoutCarryOverMs: number;
   readonly backendFailureMode: FailureMode;
   readonly expirationJitterMaxSeconds: number;
   readonly localCacheSizeInBytes: number;
@@ -225,6 +232,7 @@ export function loadSettings(env: Env = process.env): Settings {
     ...backend,
     cacheKeyPrefix: cacheKeyPrefix(env),
     redisKeyLayout: oneOf<KeyLayout>(env, 'REDIS_KEY_LAYOUT', 'floodgate', ['floodgate', 'reference']),
+    redisKeyLayoutCarryOverMs: duration(env, 'REDIS_KEY_LAYOUT_CARRY_OVER', DEFAULT_CARRY_OVER_MS),
     backendFailureMode: oneOf<FailureMode>(env, 'BACKEND_FAILURE_MODE', 'error', ['error', 'allow', 'deny', 'local']),
     expirationJitterMaxSeconds: int(env, 'EXPIRATION_JITTER_MAX_SECONDS', 300, 0, 86400),
     localCacheSizeInBytes: int(env, 'LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 2 ** 40),

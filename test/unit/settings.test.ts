@@ -341,6 +341,15 @@ describe('CACHE_KEY_PREFIX', () => {
   });
 });
 
+describe('REDIS_KEY_LAYOUT_CARRY_OVER (issue 30)', () => {
+  it('is 15 minutes by default, a Go duration, 0 to turn it off', () => {
+    expect(loadSettings({}).redisKeyLayoutCarryOverMs).toBe(15 * 60_000);
+    expect(loadSettings({ REDIS_KEY_LAYOUT_CARRY_OVER: '2h' }).redisKeyLayoutCarryOverMs).toBe(7_200_000);
+    expect(loadSettings({ REDIS_KEY_LAYOUT_CARRY_OVER: '0' }).redisKeyLayoutCarryOverMs).toBe(0);
+    expect(settingsErrorOf({ REDIS_KEY_LAYOUT_CARRY_OVER: 'soon' }).message).toContain("invalid value for REDIS_KEY_LAYOUT_CARRY_OVER: 'soon'");
+  });
+});
+
 describe('HOST, GRPC_HOST and DEBUG_HOST (issue 19, finding 3)', () => {
   it.each(['HOST', 'GRPC_HOST', 'DEBUG_HOST'])('%s takes IPv6 addresses without brackets', (name) => {
     const s = loadSettings({ [name]: '::1' });
