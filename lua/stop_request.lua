@@ -34,8 +34,10 @@
 -- Then, for each unit: its key count m (>= 1), then for each of its counters (named: its
 --             name first) six ARGV: part (0: a counter of its own; p >= 1: a member of the
 --             unit's list p, a list's members consecutive), algorithm (1 fixed_window,
---             2 sliding_window, 3 token_bucket, 4 gcra, 5 sliding_log), hits (plain decimal
---             digits), limit, window (whole seconds), burst.
+--             2 sliding_window, 3 token_bucket, 4 gcra, 5 sliding_log, 6 a fixed window in the
+--             reference's own key, REDIS_KEY_LAYOUT=reference: lib/reference_window_step.lua,
+--             judged as a fixed window of its own), hits (plain decimal digits), limit, window
+--             (whole seconds), burst (for 6: the key's expiry, whole seconds >= 1).
 -- ARGV[last]  optional, tests only: "now" in epoch ms; without it redis TIME, read once.
 -- Returns     as lib/run_call.lua: 6 integers a counter, used, remaining, reset_ms,
 --             retry_after_ms, denied, blocked_ms: the counter's state after the unit and the
@@ -45,6 +47,7 @@
 
 -- @include lib/int.lua
 -- @include lib/fixed_window_step.lua
+-- @include lib/reference_window_step.lua
 -- @include lib/sliding_window_step.lua
 -- @include lib/bucket_step.lua
 -- @include lib/token_bucket_step.lua
@@ -60,18 +63,22 @@ local argv, floor, max = ARGV, math.floor, math.max
 local mode, named = read_mode('stop_request', { 'stop', 'stop:named' })
 if mode == nil then return named end
 local parts, algorithms, hits, hit_texts, limits, windows, bursts = {}, {}, {}, {}, {}, {}, {}
+-- A reference-layout window (algorithm 6): its expiry as ARGV wrote it; its reset once tallied.
+local expiries, resets = {}, {}
 local keys, ends, now = read_lists({ script = 'stop_request', noun = 'unit', named = named, width = 6, distinct = false, read_key = function(i, first)
   local p, a, l, w, b = tonumber(argv[first]), tonumber(argv[first + 1]), tonumber(argv[first + 3]), tonumber(argv[first + 4]), tonumber(argv[first + 5])
   -- Hits go to INCRBY as written (lib/fixed_window_step.lua): plain decimal digits only.
   local h_text = argv[first + 2]
   local h = (h_text == '0' or string.find(h_text, '^[1-9]%d*$')) and tonumber(h_text)
-  if not (p and a and h and l and w and b and p >= 0 and a >= 1 and a <= 5 and l >= 0 and w >= 1 and b >= 0
+  if not (p and a and h and l and w and b and p >= 0 and a >= 1 and a <= 6 and l >= 0 and w >= 1 and b >= 0 and (a ~= 6 or b >= 1)
       and p < 9007199254740992 and h < 9007199254740992 and l < 9007199254740992 and w < 9007199254740992 and b < 9007199254740992
       and p == floor(p) and a == floor(a) and l == floor(l) and w == floor(w) and b == floor(b)) then
-    return string.format('key %d needs part >= 0, algorithm 1..5, integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[%d..%d])',
+    return string.format('key %d needs part >= 0, algorithm 1..6, integer hits >= 0, limit >= 0, window >= 1, burst >= 0 (ARGV[%d..%d])',
       i, first, first + 5)
   end
   parts[i], algorithms[i], hits[i], hit_texts[i], limits[i], windows[i], bursts[i] = p, a, h, h_text, l, w * 1000, b
+  -- A reference-layout window is a fixed window of its own in every rule below; only its storage differs.
+  if a == 6 then algorithms[i], expiries[i] = 1, argv[first + 5] end
 end })
 if keys == nil then return ends end
 local call = { now = now, hits = hits, limits = limits, windows = windows, bursts = bursts }
@@ -86,14 +93,18 @@ end
 -- A fixed window's answer from its count (algorithm-scripts.ts's fixedWindowResult).
 local function fixed_window_answer(i, count, denied)
   local limit, w = limits[i], windows[i]
-  local reset_ms = w - now % w
+  local reset_ms = resets[i] or w - now % w
   return answer(i, count, max(0, limit - count), reset_ms, denied and reset_ms or 0, denied and 1 or 0,
     count >= limit and reset_ms or 0)
 end
 
 -- Counter i's count after `h` more hits (0: read only).
 local function tally(i, h, h_text)
-  return (fixed_window_step(keys[i], now, windows[i], h, h_text))
+  local e = expiries[i]
+  if e == nil then return (fixed_window_step(keys[i], now, windows[i], h, h_text)) end
+  local count, reset_ms = reference_window_step(keys[i], now, windows[i], h, h_text, e)
+  resets[i] = reset_ms
+  return count
 end
 
 -- An admitted-hits counter judged on top of `pending` hits, charged when `charge` and admitted;

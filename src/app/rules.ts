@@ -1,6 +1,7 @@
 import { loadRuleTree } from '../config/load-rule-directory';
 import { ruleTreeOf } from '../config/rule-tree';
 import type { RuleSet } from '../config/rule-types';
+import { sharedLayoutReport } from '../config/shared-layout-report';
 import { loadTimeoutFor, RulesWatcher } from '../config/rules-watcher';
 import { XdsRulesClient } from '../config/xds/xds-rules-client';
 import type { Logger } from '../base/log';
@@ -49,6 +50,16 @@ async function loadStartupRules(
   }
 }
 
+/**
+ * REDIS_KEY_LAYOUT=reference (issue 30): says, once per rule set put in service, how many rules
+ * keep floodgate's own keys and why. Nothing in floodgate's layout or with the memory backend.
+ */
+function reportKeyLayout(settings: Settings, logger: Logger, rules: RuleSet): void {
+  if (settings.redisKeyLayout !== 'reference' || settings.backendType !== 'redis') return;
+  const line = sharedLayoutReport(rules);
+  logger.info(line ?? "REDIS_KEY_LAYOUT=reference: every rule counts in the reference's own keys");
+}
+
 /** The rule set in use, swapped whole by each successful reload. */
 export interface RulesHolder {
   current: RuleSet | undefined;
@@ -73,6 +84,7 @@ export async function startRules(
     inService(rules);
     metrics.configLoad(true);
     logger.info('rules reloaded', { domains: rules.domainCount });
+    reportKeyLayout(settings, logger, rules);
   };
   if (settings.xds) {
     const client = new XdsRulesClient({
@@ -115,6 +127,7 @@ export async function startRules(
   if (holder.current !== undefined) {
     operator.rulesLoaded(holder.current);
     inService(holder.current);
+    reportKeyLayout(settings, logger, holder.current);
   }
   return holder;
 }

@@ -2,7 +2,6 @@ import type { EntryStep, RateLimitRule, RuleSet } from '../config/rule-types';
 import type { LimitCheck, LimitResult, Limiter } from '../limiter/limiter';
 import { counterKey } from '../limiter/counter-key';
 import { referenceKeyStem, type KeyLayout } from '../limiter/reference-key';
-import { UNIT_SECONDS } from '../domain/units';
 import { PrometheusMetrics } from '../metrics/metrics';
 import { RateLimitService } from '../service/rate-limit-service';
 import type { DescriptorEntry } from '../domain/descriptor';
@@ -118,7 +117,7 @@ export async function explainRequest(
         return { rule: r, redisKey: counterKey(prefix, check.counter, check.spec) };
       });
       const first = limiter.checks[checkIndex - counted.length] as LimitCheck;
-      const referenceKey = match.rules === undefined && referenceExpressible(rule) ? referenceKeyStem(prefix, first.counter) : undefined;
+      const referenceKey = first.spec.shareable === true ? referenceKeyStem(prefix, first.counter) : undefined;
       return {
         ...base,
         outcome: 'counted',
@@ -136,11 +135,6 @@ export async function explainRequest(
     if (rule.unlimited && replacedBy.length === 0) return { ...base, outcome: 'unlimited', rule };
     return { ...base, outcome: 'replaced', rule, replacedBy };
   });
-}
-
-/** A rule the reference can count (a fixed window of one of its units, no unit_multiplier; a list is not): it has a key of the reference's. */
-function referenceExpressible(rule: RateLimitRule): boolean {
-  return rule.algorithm === 'fixed_window' && rule.unit !== undefined && rule.windowSeconds === UNIT_SECONDS[rule.unit];
 }
 
 function parseDescriptors(words: readonly string[]): RequestDescriptor[] {

@@ -208,7 +208,18 @@ function compileRule(d: DescriptorConfig, limit: RateLimitConfig, fullKey: strin
     quotaMode: d.quotaMode,
     replaces: Object.freeze([...limit.replaces]),
     ...(limitName !== undefined && { limitName }),
+    ...(isShareable(limit, limitName) && { shareable: true as const }),
   });
+}
+
+/**
+ * Whether the reference can express `limit` (RateLimitRule.shareable): its fixed window of one
+ * unit, outside a list (`limitName` is set on a list's limits only).
+ */
+function isShareable(limit: RateLimitConfig, limitName: string | undefined): boolean {
+  return (
+    limitName === undefined && !limit.unlimited && limit.unit !== undefined && limit.algorithm === 'fixed_window' && limit.unitMultiplier === 1
+  );
 }
 
 /** `*` matches any run of characters (also none), anywhere and any number of times. */

@@ -28,6 +28,12 @@ export interface RateLimitRule {
    * in metric keys and headers.
    */
   readonly limitName?: string;
+  /**
+   * Set when the reference can express this limit (LimitSpec.shareable): a fixed window of one
+   * unit, no unit_multiplier, not a limit of a `rate_limits` list. REDIS_KEY_LAYOUT=reference
+   * counts it in the reference's key; every other rule keeps floodgate's own keys.
+   */
+  readonly shareable?: true;
 }
 
 /** What matching one request descriptor against a domain's tree found. */

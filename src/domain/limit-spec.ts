@@ -7,4 +7,11 @@ export interface LimitSpec {
   readonly windowSeconds: number;
   /** Capacity for token_bucket / gcra. */
   readonly burst: number;
+  /**
+   * The reference (envoyproxy/ratelimit) can express this limit: a fixed window of exactly one
+   * unit (no unit_multiplier), outside a `rate_limits` list. With REDIS_KEY_LAYOUT=reference the
+   * Redis backend counts it in the reference's own key (limiter/reference-key.ts); absent for
+   * every other limit, which keeps floodgate's keys.
+   */
+  readonly shareable?: true;
 }

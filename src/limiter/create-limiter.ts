@@ -20,10 +20,12 @@ export interface LimiterSettings {
   readonly redis?: RedisSettings;
   readonly redisPerSecond?: RedisSettings;
   readonly cacheKeyPrefix: string;
-  /** REDIS_KEY_LAYOUT: floodgate's own keys, or the reference's for the rules it can express. */
-  readonly redisKeyLayout: KeyLayout;
-  /** REDIS_KEY_LAYOUT_CARRY_OVER (ms): with the own layout, windows begun this long after start carry the reference's count over. */
-  readonly redisKeyLayoutCarryOverMs: number;
+  /** REDIS_KEY_LAYOUT: `reference` counts the limits the reference can express in its own keys (issue 30). */
+  readonly redisKeyLayout?: KeyLayout;
+  /** EXPIRATION_JITTER_MAX_SECONDS: added to a reference-layout key's expiry, as the reference adds it. */
+  readonly expirationJitterMaxSeconds?: number;
+  /** REDIS_KEY_LAYOUT_CARRY_OVER (ms): with the own layout, windows begun this long after start carry the reference's count over; 0 or absent: off. */
+  readonly redisKeyLayoutCarryOverMs?: number;
   readonly backendFailureMode: FailureMode;
   readonly localCacheSizeInBytes: number;
   /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most; undefined = no bound but the bytes. */
@@ -105,19 +107,23 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
     client,
     ...(perSecondClient ? { perSecondClient } : {}),
     keyPrefix: settings.cacheKeyPrefix,
+    ...(settings.redisKeyLayout === 'reference'
+      ? { keyLayout: 'reference' as const, expirationJitterMaxSeconds: settings.expirationJitterMaxSeconds ?? 0 }
+      : {}),
     ...(deps.wrapScript ? { wrapScript: deps.wrapScript } : {}),
     coalescing: { windowMs: settings.redis.pipelineWindowMs, maxKeys: settings.redis.pipelineLimit },
     ...(operator ? { observer: operator } : {}),
   });
   operator?.watchBreakers(() => redisLimiter.breakerStates());
   let limiter: Limiter = redisLimiter;
-  if (settings.redisKeyLayout === 'floodgate' && settings.redisKeyLayoutCarryOverMs > 0) {
+  const carryOverMs = settings.redisKeyLayoutCarryOverMs ?? 0;
+  if (settings.redisKeyLayout !== 'reference' && carryOverMs > 0) {
     // Leaving the reference's keys (the reference itself, or REDIS_KEY_LAYOUT=reference) without a reset (issue 30).
     limiter = new ReferenceCarryOver(limiter, {
       client,
       ...(perSecondClient ? { perSecondClient } : {}),
       keyPrefix: settings.cacheKeyPrefix,
-      carryUntil: Date.now() + settings.redisKeyLayoutCarryOverMs,
+      carryUntil: Date.now() + carryOverMs,
     });
   }
   if (settings.localCacheSizeInBytes > 0) {

@@ -58,6 +58,8 @@ function overrideRule(domain: string, descriptor: RequestDescriptor): RateLimitR
     shadowMode: false,
     quotaMode: false,
     replaces: [],
+    // The reference counts an override in the descriptor's key, in the override's unit.
+    shareable: true,
   };
 }
 
@@ -91,7 +93,9 @@ function isReplaced(rule: RateLimitRule, replaced: ReadonlySet<string>): boolean
 }
 
 function specOf(rule: RateLimitRule): LimitSpec {
-  return { algorithm: rule.algorithm, limit: rule.requestsPerUnit, windowSeconds: rule.windowSeconds, burst: rule.burst };
+  return rule.shareable === true
+    ? { algorithm: rule.algorithm, limit: rule.requestsPerUnit, windowSeconds: rule.windowSeconds, burst: rule.burst, shareable: true }
+    : { algorithm: rule.algorithm, limit: rule.requestsPerUnit, windowSeconds: rule.windowSeconds, burst: rule.burst };
 }
 
 /**

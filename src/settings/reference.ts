@@ -65,11 +65,8 @@ export const REFERENCE_VARIABLES: readonly ReferenceVariable[] = Object.freeze([
   ...supported('USE_PROMETHEUS', 'PROMETHEUS_ADDR', 'PROMETHEUS_PATH'),
   ...supported('PROMETHEUS_MAPPER_YAML', 'PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS'),
   ...supported('RUNTIME_ROOT', 'RUNTIME_SUBDIRECTORY', 'RUNTIME_APPDIRECTORY', 'RUNTIME_IGNOREDOTFILES', 'RUNTIME_WATCH_ROOT'),
-  ...withStatus(
-    'accepted',
-    'counter TTLs are exact by design (set in the same atomic script call that counts)',
-    'EXPIRATION_JITTER_MAX_SECONDS',
-  ),
+  // Added to the expiry of the reference's keys with REDIS_KEY_LAYOUT=reference, as the reference adds it.
+  ...supported('EXPIRATION_JITTER_MAX_SECONDS'),
   ...supported('LOCAL_CACHE_SIZE_IN_BYTES', 'NEAR_LIMIT_RATIO', 'CACHE_KEY_PREFIX', 'BACKEND_TYPE', 'STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT'),
   ...supported('LIMIT_RESPONSE_HEADERS_ENABLED', 'LIMIT_LIMIT_HEADER', 'LIMIT_REMAINING_HEADER', 'LIMIT_RESET_HEADER'),
   ...supported('HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED'),

@@ -26,6 +26,12 @@ const CASES: Readonly<Record<string, Case>> = {
     argv: [1, 10, 60],
     foreign: ['named', 'count:named:named'],
   },
+  reference_window: {
+    takes: ['count', 'stop', 'look', 'count:named', 'stop:named', 'look:named'],
+    valid: 'count',
+    argv: [1, 10, 60, 60],
+    foreign: ['named', 'count:named:named'],
+  },
   fixed_window_list: { takes: LISTS, valid: 'count', argv: [1, 1, 10, 60], foreign: ['stop', 'look:named'] },
   limit_list: { takes: LISTS, valid: 'count', argv: [1, 1, 1, 10, 60, 0], foreign: ['stop', 'stop:named'] },
   stop_request: { takes: ['stop', 'stop:named'], valid: 'stop', argv: [1, 0, 1, 1, 10, 60, 0], foreign: ['count', 'look'] },

@@ -127,9 +127,9 @@ function runCallNotServedAt(reply: readonly number[], j: number): boolean {
  * here, from the count. Each key is one INCRBY in turn, a key that appears twice counts twice,
  * so concurrent count-mode calls merge, also across a cluster node's slots (named).
  */
-function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
+function fixedWindowScript(wrap: WrapScript, name: 'fixed_window' | 'reference_window' = 'fixed_window'): AlgorithmScript {
   return {
-    script: wrap(loadLuaScript('fixed_window'), 'fixed_window'),
+    script: wrap(loadLuaScript(name), name),
     replyWidth: FIXED_WINDOW_REPLY_WIDTH,
     coalescible: true,
     countsEveryHit: true,
@@ -151,6 +151,28 @@ function fixedWindowScript(wrap: WrapScript): AlgorithmScript {
     },
     notServedAt: fixedWindowNotServedAt,
   };
+}
+
+/**
+ * lua/reference_window.lua (REDIS_KEY_LAYOUT=reference, issue 30): a fixed window the reference
+ * can express, counted in the reference's own key, in fixed_window.lua's lean protocol with one
+ * more ARGV a counter, the key's expiry: the unit's seconds plus `jitter()` (EXPIRATION_JITTER_MAX_SECONDS,
+ * drawn per hit as the reference draws it). The caller declares the key (reference-key.ts), so
+ * declaredKey is never asked here.
+ */
+export function referenceWindowScript(wrap: WrapScript = (script) => script, jitter: () => number = () => 0): AlgorithmScript {
+  return {
+    ...fixedWindowScript(wrap, 'reference_window'),
+    pushArgs(args, c) {
+      args.push(c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.windowSeconds + jitter());
+    },
+    declaredKey: (counterKey) => counterKey,
+  };
+}
+
+/** Draws the jitter the reference adds to a key's expiry: a whole number of seconds in [0, max), 0 when max is 0. */
+export function expirationJitter(maxSeconds: number): () => number {
+  return maxSeconds > 0 ? () => Math.floor(Math.random() * maxSeconds) : () => 0;
 }
 
 /** A fixed window's declared key: its window's key by this process' clock (lib/fixed_window_step.lua). */
@@ -257,6 +279,9 @@ export function fixedWindowListScript(wrap: WrapScript = (script) => script): Al
   };
 }
 
+/** lua/stop_request.lua's number for a reference-layout window (lib/reference_window_step.lua), after the algorithms'. */
+const REFERENCE_WINDOW_ALGORITHM = ALGORITHMS.length + 1;
+
 /** lua/stop_request.lua's mode for units whose counters are KEYS (one slot, or one Redis server). */
 export const STOP_REQUEST_MODE = callMode('stop');
 /** lua/stop_request.lua's mode for units whose counters are named in ARGV (a Redis Cluster node's, of any of its slots). */
@@ -270,8 +295,12 @@ export const STOP_REQUEST_NAMED_MODE = callMode('stop', true);
  */
 export interface StopRequestScript {
   readonly script: LuaScript;
-  /** Appends one counter's ARGV: its list (`part`: 0 for a counter of its own), algorithm, hits, limit, window, burst. */
-  pushArgs(args: (number | string)[], part: number, check: LimitCheck): void;
+  /**
+   * Appends one counter's ARGV: its list (`part`: 0 for a counter of its own), algorithm, hits,
+   * limit, window, burst. `expirySeconds`: the counter is a reference-layout window
+   * (lua/reference_window.lua), algorithm 6, whose burst slot carries its key's expiry.
+   */
+  pushArgs(args: (number | string)[], part: number, check: LimitCheck, expirySeconds?: number): void;
   decode(reply: readonly number[], j: number): LimitResult;
   notServedAt(reply: readonly number[], j: number): boolean;
 }
@@ -279,8 +308,10 @@ export interface StopRequestScript {
 export function stopRequestScript(wrap: WrapScript = (script) => script): StopRequestScript {
   return {
     script: wrap(loadLuaScript('stop_request'), 'stop_request'),
-    pushArgs(args, part, c) {
-      args.push(part, LIST_ALGORITHM[c.spec.algorithm], c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
+    pushArgs(args, part, c, expirySeconds) {
+      if (expirySeconds === undefined)
+        args.push(part, LIST_ALGORITHM[c.spec.algorithm], c.hits, c.spec.limit, c.spec.windowSeconds, c.spec.burst);
+      else args.push(part, REFERENCE_WINDOW_ALGORITHM, c.hits, c.spec.limit, c.spec.windowSeconds, expirySeconds);
     },
     decode: runCallResult,
     notServedAt: runCallNotServedAt,

@@ -4,11 +4,14 @@ import { ALGORITHMS, type Algorithm } from '../../domain/algorithm';
 import { BackendUnavailableError, DeadlineExceededError } from '../../base/errors';
 import { CircuitBreaker } from './circuit-breaker';
 import { checkKey } from '../counter-key';
+import { referenceWindowKey, type KeyLayout } from '../reference-key';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 import {
   algorithmScripts,
+  expirationJitter,
   fixedWindowListScript,
   limitListScript,
+  referenceWindowScript,
   stopRequestScript,
   STOP_REQUEST_MODE,
   STOP_REQUEST_NAMED_MODE,
@@ -40,6 +43,14 @@ export interface RedisLimiterOptions {
   readonly pinnedNow?: () => number;
   /** Operator metrics: script latency per script and node, errors by kind. */
   readonly observer?: RedisCallObserver;
+  /**
+   * REDIS_KEY_LAYOUT: with `reference`, every check whose limit the reference can express
+   * (LimitSpec.shareable) counts in the reference's own key (lua/reference_window.lua); default
+   * `floodgate`.
+   */
+  readonly keyLayout?: KeyLayout;
+  /** EXPIRATION_JITTER_MAX_SECONDS: added (drawn in [0, max)) to a reference-layout key's expiry, as the reference adds it. */
+  readonly expirationJitterMaxSeconds?: number;
 }
 
 /** The checks of one call that go to one Redis node and slot with one algorithm: one atomic script call. */
@@ -66,18 +77,33 @@ interface SlotGroup {
   readonly indexes: number[];
 }
 
-/** Index of each algorithm's script in a batch key (fewer than 8 scripts: see group()). */
+/** Index of each algorithm's script in a batch key (SCRIPTS_PER_SLOT bounds them: see group()). */
 const ALGORITHM_INDEX = Object.fromEntries(ALGORITHMS.map((a, i) => [a, i])) as Readonly<Record<Algorithm, number>>;
-type ScriptName = Algorithm | 'fixed_window_list' | 'limit_list';
+type ScriptName = Algorithm | 'fixed_window_list' | 'limit_list' | 'reference_window';
+
+/** A script as a group names it: the script, its name and its index in a batch key. */
+interface GroupScript {
+  readonly script: AlgorithmScript;
+  readonly name: ScriptName;
+  readonly index: number;
+}
+
+/**
+ * Scripts a batch key tells apart per slot and side: the algorithms', the two list scripts',
+ * lua/stop_request.lua's and lua/reference_window.lua's (9, within 16).
+ */
+const SCRIPTS_PER_SLOT = 16;
 
 /** The list scripts' indexes in a batch key, after the algorithms'. */
 const LIST_INDEX = ALGORITHMS.length;
 const FIXED_WINDOW_LIST_INDEX = ALGORITHMS.length + 1;
-/** lua/stop_request.lua's index in a batch key: the last of the 8. */
+/** lua/stop_request.lua's index in a batch key. */
 const STOP_REQUEST_INDEX = ALGORITHMS.length + 2;
+/** lua/reference_window.lua's index in a batch key (REDIS_KEY_LAYOUT=reference). */
+const REFERENCE_WINDOW_INDEX = ALGORITHMS.length + 3;
 /**
  * Added to a slot's batch key for the calls of a pass that merge apart from the counts: above
- * every slot's ((16384 + 1) * 2 + 1) * 8 + 7.
+ * every slot's ((16384 + 1) * 2 + 1) * 16 + 15.
  */
 const PASS_BATCH_KEYS: Readonly<Record<CallPass, number>> = { count: 0, look: 1 << 20, stop: 2 << 20 };
 const SIDES = ['m|', 's|'] as const;
@@ -98,9 +124,15 @@ export const NODE_MERGE_PAUSE_MS = 60_000;
  */
 export class RedisLimiter implements Limiter {
   private readonly scripts: Readonly<Record<Algorithm, AlgorithmScript>>;
+  /** Each algorithm's script as a group names it, made once. */
+  private readonly groupScripts: Readonly<Record<Algorithm, GroupScript>>;
   private readonly listScript: AlgorithmScript;
   private readonly fixedWindowListScript: AlgorithmScript;
   private readonly stopRequestScript: StopRequestScript;
+  /** REDIS_KEY_LAYOUT=reference: the script of the checks the reference can express; undefined in floodgate's layout. */
+  private readonly referenceScript: GroupScript | undefined;
+  /** The jitter of a reference-layout key's expiry (EXPIRATION_JITTER_MAX_SECONDS). */
+  private readonly jitter: () => number;
   /** Per side (main, per-second): node name → its breaker. */
   private readonly breakers: readonly [Map<string, CircuitBreaker>, Map<string, CircuitBreaker>] = [new Map(), new Map()];
   private readonly coalescer: CallCoalescer;
@@ -120,9 +152,17 @@ export class RedisLimiter implements Limiter {
 
   constructor(private readonly options: RedisLimiterOptions) {
     this.scripts = algorithmScripts(options.wrapScript);
+    this.groupScripts = Object.fromEntries(
+      ALGORITHMS.map((a) => [a, { script: this.scripts[a], name: a, index: ALGORITHM_INDEX[a] }]),
+    ) as Record<Algorithm, GroupScript>;
     this.listScript = limitListScript(options.wrapScript, this.scripts);
     this.fixedWindowListScript = fixedWindowListScript(options.wrapScript);
     this.stopRequestScript = stopRequestScript(options.wrapScript);
+    this.jitter = expirationJitter(options.expirationJitterMaxSeconds ?? 0);
+    this.referenceScript =
+      options.keyLayout === 'reference'
+        ? { script: referenceWindowScript(options.wrapScript, this.jitter), name: 'reference_window', index: REFERENCE_WINDOW_INDEX }
+        : undefined;
     this.newBreaker = options.newBreaker ?? (() => new CircuitBreaker());
     this.coalescer = new CallCoalescer({ ...options.coalescing, ...(options.observer ? { observer: options.observer } : {}) });
     this.stopOrdering = options.client instanceof Cluster || options.perSecondClient !== undefined ? new StopOrdering() : undefined;
@@ -245,7 +285,7 @@ export class RedisLimiter implements Limiter {
     if (node === undefined) return undefined;
     let n = this.nodeNumbers.get(node);
     if (n === undefined) this.nodeNumbers.set(node, (n = this.nodeNumbers.size));
-    return -1 - ((n * 2 + side) * 8 + scriptIndex);
+    return -1 - ((n * 2 + side) * SCRIPTS_PER_SLOT + scriptIndex);
   }
 
   private breakerFor(side: 0 | 1, node: string): CircuitBreaker {
@@ -267,13 +307,19 @@ export class RedisLimiter implements Limiter {
         i += check.listSize - 1;
         continue;
       }
-      const algorithm = this.scripts[check.spec.algorithm];
-      const key = algorithm.declaredKey(checkKey(keyPrefix, check), check, nowMs);
+      // REDIS_KEY_LAYOUT=reference: a limit the reference can express counts in its key, named
+      // by this process' clock as the reference names it by its own (lib/reference_window_step.lua).
+      const shared = this.referenceScript !== undefined && check.spec.shareable === true;
+      const key = shared
+        ? referenceWindowKey(keyPrefix, check.counter, check.spec.windowSeconds, nowMs)
+        : this.scripts[check.spec.algorithm].declaredKey(checkKey(keyPrefix, check), check, nowMs);
+      // SECOND-unit limits to REDIS_PERSECOND_URL's Redis, as the reference puts them (in either layout).
       const side = perSecondClient !== undefined && check.spec.windowSeconds === 1 ? 1 : 0;
       const target = side === 1 ? (perSecondClient as RedisClient) : client;
       // Outside a cluster every key lives on one server: one script call for all of them.
       const slot = target instanceof Cluster ? calculateSlot(key) : -1;
-      const batchKey = ((slot + 1) * 2 + side) * 8 + ALGORITHM_INDEX[check.spec.algorithm];
+      const index = shared ? REFERENCE_WINDOW_INDEX : ALGORITHM_INDEX[check.spec.algorithm];
+      const batchKey = ((slot + 1) * 2 + side) * SCRIPTS_PER_SLOT + index;
       let group: SlotGroup | undefined;
       for (const g of groups) {
         if (g.batchKey === batchKey) {
@@ -282,7 +328,7 @@ export class RedisLimiter implements Limiter {
         }
       }
       if (group === undefined) {
-        group = this.newGroup(check.spec.algorithm, target, side, slot, batchKey);
+        group = this.newGroup(shared ? this.referenceScript : this.groupScripts[check.spec.algorithm], target, side, slot, batchKey);
         groups.push(group);
       }
       group.keys.push(key);
@@ -291,16 +337,16 @@ export class RedisLimiter implements Limiter {
     return groups;
   }
 
-  private newGroup(algorithmName: Algorithm, target: RedisClient, side: 0 | 1, slot: number, batchKey: number): SlotGroup {
+  private newGroup(kind: GroupScript, target: RedisClient, side: 0 | 1, slot: number, batchKey: number): SlotGroup {
     const served = target instanceof Cluster ? target.slots[slot]?.[0] : undefined;
     const node = target instanceof Cluster ? (served ?? `slot ${slot}`) : 'server';
-    const algorithm = this.scripts[algorithmName];
+    const algorithm = kind.script;
     return {
       client: target,
       algorithm,
-      algorithmName,
+      algorithmName: kind.name,
       batchKey,
-      nodeBatchKey: algorithm.namedMode('count') !== undefined ? this.nodeBatchKey(served, side, ALGORITHM_INDEX[algorithmName]) : undefined,
+      nodeBatchKey: algorithm.namedMode('count') !== undefined ? this.nodeBatchKey(served, side, kind.index) : undefined,
       breaker: this.breakerFor(side, node),
       node: SIDES[side] + node,
       side,
@@ -342,7 +388,7 @@ export class RedisLimiter implements Limiter {
       algorithm: script,
       algorithmName: name,
       // As group()'s batch keys, on the main side (0).
-      batchKey: (slot + 1) * 2 * 8 + index,
+      batchKey: (slot + 1) * 2 * SCRIPTS_PER_SLOT + index,
       nodeBatchKey: this.nodeBatchKey(served, 0, index),
       breaker: this.breakerFor(0, node),
       node: SIDES[0] + node,
@@ -452,18 +498,20 @@ export class RedisLimiter implements Limiter {
     let lists = 0;
     for (const g of groups) {
       const part = g.algorithm === this.listScript || g.algorithm === this.fixedWindowListScript ? ++lists : 0;
+      const shared = g.algorithm === this.referenceScript?.script;
       g.indexes.forEach((i, j) => {
         const key = g.keys[j] as string;
+        const check = checks[i] as LimitCheck;
         keys.push(key);
         indexes.push(i);
         if (named) args.push(key);
-        script.pushArgs(args, part, checks[i] as LimitCheck);
+        script.pushArgs(args, part, check, shared ? check.spec.windowSeconds + this.jitter() : undefined);
       });
     }
     args[0] = keys.length;
     const batchKey = named
       ? (this.nodeBatchKey(first.served, first.side, STOP_REQUEST_INDEX) as number)
-      : ((first.slot + 1) * 2 + first.side) * 8 + STOP_REQUEST_INDEX;
+      : ((first.slot + 1) * 2 + first.side) * SCRIPTS_PER_SLOT + STOP_REQUEST_INDEX;
     const call = {
       batchKey,
       client: first.client,

@@ -96,7 +96,8 @@ export class ReferenceCarryOver implements Limiter {
       if (size !== 1) return;
       const check = checks[first] as LimitCheck;
       const w = check.spec.windowSeconds;
-      if (check.spec.algorithm !== 'fixed_window' || !REFERENCE_WINDOWS.has(w)) return;
+      // Only a limit the reference can express (LimitSpec.shareable) has a key of the reference's.
+      if (check.spec.shareable !== true || check.spec.algorithm !== 'fixed_window' || !REFERENCE_WINDOWS.has(w)) return;
       const startMs = referenceWindowStart(w, nowMs) * 1000;
       if (startMs >= this.options.carryUntil) return;
       const windowKey = fixedWindowKey(checkKey(this.options.keyPrefix, check), w, nowMs);

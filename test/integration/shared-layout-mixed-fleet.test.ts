@@ -1,0 +1,249 @@
+// Issue 30, "Done when": a mixed fleet during a rolling update. The reference binary (built from
+// source) and floodgate with REDIS_KEY_LAYOUT=reference count against one Redis, then against a
+// 3-master Redis Cluster, the calls alternating between the two servers request by request. For
+// every client and window the admitted requests equal the limit exactly, and the fleet answers
+// each request as one service would: the same sequence, sent to the reference alone (the same
+// rules under another domain, so its keys are its own), gets the same codes, limit_remaining and
+// duration_until_reset (within the second the two calls may straddle).
+//
+// Covered: a per-second limit with REDIS_PERSECOND=true and REDIS_PERSECOND_URL (a second Redis,
+// where both put it), CACHE_KEY_PREFIX, a share_threshold wildcard, a per-request limit override,
+// the local over-limit cache (LOCAL_CACHE_SIZE_IN_BYTES), STOP mode
+// (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT) and both together, each fleet on one Redis and on a
+// cluster (the two-descriptor scenario is where STOP mode holds a counter back).
+//
+// Time: every sequence runs inside one window; each test waits (bounded) until the minute has
+// enough left. A per-second batch is sent at the start of a second, concurrently, and sent again
+// with fresh clients (bounded) when the test's clock shows it straddled a second.
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
+import { startReference, type ReferenceServer } from '../harness/reference-server';
+import { rlsClient, type RlsTestClient, type TestDescriptor, type TestRequest } from '../helpers/rls-client';
+import { startTestApp, type TestApp } from '../helpers/test-app';
+import { awayFromWindowEdge } from '../helpers/windows';
+import { scanKeys, type RedisNode } from './redis-backend-helpers';
+import type { WireResponse } from '../../src/rls/wire-types';
+
+/** Each fleet's CACHE_KEY_PREFIX: its own keys (a share_threshold counter is one key for every value). */
+const prefixOf = (i: number): string => `fleet${i}_`;
+
+/** The same rules for the mixed fleet (domain `a`) and for the reference alone (domain `b`). */
+function rules(domain: string): string {
+  return `
+domain: ${domain}
+descriptors:
+  - key: user
+    rate_limit: { unit: hour, requests_per_unit: 5 }
+  - key: sec
+    rate_limit: { unit: second, requests_per_unit: 3 }
+  - key: path
+    value: "/api/*"
+    share_threshold: true
+    rate_limit: { unit: minute, requests_per_unit: 4 }
+`;
+}
+const RULE_FILES = { 'a.yaml': rules('a'), 'b.yaml': rules('b') };
+
+const user = (value: string): TestDescriptor => ({ entries: [{ key: 'user', value }] });
+const path = (value: string): TestDescriptor => ({ entries: [{ key: 'path', value }] });
+const override = (value: string, limit: number, unit: string): TestDescriptor => ({
+  entries: [{ key: 'client', value }],
+  limit: { requests_per_unit: limit, unit },
+});
+
+interface Scenario {
+  readonly name: string;
+  /** The limit admitted requests must reach exactly (single-descriptor scenarios). */
+  readonly limit?: number;
+  /** Request n of the sequence, in `domain`. */
+  readonly request: (domain: string, n: number) => TestRequest;
+  readonly count: number;
+}
+
+function scenarios(tag: string): Scenario[] {
+  return [
+    { name: 'an hour limit', limit: 5, count: 8, request: (domain) => ({ domain, descriptors: [user(`u-${tag}`)] }) },
+    {
+      name: 'an hour limit, hits_addend 2',
+      limit: 2,
+      count: 4,
+      request: (domain) => ({ domain, descriptors: [user(`h-${tag}`)], hits_addend: 2 }),
+    },
+    {
+      name: 'a share_threshold wildcard (every /api/* value one counter)',
+      limit: 4,
+      count: 7,
+      request: (domain, n) => ({ domain, descriptors: [path(`/api/${tag}/${n}`)] }),
+    },
+    {
+      name: 'a per-request override',
+      limit: 6,
+      count: 9,
+      request: (domain) => ({ domain, descriptors: [override(`o-${tag}`, 6, 'HOUR')] }),
+    },
+    {
+      name: 'two descriptors, an hour rule and a minute override',
+      count: 8,
+      request: (domain) => ({ domain, descriptors: [user(`m-${tag}`), override(`mo-${tag}`, 3, 'MINUTE')] }),
+    },
+  ];
+}
+
+/** What one answer says, as the fleet must agree on it. */
+function summary(res: WireResponse): { overall: string; statuses: { code: string; remaining: number; reset: number }[] } {
+  return {
+    overall: String(res.overall_code),
+    statuses: res.statuses.map((s) => ({
+      code: String(s.code),
+      remaining: s.limit_remaining ?? 0,
+      reset: Number(s.duration_until_reset?.seconds ?? 0),
+    })),
+  };
+}
+
+interface Fleet {
+  readonly prefix: string;
+  readonly reference: ReferenceServer;
+  readonly floodgate: TestApp;
+  readonly referenceClient: RlsTestClient;
+  stop(): Promise<void>;
+}
+
+async function startFleet(
+  redisEnv: { reference: Record<string, string>; floodgate: Record<string, string> },
+  env: Record<string, string>,
+): Promise<Fleet> {
+  const reference = await startReference(RULE_FILES, { ...redisEnv.reference, ...env, REDIS_PERSECOND_SOCKET_TYPE: 'tcp' });
+  const floodgate = await startTestApp(RULE_FILES, { ...redisEnv.floodgate, ...env, BACKEND_TYPE: 'redis', REDIS_KEY_LAYOUT: 'reference' });
+  const referenceClient = rlsClient(`127.0.0.1:${reference.grpcPort}`);
+  return {
+    prefix: env.CACHE_KEY_PREFIX as string,
+    reference,
+    floodgate,
+    referenceClient,
+    async stop() {
+      referenceClient.close();
+      await floodgate.stop();
+      await reference.stop();
+    },
+  };
+}
+
+/** Runs every scenario on the reference alone (domain b) and on the fleet alternating (domain a), and compares. */
+async function runScenarios(fleet: Fleet, tag: string): Promise<void> {
+  // Every sequence inside one minute (the shortest unit but the per-second one's).
+  await awayFromWindowEdge(60, 30_000);
+  for (const s of scenarios(tag)) {
+    const alone: ReturnType<typeof summary>[] = [];
+    const mixed: ReturnType<typeof summary>[] = [];
+    for (let n = 0; n < s.count; n++) alone.push(summary(await fleet.referenceClient.shouldRateLimit(s.request('b', n))));
+    for (let n = 0; n < s.count; n++) {
+      const server = n % 2 === 0 ? fleet.referenceClient : fleet.floodgate.client;
+      mixed.push(summary(await server.shouldRateLimit(s.request('a', n))));
+    }
+    if (s.limit !== undefined) expect(mixed.filter((a) => a.overall === 'OK').length, `${s.name}: admitted`).toBe(s.limit);
+    expect(
+      mixed.map((a) => a.overall),
+      `${s.name}: codes`,
+    ).toEqual(alone.map((a) => a.overall));
+    for (let n = 0; n < s.count; n++) {
+      const [m, a] = [mixed[n]!, alone[n]!];
+      expect(
+        m.statuses.map((x) => [x.code, x.remaining]),
+        `${s.name}: request ${n}`,
+      ).toEqual(a.statuses.map((x) => [x.code, x.remaining]));
+      m.statuses.forEach((x, i) => expect(Math.abs(x.reset - a.statuses[i]!.reset), `${s.name}: request ${n} reset`).toBeLessThanOrEqual(1));
+    }
+  }
+}
+
+/**
+ * A per-second limit of 3: 8 requests at once, half to each server, all inside one second;
+ * exactly 3 admitted, counted in REDIS_PERSECOND_URL's Redis (not the main one).
+ */
+async function runPerSecond(fleet: Fleet, tag: string, perSecond: RedisNode, main: readonly RedisNode[]): Promise<void> {
+  for (let attempt = 0; attempt < 10; attempt++) {
+    await awayFromWindowEdge(1, 900);
+    const request: TestRequest = { domain: 'a', descriptors: [{ entries: [{ key: 'sec', value: `${tag}-${attempt}` }] }] };
+    const before = Date.now();
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, n) => (n % 2 === 0 ? fleet.referenceClient : fleet.floodgate.client).shouldRateLimit(request)),
+    );
+    const after = Date.now();
+    // Straddled a second: both servers name their keys by their clock, so two windows counted.
+    if (Math.floor(before / 1000) !== Math.floor(after / 1000)) continue;
+    expect(answers.filter((a) => a.overall_code === 'OK').length).toBe(3);
+    expect(await scanKeys(perSecond, `${fleet.prefix}a_sec_${tag}-${attempt}_`)).toHaveLength(1);
+    for (const node of main) expect(await scanKeys(node, `${fleet.prefix}a_sec_`)).toEqual([]);
+    return;
+  }
+  throw new Error('no batch of 8 calls fitted in one second in 10 attempts');
+}
+
+const FLEETS = [
+  { name: 'local cache', env: { LOCAL_CACHE_SIZE_IN_BYTES: '1048576' } },
+  { name: 'STOP mode', env: { STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true' } },
+  { name: 'STOP mode and the local cache', env: { STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true', LOCAL_CACHE_SIZE_IN_BYTES: '1048576' } },
+] as const;
+
+describe('a mixed fleet on one Redis counts as one service (issue 30)', () => {
+  let main: RedisProcess;
+  let perSecond: RedisProcess;
+  const fleets: Fleet[] = [];
+  beforeAll(async () => {
+    [main, perSecond] = await Promise.all([startStandalone(), startStandalone()]);
+    const common = { REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: `127.0.0.1:${perSecond.port}` };
+    const redisEnv = { reference: { REDIS_URL: `127.0.0.1:${main.port}` }, floodgate: { REDIS_URL: `127.0.0.1:${main.port}` } };
+    for (const [i, f] of FLEETS.entries()) fleets.push(await startFleet(redisEnv, { ...common, ...f.env, CACHE_KEY_PREFIX: prefixOf(i) }));
+  }, 900_000);
+  afterAll(async () => {
+    for (const f of fleets) await f.stop();
+    await Promise.all([main?.stop(), perSecond?.stop()]);
+  });
+
+  test.each(FLEETS.map((f, i) => ({ name: f.name, i })))(
+    '$name',
+    async ({ i }) => {
+      await runScenarios(fleets[i]!, `s${i}`);
+      await runPerSecond(fleets[i]!, `s${i}`, perSecond, [main]);
+    },
+    120_000,
+  );
+});
+
+describe('a mixed fleet on a 3-master Redis Cluster counts as one service (issue 30)', () => {
+  let cluster: RedisClusterHarness;
+  let perSecond: RedisProcess;
+  const fleets: Fleet[] = [];
+  beforeAll(async () => {
+    [cluster, perSecond] = await Promise.all([startCluster({ masters: 3, replicasPerMaster: 0 }), startStandalone()]);
+    const common = { REDIS_PERSECOND: 'true', REDIS_PERSECOND_URL: `127.0.0.1:${perSecond.port}` };
+    const redisEnv = {
+      reference: { REDIS_TYPE: 'cluster', REDIS_URL: cluster.seeds },
+      floodgate: { REDIS_TYPE: 'CLUSTER', REDIS_URL: cluster.seeds },
+    };
+    for (const [i, f] of FLEETS.entries()) fleets.push(await startFleet(redisEnv, { ...common, ...f.env, CACHE_KEY_PREFIX: prefixOf(i) }));
+  }, 900_000);
+  afterAll(async () => {
+    for (const f of fleets) await f.stop();
+    await Promise.all([cluster?.stop(), perSecond?.stop()]);
+  });
+
+  test.each(FLEETS.map((f, i) => ({ name: f.name, i })))(
+    '$name',
+    async ({ i }) => {
+      await runScenarios(fleets[i]!, `c${i}`);
+      await runPerSecond(fleets[i]!, `c${i}`, perSecond, cluster.masters());
+    },
+    120_000,
+  );
+
+  test('one request’s counters lie in several slots, and every one is the reference’s key', async () => {
+    const keys = (await Promise.all(cluster.masters().map((m) => scanKeys(m, `${prefixOf(1)}a_`)))).map((k) => k.length);
+    // The scenarios' keys (no hash tag) spread over more than one master.
+    expect(keys.filter((n) => n > 0).length).toBeGreaterThan(1);
+    const all = (await Promise.all(cluster.masters().map((m) => scanKeys(m, 'fleet')))).flat();
+    expect(all.length).toBeGreaterThan(0);
+    expect(all.filter((k) => k.includes('rl:{'))).toEqual([]);
+  });
+});
