@@ -76,6 +76,22 @@ function reportConnections(client: RedisClient, pool: RedisPool, metrics: Servic
 }
 
 /**
+ * Leaving the reference's keys (the reference itself, or REDIS_KEY_LAYOUT=reference) without a
+ * reset (issue 30): with floodgate's own layout and REDIS_KEY_LAYOUT_CARRY_OVER above 0, the
+ * reference's count of a window seeds floodgate's key for it (redis/reference-carry-over.ts).
+ */
+function withCarryOver(limiter: Limiter, settings: LimiterSettings, client: RedisClient, perSecondClient: RedisClient | undefined): Limiter {
+  const carryOverMs = settings.redisKeyLayoutCarryOverMs ?? 0;
+  if (settings.redisKeyLayout === 'reference' || carryOverMs <= 0) return limiter;
+  return new ReferenceCarryOver(limiter, {
+    client,
+    ...(perSecondClient ? { perSecondClient } : {}),
+    keyPrefix: settings.cacheKeyPrefix,
+    carryUntil: Date.now() + carryOverMs,
+  });
+}
+
+/**
  * Builds the limiter stack the settings describe. For Redis, from the outside in: the failure
  * mode (so a fallback answer is never cached), the local over-limit cache, the Redis limiter.
  */
@@ -116,16 +132,7 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
   });
   operator?.watchBreakers(() => redisLimiter.breakerStates());
   let limiter: Limiter = redisLimiter;
-  const carryOverMs = settings.redisKeyLayoutCarryOverMs ?? 0;
-  if (settings.redisKeyLayout !== 'reference' && carryOverMs > 0) {
-    // Leaving the reference's keys (the reference itself, or REDIS_KEY_LAYOUT=reference) without a reset (issue 30).
-    limiter = new ReferenceCarryOver(limiter, {
-      client,
-      ...(perSecondClient ? { perSecondClient } : {}),
-      keyPrefix: settings.cacheKeyPrefix,
-      carryUntil: Date.now() + carryOverMs,
-    });
-  }
+  limiter = withCarryOver(limiter, settings, client, perSecondClient);
   if (settings.localCacheSizeInBytes > 0) {
     limiter = new OverLimitCache(limiter, {
       maxBytes: settings.localCacheSizeInBytes,
