@@ -118,7 +118,12 @@ export async function openPorts(
         rules,
         registry: prometheus.registry,
         backendType: settings.backendType,
-        keyLayout: keyLayoutText(settings.backendType, settings.redisKeyLayout, settings.redisKeyLayoutCarryOverMs),
+        keyLayout: keyLayoutText(
+          settings.backendType,
+          settings.redisKeyLayout,
+          settings.redisKeyLayoutCarryOverMs,
+          settings.redisKeyLayoutUntilMs,
+        ),
         backendHealthy: () => limiter.isHealthy(),
         serving: () => health.isServing(),
         breakers: () => operator.breakerStates(),

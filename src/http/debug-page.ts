@@ -92,9 +92,13 @@ export async function debugState(sources: DebugPageSources): Promise<unknown> {
  * The key layout line of the page: REDIS_KEY_LAYOUT, and with floodgate's own keys whether the
  * reference's counts are carried over (REDIS_KEY_LAYOUT_CARRY_OVER, ms; 0 off).
  */
-export function keyLayoutText(backendType: string, layout: 'floodgate' | 'reference', carryOverMs: number): string {
+export function keyLayoutText(backendType: string, layout: 'floodgate' | 'reference', carryOverMs: number, untilMs?: number): string {
   if (backendType !== 'redis') return `none (${backendType} backend)`;
-  if (layout === 'reference') return "reference: the reference's own keys, shared with envoyproxy/ratelimit (REDIS_KEY_LAYOUT=reference)";
+  const shared = "reference: the reference's own keys, shared with envoyproxy/ratelimit (REDIS_KEY_LAYOUT=reference)";
+  if (layout === 'reference' && untilMs !== undefined) {
+    return `${shared} until ${new Date(untilMs).toISOString()}, then floodgate's own keys, the windows in progress carried over (REDIS_KEY_LAYOUT_UNTIL)`;
+  }
+  if (layout === 'reference') return shared;
   if (carryOverMs <= 0) return 'floodgate: its own keys';
   return `floodgate: its own keys, carrying the reference's counts over for windows begun within ${goDuration(carryOverMs)} of start (REDIS_KEY_LAYOUT_CARRY_OVER)`;
 }

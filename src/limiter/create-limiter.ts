@@ -10,6 +10,7 @@ import { createRedisClient, type RedisClient, type RedisSettings } from './redis
 import type { WrapScript } from './redis/algorithm-scripts';
 import { RedisLimiter } from './redis/redis-limiter';
 import { ReferenceCarryOver } from './redis/reference-carry-over';
+import { LayoutSwitch, OwnKeysOnly } from './redis/layout-switch';
 import type { KeyLayout } from './reference-key';
 
 export type BackendType = 'memory' | 'redis';
@@ -26,6 +27,8 @@ export interface LimiterSettings {
   readonly expirationJitterMaxSeconds?: number;
   /** REDIS_KEY_LAYOUT_CARRY_OVER (ms): with the own layout, windows begun this long after start carry the reference's count over; 0 or absent: off. */
   readonly redisKeyLayoutCarryOverMs?: number;
+  /** REDIS_KEY_LAYOUT_UNTIL (epoch ms): with the shared layout, when this pod switches to its own keys. */
+  readonly redisKeyLayoutUntilMs?: number;
   readonly backendFailureMode: FailureMode;
   readonly localCacheSizeInBytes: number;
   /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most; undefined = no bound but the bytes. */
@@ -77,18 +80,26 @@ function reportConnections(client: RedisClient, pool: RedisPool, metrics: Servic
 
 /**
  * Leaving the reference's keys (the reference itself, or REDIS_KEY_LAYOUT=reference) without a
- * reset (issue 30): with floodgate's own layout and REDIS_KEY_LAYOUT_CARRY_OVER above 0, the
+ * reset (issue 30). With floodgate's own layout and REDIS_KEY_LAYOUT_CARRY_OVER above 0, the
  * reference's count of a window seeds floodgate's key for it (redis/reference-carry-over.ts).
+ * With the shared layout and REDIS_KEY_LAYOUT_UNTIL, the pod switches to its own keys at that
+ * moment, carrying over the windows in progress then (redis/layout-switch.ts).
  */
 function withCarryOver(limiter: Limiter, settings: LimiterSettings, client: RedisClient, perSecondClient: RedisClient | undefined): Limiter {
   const carryOverMs = settings.redisKeyLayoutCarryOverMs ?? 0;
-  if (settings.redisKeyLayout === 'reference' || carryOverMs <= 0) return limiter;
-  return new ReferenceCarryOver(limiter, {
-    client,
-    ...(perSecondClient ? { perSecondClient } : {}),
-    keyPrefix: settings.cacheKeyPrefix,
-    carryUntil: Date.now() + carryOverMs,
-  });
+  const carried = (inner: Limiter, fromMs: number): Limiter =>
+    carryOverMs <= 0
+      ? inner
+      : new ReferenceCarryOver(inner, {
+          client,
+          ...(perSecondClient ? { perSecondClient } : {}),
+          keyPrefix: settings.cacheKeyPrefix,
+          carryUntil: fromMs + carryOverMs,
+        });
+  if (settings.redisKeyLayout !== 'reference') return carried(limiter, Date.now());
+  const until = settings.redisKeyLayoutUntilMs;
+  if (until === undefined) return limiter;
+  return new LayoutSwitch(limiter, carried(new OwnKeysOnly(limiter), Math.max(until, Date.now())), until);
 }
 
 /**
