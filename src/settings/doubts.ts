@@ -11,7 +11,8 @@ const SETTING_NAME = /^[A-Z][A-Z0-9_]*$/;
 /**
  * Warns, once at start-up, about what the environment probably did not mean: a variable a typo
  * away from a setting (REDIS_ULR would otherwise start the memory backend without a word), and
- * the memory backend chosen only because no Redis is configured (each replica then counts alone).
+ * the memory backend chosen only because no Redis is configured (each replica then counts alone),
+ * and REDIS_KEY_LAYOUT=reference with the memory backend (nothing is shared then).
  */
 export function reportSettingsDoubts(env: Env, settings: Settings | undefined, logger: Logger): void {
   const known = knownNames(env);
@@ -22,6 +23,10 @@ export function reportSettingsDoubts(env: Env, settings: Settings | undefined, l
   }
   if (settings?.backendType === 'memory' && !env.BACKEND_TYPE)
     logger.warn('no REDIS_URL is set, so the memory backend counts: each replica counts alone (limits apply per replica, not across replicas)');
+  if (settings?.redisKeyLayout === 'reference' && settings.backendType === 'memory')
+    logger.warn(
+      'REDIS_KEY_LAYOUT=reference has no effect with the memory backend: nothing counts in Redis, so nothing is shared with the reference',
+    );
 }
 
 /**

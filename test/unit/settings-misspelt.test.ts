@@ -61,4 +61,11 @@ describe('start-up doubts about the environment', () => {
     // Asked for explicitly: no doubt to report.
     expect(report({ BACKEND_TYPE: 'memory' })).toEqual([]);
   });
+
+  it('says that REDIS_KEY_LAYOUT=reference does nothing without Redis (issue 30)', () => {
+    const lines = report({ BACKEND_TYPE: 'memory', REDIS_KEY_LAYOUT: 'reference' });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/level=warn .*REDIS_KEY_LAYOUT=reference.*memory backend/);
+    expect(report({ REDIS_URL: '127.0.0.1:6379', REDIS_KEY_LAYOUT: 'reference' })).toEqual([]);
+  });
 });
