@@ -227,4 +227,31 @@ describe('carry-over from the reference key layout, a 3-master Redis Cluster (is
       await app.stop();
     }
   });
+
+  test('STOP mode, one request of two counters in different slots: judged on the carried counts', async () => {
+    const prefix = uniquePrefix('stop');
+    const app = await startTestApp(RULES, {
+      BACKEND_TYPE: 'redis',
+      REDIS_TYPE: 'cluster',
+      REDIS_URL: cluster.seeds,
+      CACHE_KEY_PREFIX: prefix,
+      STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true',
+    });
+    try {
+      await awayFromEdge(3600, 120_000);
+      await admin.set(referenceWindowKey(prefix, user('sa'), 3600, Date.now()), '7', 'EX', 3600);
+      await admin.set(referenceWindowKey(prefix, user('sb'), 3600, Date.now()), '9', 'EX', 3600);
+      const request = { domain: 'd', descriptors: [{ entries: [{ key: 'user', value: 'sa' }] }, { entries: [{ key: 'user', value: 'sb' }] }] };
+      // 7 + 1 and 9 + 1: both within 10; then sb would be 11: over, and only sb is charged.
+      expect((await app.client.shouldRateLimit(request)).overall_code).toBe('OK');
+      expect((await app.client.shouldRateLimit(request)).overall_code).toBe('OVER_LIMIT');
+      const counts: Record<string, string> = {};
+      for (const node of cluster.masters()) {
+        for (const key of await scanKeys(node, prefix + 'rl:')) counts[/user=(\w+)/.exec(key)![1]!] = String(await node.command('GET', key));
+      }
+      expect(counts).toEqual({ sa: '8', sb: '11' });
+    } finally {
+      await app.stop();
+    }
+  });
 });

@@ -31,7 +31,8 @@ export const DEFAULT_CARRY_OVER_MS = 15 * 60_000;
 
 /** The windows of the reference's units: the only ones whose keys the reference can have written. */
 const REFERENCE_WINDOWS: ReadonlySet<number> = new Set(Object.values(UNIT_SECONDS));
-const DEFAULT_MAX_SETTLED = 100_000;
+// Each entry is a key of at most 128 characters (compactIdentity) and a number: a few MB at most.
+const DEFAULT_MAX_SETTLED = 20_000;
 
 /** One window to carry over: where the reference counted it, and floodgate's own key for it. */
 interface Carry {
