@@ -147,6 +147,7 @@ function startOrphanScan(settings: Settings, { logger, prometheus }: Core, runni
     redis: settings.redis,
     scan: settings.orphanScan,
     prefix: settings.cacheKeyPrefix,
+    referenceKeys: settings.redisKeyLayout === 'reference',
     registry: prometheus.registry,
     logger,
   });

@@ -2,7 +2,7 @@ import type { RuleSet } from '../config/rule-types';
 import { grpcServerCredentials } from '../grpc/credentials';
 import { GrpcServer } from '../grpc/grpc-server';
 import { HealthState } from '../base/health';
-import { debugPageRoute, debugStateRoute } from '../http/debug-page';
+import { debugPageRoute, debugStateRoute, keyLayoutText } from '../http/debug-page';
 import { rlconfigRoute } from '../http/debug-routes';
 import { allowedHostsOnly } from '../http/host-check';
 import { HttpListener, type Route } from '../http/http-listener';
@@ -119,6 +119,12 @@ export async function openPorts(
         rules,
         registry: prometheus.registry,
         backendType: settings.backendType,
+        keyLayout: keyLayoutText(
+          settings.backendType,
+          settings.redisKeyLayout,
+          settings.redisKeyLayoutCarryOverMs,
+          settings.redisKeyLayoutUntilMs,
+        ),
         backendHealthy: () => limiter.isHealthy(),
         serving: () => health.isServing(),
         breakers: () => operator.breakerStates(),

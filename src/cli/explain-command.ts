@@ -1,6 +1,7 @@
 import type { EntryStep, RateLimitRule, RuleSet } from '../config/rule-types';
 import type { LimitCheck, LimitResult, Limiter } from '../limiter/limiter';
 import { counterKey } from '../limiter/counter-key';
+import { referenceKeyStem, type KeyLayout } from '../limiter/reference-key';
 import { PrometheusMetrics } from '../metrics/metrics';
 import { RateLimitService } from '../service/rate-limit-service';
 import type { DescriptorEntry } from '../domain/descriptor';
@@ -13,7 +14,8 @@ export const EXPLAIN_USAGE = `usage: floodgate explain <dir> <domain> k=v [k=v .
 
 Says which rule of the rule files in <dir> a request descriptor matches and why: per entry
 whether the file's exact value, a wildcard or the key alone matched; the limit, the algorithm,
-the Redis key the counter uses, and whether shadow mode, quota mode or 'replaces' applies. A
+the Redis key the counter uses (and the reference's key for the request, in which
+REDIS_KEY_LAYOUT=reference counts), and whether shadow mode, quota mode or 'replaces' applies. A
 bare '+' starts another descriptor of the same request (needed to see 'replaces' at work).
 
 The request runs through the server's own matching and request code, with a counter that
@@ -36,6 +38,14 @@ export interface DescriptorExplanation {
   readonly rule?: RateLimitRule;
   /** The counter's Redis key; a fixed window's counts are in `<redisKey>:<window start, epoch s>`, one key per window. */
   readonly redisKey?: string;
+  /**
+   * The key the reference counts this request in, without its window start (`<prefix><domain>_
+   * <key>_<value>_..._`, then `<window start, epoch s>`); only for a rule the reference can express
+   * (issue 30). With REDIS_KEY_LAYOUT=reference floodgate counts there too (`layout`).
+   */
+  readonly referenceKey?: string;
+  /** The layout in force for this counter: `reference` when it is counted in `referenceKey`. */
+  readonly layout?: KeyLayout;
   /** A `rate_limits` list (ours): each limit and its counter's Redis key; `rule` and `redisKey` are the first's. */
   readonly limits?: readonly { readonly rule: RateLimitRule; readonly redisKey: string }[];
   /** Names of this request's other rules whose `replaces` drop this one. */
@@ -74,6 +84,7 @@ export async function explainRequest(
   prefix: string,
 ): Promise<DescriptorExplanation[]> {
   const settings = loadSettings();
+  const layout = settings.redisKeyLayout;
   const limiter = new RecordingLimiter();
   const service = new RateLimitService({
     rules: () => rules,
@@ -105,11 +116,14 @@ export async function explainRequest(
         const check = limiter.checks[checkIndex++] as LimitCheck;
         return { rule: r, redisKey: counterKey(prefix, check.counter, check.spec) };
       });
+      const first = limiter.checks[checkIndex - counted.length] as LimitCheck;
+      const referenceKey = first.spec.shareable === true ? referenceKeyStem(prefix, first.counter) : undefined;
       return {
         ...base,
         outcome: 'counted',
         rule,
         redisKey: (counted[0] as { redisKey: string }).redisKey,
+        ...(referenceKey !== undefined && { referenceKey, layout }),
         ...(match.rules !== undefined && { limits: counted }),
         shadowMode: rule.shadowMode || settings.shadowMode,
         quotaMode: rule.quotaMode || settings.quotaMode,
@@ -162,8 +176,10 @@ function describeRule(r: RateLimitRule): string {
  * per window, the counter's name plus `:<window start, epoch s>` (lua/lib/fixed_window_step.lua).
  */
 function shownKey(rule: RateLimitRule, redisKey: string): string {
-  return rule.algorithm === 'fixed_window' ? `${redisKey}:<window start, epoch s>` : redisKey;
+  return rule.algorithm === 'fixed_window' ? `${redisKey}:${WINDOW_START}` : redisKey;
 }
+
+const WINDOW_START = '<window start, epoch s>';
 
 /** The limit (or each limit of a list) and its counter's Redis key. */
 function describeCounted(e: DescriptorExplanation): string {
@@ -172,7 +188,12 @@ function describeCounted(e: DescriptorExplanation): string {
   if (e.limits !== undefined) {
     out += `  rate_limits: ${limits.length} limits, all or nothing (a hit is admitted when every limit admits it, and charged to all or none)\n`;
   }
-  for (const l of limits) out += `  ${describeRule(l.rule)}\n  redis key: ${shownKey(l.rule, l.redisKey)}\n`;
+  for (const l of limits) {
+    out += `  ${describeRule(l.rule)}\n`;
+    if (e.referenceKey === undefined) out += `  redis key: ${shownKey(l.rule, l.redisKey)}\n`;
+    else if (e.layout === 'reference') out += `  redis key: ${e.referenceKey}${WINDOW_START} (the reference's: REDIS_KEY_LAYOUT=reference)\n`;
+    else out += `  redis key: ${shownKey(l.rule, l.redisKey)}\n  reference's key: ${e.referenceKey}${WINDOW_START}\n`;
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import { createRedisClient } from '../limiter/redis/redis-client';
+import type { KeyLayout } from '../limiter/reference-key';
 import { redactUserInfo } from '../settings/redis-url-credentials';
 import { scanCounterKeys, scanTargets, type ScanReport } from '../redis-keys/scan-keys';
 import { loadSettings } from '../settings/settings';
@@ -10,7 +11,10 @@ export const KEYS_USAGE = `usage: floodgate keys [--redis <url> [--cluster | --s
 Walks every counter key under the prefix with SCAN, a bounded COUNT per call and a pause
 between calls, and reports keys without a TTL and keys of an unknown shape (not
 '<prefix>rl:{...}:<algorithm>:<seconds>', for a fixed window also with ':<window start>',
-holding its algorithm's type, nor a policy key '<prefix>rl:{...}:policy:state|routes|prints'). Control characters in key names are shown
+holding its algorithm's type, nor a policy key '<prefix>rl:{...}:policy:state|routes|prints').
+In the shared layout (REDIS_KEY_LAYOUT=reference) the reference's keys,
+'<prefix><domain>_<key>_<value>_..._<window start>' holding a count, are walked too (every key
+under the prefix; others there are left alone). Control characters in key names are shown
 escaped (\\n, \\xHH). Exits 0 when nothing is left to report, 1 otherwise, 2 when Redis
 cannot be reached.
 
@@ -20,6 +24,7 @@ cannot be reached.
   --sentinel       URL is master,host:port[,host:port...] (REDIS_URL of REDIS_TYPE SENTINEL):
                    scan the master the sentinels name
   --prefix P       CACHE_KEY_PREFIX (default: $CACHE_KEY_PREFIX)
+  --layout L       floodgate or reference: the key layout counted in (default: $REDIS_KEY_LAYOUT)
   --fix            give each of floodgate's keys without a TTL one (EXPIRE ... NX): two windows
                    of its rule, or --ttl for a policy key; keys of unknown shape are left alone
   --fix-unknown    with --fix, give keys of unknown shape --ttl too (with an empty prefix, rl:*
@@ -112,8 +117,8 @@ function formatReport(report: ScanReport, fix: boolean): string {
   // SCAN's order is the hash table's: sorted, two runs can be compared line by line.
   for (const f of [...report.findings].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))) {
     const problems = [f.noTtl ? 'no-ttl' : '', f.unknownShape ? 'unknown-shape' : ''].filter(Boolean).join(',');
-    out +=
-      `${problems} ${printableKey(f.key)} (${f.redisType})` + (f.fixedTtlSeconds !== undefined ? ` -> ttl ${f.fixedTtlSeconds}s` : '') + '\n';
+    const what = f.reference === true ? `${f.redisType}, reference key` : f.redisType;
+    out += `${problems} ${printableKey(f.key)} (${what})` + (f.fixedTtlSeconds !== undefined ? ` -> ttl ${f.fixedTtlSeconds}s` : '') + '\n';
   }
   out +=
     `scanned ${report.scanned} key${report.scanned === 1 ? '' : 's'} on ${report.nodes} node${report.nodes === 1 ? '' : 's'}: ` +
@@ -123,13 +128,26 @@ function formatReport(report: ScanReport, fix: boolean): string {
   return out;
 }
 
+/** --layout, else REDIS_KEY_LAYOUT as the service reads it. */
+function layoutOf(parsed: ReturnType<typeof parseArgs>): KeyLayout {
+  const layout = stringOption(parsed, 'layout');
+  if (layout === undefined) return loadSettings().redisKeyLayout;
+  if (layout !== 'floodgate' && layout !== 'reference') throw new UsageError(`--layout ${layout}: expected floodgate or reference`);
+  return layout;
+}
+
 export async function keysCommand(args: readonly string[], io: CliIo): Promise<number> {
-  const parsed = parseArgs(args, ['redis', 'prefix', 'ttl', 'count', 'pause', 'max-calls'], ['cluster', 'sentinel', 'fix', 'fix-unknown']);
+  const parsed = parseArgs(
+    args,
+    ['redis', 'prefix', 'layout', 'ttl', 'count', 'pause', 'max-calls'],
+    ['cluster', 'sentinel', 'fix', 'fix-unknown'],
+  );
   if (parsed.positional.length > 0) throw new UsageError(`unexpected argument ${parsed.positional[0]}`);
   const fix = parsed.options.has('fix');
   if (parsed.options.has('fix-unknown') && !fix) throw new UsageError('--fix-unknown needs --fix');
   const options = {
     prefix: stringOption(parsed, 'prefix') ?? loadSettings().cacheKeyPrefix,
+    referenceKeys: layoutOf(parsed) === 'reference',
     count: intOption(parsed, 'count', 100, 1, 1000),
     pauseMs: intOption(parsed, 'pause', 10, 0, 10_000),
     maxCalls: intOption(parsed, 'max-calls', 1_000_000, 1, 1_000_000_000),

@@ -11,6 +11,8 @@ export interface DebugPageSources {
   readonly rules: () => RuleSet | undefined;
   readonly registry: Registry;
   readonly backendType: string;
+  /** Which Redis key layout is in force, in an operator's words (issue 30): see keyLayoutText. */
+  readonly keyLayout: string;
   readonly backendHealthy: () => boolean;
   readonly serving: () => boolean;
   readonly breakers: () => readonly { node: string; open: boolean }[];
@@ -77,13 +79,39 @@ export async function debugState(sources: DebugPageSources): Promise<unknown> {
     generatedAt: new Date().toISOString(),
     instance: instance(),
     serving: sources.serving(),
-    backend: { type: sources.backendType, healthy: sources.backendHealthy() },
+    backend: { type: sources.backendType, healthy: sources.backendHealthy(), keyLayout: sources.keyLayout },
     breakers: sources.breakers(),
     lastLoad: sources.lastLoad() ?? null,
     lastLoadError: sources.lastLoadError() ?? null,
     policies: (rules?.policies ?? []).map((p) => policyState(p, decisions)),
     domains,
   };
+}
+
+/**
+ * The key layout line of the page: REDIS_KEY_LAYOUT, and with floodgate's own keys whether the
+ * reference's counts are carried over (REDIS_KEY_LAYOUT_CARRY_OVER, ms; 0 off).
+ */
+export function keyLayoutText(backendType: string, layout: 'floodgate' | 'reference', carryOverMs: number, untilMs?: number): string {
+  if (backendType !== 'redis') return `none (${backendType} backend)`;
+  const shared = "reference: the reference's own keys, shared with envoyproxy/ratelimit (REDIS_KEY_LAYOUT=reference)";
+  if (layout === 'reference' && untilMs !== undefined) {
+    return `${shared} until ${new Date(untilMs).toISOString()}, then floodgate's own keys, the windows in progress carried over (REDIS_KEY_LAYOUT_UNTIL)`;
+  }
+  if (layout === 'reference') return shared;
+  if (carryOverMs <= 0) return 'floodgate: its own keys';
+  return `floodgate: its own keys, carrying the reference's counts over for windows begun within ${goDuration(carryOverMs)} of start (REDIS_KEY_LAYOUT_CARRY_OVER)`;
+}
+
+/** `15m`, `2h`, `1h30m`, `90s`, `250ms`: a duration as the setting would be written. */
+function goDuration(ms: number): string {
+  if (ms % 1000 !== 0) return `${ms}ms`;
+  let s = ms / 1000;
+  const h = Math.floor(s / 3600);
+  s -= h * 3600;
+  const m = Math.floor(s / 60);
+  s -= m * 60;
+  return (h > 0 ? `${h}h` : '') + (m > 0 ? `${m}m` : '') + (s > 0 ? `${s}s` : '');
 }
 
 export function debugStateRoute(sources: DebugPageSources): Route {
@@ -119,6 +147,7 @@ const PAGE = `<!doctype html>
 <p>answering: <span id="instance"></span> (behind a Service, each refresh may reach another pod: every number here is that process's own)</p>
 <h2>Backend</h2>
 <p>type <span id="backend-type"></span>, <span id="backend-health"></span>, service <span id="serving"></span>, rules loaded <span id="last-load"></span></p>
+<p>key layout: <span id="key-layout"></span></p>
 <p>last failed reload: <span id="last-load-error"></span></p>
 <table id="breakers"><thead><tr><th>Redis node</th><th>circuit</th></tr></thead><tbody></tbody></table>
 <div id="policies"></div>
@@ -151,6 +180,7 @@ function render(state) {
   const seconds = previous.instance === who ? at - previous.at : 0;
   const totals = new Map();
   document.getElementById("backend-type").textContent = state.backend.type;
+  document.getElementById("key-layout").textContent = state.backend.keyLayout;
   const health = document.getElementById("backend-health");
   health.textContent = state.backend.healthy ? "healthy" : "UNHEALTHY";
   health.className = state.backend.healthy ? "good" : "bad";

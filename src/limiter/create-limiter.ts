@@ -9,6 +9,8 @@ import { Cluster } from 'ioredis';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
 import type { WrapScript } from './redis/algorithm-scripts';
 import { RedisLimiter } from './redis/redis-limiter';
+import { ReferenceCarryOver } from './redis/reference-carry-over';
+import { LayoutSwitch, OwnKeysOnly } from './redis/layout-switch';
 import type { KeyLayout } from './reference-key';
 
 export type BackendType = 'memory' | 'redis';
@@ -23,6 +25,10 @@ export interface LimiterSettings {
   readonly redisKeyLayout?: KeyLayout;
   /** EXPIRATION_JITTER_MAX_SECONDS: added to a reference-layout key's expiry, as the reference adds it. */
   readonly expirationJitterMaxSeconds?: number;
+  /** REDIS_KEY_LAYOUT_CARRY_OVER (ms): with the own layout, windows begun this long after start carry the reference's count over; 0 or absent: off. */
+  readonly redisKeyLayoutCarryOverMs?: number;
+  /** REDIS_KEY_LAYOUT_UNTIL (epoch ms): with the shared layout, when this pod switches to its own keys. */
+  readonly redisKeyLayoutUntilMs?: number;
   readonly backendFailureMode: FailureMode;
   readonly localCacheSizeInBytes: number;
   /** MEMORY_MAX_COUNTERS: counters the memory backend (and failure mode `local`) keeps at most; undefined = no bound but the bytes. */
@@ -73,6 +79,30 @@ function reportConnections(client: RedisClient, pool: RedisPool, metrics: Servic
 }
 
 /**
+ * Leaving the reference's keys (the reference itself, or REDIS_KEY_LAYOUT=reference) without a
+ * reset (issue 30). With floodgate's own layout and REDIS_KEY_LAYOUT_CARRY_OVER above 0, the
+ * reference's count of a window seeds floodgate's key for it (redis/reference-carry-over.ts).
+ * With the shared layout and REDIS_KEY_LAYOUT_UNTIL, the pod switches to its own keys at that
+ * moment, carrying over the windows in progress then (redis/layout-switch.ts).
+ */
+function withCarryOver(limiter: Limiter, settings: LimiterSettings, client: RedisClient, perSecondClient: RedisClient | undefined): Limiter {
+  const carryOverMs = settings.redisKeyLayoutCarryOverMs ?? 0;
+  const carried = (inner: Limiter, fromMs: number): Limiter =>
+    carryOverMs <= 0
+      ? inner
+      : new ReferenceCarryOver(inner, {
+          client,
+          ...(perSecondClient ? { perSecondClient } : {}),
+          keyPrefix: settings.cacheKeyPrefix,
+          carryUntil: fromMs + carryOverMs,
+        });
+  if (settings.redisKeyLayout !== 'reference') return carried(limiter, Date.now());
+  const until = settings.redisKeyLayoutUntilMs;
+  if (until === undefined) return limiter;
+  return new LayoutSwitch(limiter, carried(new OwnKeysOnly(limiter), Math.max(until, Date.now())), until);
+}
+
+/**
  * Builds the limiter stack the settings describe. For Redis, from the outside in: the failure
  * mode (so a fallback answer is never cached), the local over-limit cache, the Redis limiter.
  */
@@ -113,6 +143,7 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
   });
   operator?.watchBreakers(() => redisLimiter.breakerStates());
   let limiter: Limiter = redisLimiter;
+  limiter = withCarryOver(limiter, settings, client, perSecondClient);
   if (settings.localCacheSizeInBytes > 0) {
     limiter = new OverLimitCache(limiter, {
       maxBytes: settings.localCacheSizeInBytes,

@@ -76,3 +76,40 @@ export function counterKeyShape(prefix: string, key: string, redisType: string):
 export function repairTtlSeconds(shape: CounterKeyShape): number | undefined {
   return 'windowSeconds' in shape ? shape.windowSeconds * 2 : undefined;
 }
+
+/**
+ * A key of the reference's layout (limiter/reference-key.ts, REDIS_KEY_LAYOUT=reference or the
+ * reference itself): `<prefix><domain>_(<key>_<value>_)+<window start, epoch s>`, a plain count.
+ * The unit is not in the key; the longest of the reference's units its window start is a
+ * multiple of bounds it (a window of an hour starts on a whole hour, maybe a whole day).
+ */
+export interface ReferenceKeyShape {
+  readonly windowStart: number;
+  readonly longestWindowSeconds: number;
+}
+
+// Domain, then at least one entry (Envoy sends none without), then the window start. Nothing is
+// escaped in these keys: any character may sit between the underscores.
+const REFERENCE_SHAPE = /^[^]+?_[^]*_[^]*_(\d{1,12})$/;
+/** The reference's units, longest first (src/utils/utilities.go UnitToDivider). */
+const REFERENCE_UNITS_DESC = [31_536_000, 2_592_000, 604_800, 86_400, 3600, 60, 1] as const;
+
+/** The reference's key shape of `key`, a string under `prefix`; undefined otherwise. */
+export function referenceKeyShape(prefix: string, key: string, redisType: string): ReferenceKeyShape | undefined {
+  if (redisType !== 'string' || !key.startsWith(prefix)) return undefined;
+  const m = REFERENCE_SHAPE.exec(key.slice(prefix.length));
+  if (m === null) return undefined;
+  const windowStart = Number(m[1]);
+  const longestWindowSeconds = REFERENCE_UNITS_DESC.find((u) => windowStart % u === 0) ?? 1;
+  return { windowStart, longestWindowSeconds };
+}
+
+/**
+ * The TTL `--fix` gives a reference key without one: until one window of its longest possible
+ * unit after that window ends (the reference's own EXPIRE is one unit from the first hit), at
+ * least 1 s (a window long past goes at once).
+ */
+export function repairReferenceTtlSeconds(shape: ReferenceKeyShape, nowMs: number): number {
+  const end = shape.windowStart + 2 * shape.longestWindowSeconds;
+  return Math.max(1, end - Math.floor(nowMs / 1000));
+}

@@ -35,7 +35,17 @@ export class OrphanScan {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
 
-  constructor(private readonly options: { redis: RedisSettings; scan: OrphanScanSettings; prefix: string; registry: Registry; logger: Logger }) {
+  constructor(
+    private readonly options: {
+      redis: RedisSettings;
+      scan: OrphanScanSettings;
+      prefix: string;
+      /** REDIS_KEY_LAYOUT=reference: the reference's keys are the counters too (issue 30). */
+      referenceKeys?: boolean;
+      registry: Registry;
+      logger: Logger;
+    },
+  ) {
     // Its own connection, so a scan never queues behind (or ahead of) the request path's calls.
     this.client = createRedisClient(options.redis, { readReplicas: options.scan.replicas });
     this.client.on('error', () => undefined); // the limiter's connection logs Redis trouble already
@@ -102,6 +112,7 @@ export class OrphanScan {
         count: scan.count,
         pauseMs: scan.pauseMs,
         maxCalls: MAX_SCAN_CALLS,
+        referenceKeys: this.options.referenceKeys === true,
         maxFindings: SAMPLE_SIZE,
         signal: this.abort.signal,
       });

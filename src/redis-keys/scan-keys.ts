@@ -1,6 +1,6 @@
 import type Redis from 'ioredis';
 import { Cluster } from 'ioredis';
-import { counterKeyPattern, counterKeyShape, repairTtlSeconds } from './key-shape';
+import { counterKeyPattern, counterKeyShape, referenceKeyShape, repairReferenceTtlSeconds, repairTtlSeconds } from './key-shape';
 
 /** How hard a scan may lean on Redis. */
 export interface ScanPace {
@@ -20,6 +20,8 @@ export interface KeyFinding {
   /** PTTL in ms (-1: none). */
   readonly pttl: number;
   readonly redisType: string;
+  /** A key of the reference's layout (REDIS_KEY_LAYOUT=reference), not of floodgate's own. */
+  readonly reference?: true;
   /** Set when a TTL was given (fix mode), in seconds. */
   readonly fixedTtlSeconds?: number;
 }
@@ -41,6 +43,12 @@ export interface ScanOptions extends ScanPace {
    * default empty prefix, `rl:*` may hold other applications' keys.
    */
   readonly fix?: { readonly ttlSeconds: number; readonly unknownShapes: boolean };
+  /**
+   * REDIS_KEY_LAYOUT=reference: also walk the reference's keys (`<prefix><domain>_..._<window
+   * start>`, issue 30), every key under the prefix then. Keys outside `<prefix>rl:` of no
+   * reference shape are another application's: skipped, never reported.
+   */
+  readonly referenceKeys?: boolean;
   /** Stop early (service shutdown). */
   readonly signal?: AbortSignal;
   /** Findings kept in the report; counts go on past it. */
@@ -121,13 +129,14 @@ export async function scanCounterKeys(nodes: readonly Redis[], writer: Redis | C
 
 async function scanNode(scan: NodeScan): Promise<void> {
   const { node, options } = scan;
-  const match = counterKeyPattern(options.prefix);
+  const match = options.referenceKeys === true ? escapedPrefix(options.prefix) + '*' : counterKeyPattern(options.prefix);
   let cursor = '0';
   for (let call = 0; call < options.maxCalls; call++) {
     if (options.signal?.aborted) break;
     const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', options.count);
     cursor = next;
-    if (keys.length > 0) await examineKeys(scan, keys);
+    const judged = options.referenceKeys === true ? keys.filter((k) => ownOrReferenceName(options.prefix, k)) : keys;
+    if (judged.length > 0) await examineKeys(scan, judged);
     if (cursor === '0') break;
     await sleep(options.pauseMs, options.signal);
   }
@@ -148,29 +157,53 @@ async function examineKeys(scan: NodeScan, keys: readonly string[]): Promise<voi
   }
 }
 
+/** With referenceKeys: a name under `<prefix>rl:` (judged as before) or of the reference's shape (the type is checked after). */
+function ownOrReferenceName(prefix: string, key: string): boolean {
+  return key.startsWith(prefix + 'rl:') || referenceKeyShape(prefix, key, 'string') !== undefined;
+}
+
+function escapedPrefix(prefix: string): string {
+  return prefix.replace(/[*?[\]\\]/g, '\\$&');
+}
+
+/** The TTL `--fix` gives `key` (seconds), and whether it is a reference key; undefined ttl: not ours to judge. */
+function judgeShape(options: ScanOptions, key: string, redisType: string): { known: boolean; ttl: number | undefined; reference: boolean } {
+  const shape = counterKeyShape(options.prefix, key, redisType);
+  if (shape !== undefined) return { known: true, ttl: repairTtlSeconds(shape), reference: false };
+  const reference = options.referenceKeys === true ? referenceKeyShape(options.prefix, key, redisType) : undefined;
+  if (reference !== undefined) return { known: true, ttl: repairReferenceTtlSeconds(reference, Date.now()), reference: true };
+  return { known: false, ttl: undefined, reference: false };
+}
+
+/** With `fix`, gives `key` (without a TTL) one: `ttl`, else the fix's own; the seconds given, or undefined. */
+async function repair(scan: NodeScan, key: string, ttl: number | undefined, known: boolean): Promise<number | undefined> {
+  const fix = scan.options.fix;
+  if (fix === undefined || !(known || fix.unknownShapes)) return undefined;
+  const seconds = ttl ?? fix.ttlSeconds;
+  // NX: a key the service re-created with its own TTL meanwhile keeps that one.
+  const set = await scan.writer.call('EXPIRE', key, String(seconds), 'NX');
+  if (set !== 1) return undefined;
+  scan.tally.fixed++;
+  return seconds;
+}
+
 async function examineKey(scan: NodeScan, key: string, pttl: number, redisType: string): Promise<void> {
   const { options, tally } = scan;
+  const { known, ttl: repairTtl, reference } = judgeShape(options, key, redisType);
+  // A key outside `<prefix>rl:` is ours only when it is the reference's (its type too).
+  if (!known && !key.startsWith(options.prefix + 'rl:')) return;
   tally.scanned++;
-  const shape = counterKeyShape(options.prefix, key, redisType);
-  if (shape !== undefined && pttl >= 0) return;
+  if (known && pttl >= 0) return;
   if (pttl < 0) tally.withoutTtl++;
-  if (shape === undefined) tally.unknownShape++;
-  let fixedTtlSeconds: number | undefined;
-  if (pttl < 0 && options.fix !== undefined && (shape !== undefined || options.fix.unknownShapes)) {
-    const ttl = (shape && repairTtlSeconds(shape)) ?? options.fix.ttlSeconds;
-    // NX: a key the service re-created with its own TTL meanwhile keeps that one.
-    const set = await scan.writer.call('EXPIRE', key, String(ttl), 'NX');
-    if (set === 1) {
-      tally.fixed++;
-      fixedTtlSeconds = ttl;
-    }
-  }
+  if (!known) tally.unknownShape++;
+  const fixedTtlSeconds = pttl < 0 ? await repair(scan, key, known ? repairTtl : undefined, known) : undefined;
   if (tally.findings.length < (options.maxFindings ?? 1000)) {
     tally.findings.push({
       key,
       node: nodeName(scan.node),
       noTtl: pttl < 0,
-      unknownShape: shape === undefined,
+      unknownShape: !known,
+      ...(reference ? { reference: true as const } : {}),
       pttl,
       redisType,
       ...(fixedTtlSeconds !== undefined ? { fixedTtlSeconds } : {}),

@@ -20,6 +20,7 @@ import { DEFAULT_MAX_RULE_TREE_BYTES } from '../config/load-rule-directory';
 import { MAX_RULE_FILE_BYTES } from '../config/parse-rule-file';
 import { DEFAULT_MAX_COUNTERS_PER_REQUEST, type RequestLimits } from '../service/validate-request';
 import type { KeyLayout } from '../limiter/reference-key';
+import { DEFAULT_CARRY_OVER_MS } from '../limiter/redis/reference-carry-over';
 import { bool, duration, float, int, listenAddress, listenHost, oneOf, port, str, type Env } from './parse';
 import { backendSettings, cacheKeyPrefix, checkAcceptedVariables, redisStartup } from './redis';
 import { rulesSource, type ConfigType } from './rules-source';
@@ -76,6 +77,18 @@ export interface Settings {
    * during a rolling update (issue 30).
    */
   readonly redisKeyLayout: KeyLayout;
+  /**
+   * REDIS_KEY_LAYOUT_CARRY_OVER (ours, ms): with the own layout, a fixed window that began before
+   * this long after start starts from the count the reference's key holds for it (issue 30);
+   * 0: counters start at zero.
+   */
+  readonly redisKeyLayoutCarryOverMs: number;
+  /**
+   * REDIS_KEY_LAYOUT_UNTIL (ours, epoch ms): with REDIS_KEY_LAYOUT=reference, the moment (by the
+   * pod's clock) from which the pod counts in floodgate's own keys, carrying over the windows in
+   * progress: every pod leaves the shared layout at once (issue 30). Undefined: never.
+   */
+  readonly redisKeyLayoutUntilMs?: number;
   readonly backendFailureMode: FailureMode;
   readonly expirationJitterMaxSeconds: number;
   readonly localCacheSizeInBytes: number;
@@ -183,6 +196,24 @@ function logLevel(env: Env): LogLevel {
 }
 
 /** Reads and validates every setting once; throws SettingsError naming the variable and value. */
+/** REDIS_KEY_LAYOUT_UNTIL: an RFC 3339 time (`2026-12-01T03:00:00Z`) or epoch seconds; only with REDIS_KEY_LAYOUT=reference. */
+function layoutUntil(env: Env): { redisKeyLayoutUntilMs?: number } {
+  const text = env['REDIS_KEY_LAYOUT_UNTIL']?.trim();
+  if (text === undefined || text === '') return {};
+  const ms = /^\d{1,12}$/.test(text) ? Number(text) * 1000 : /^\d{4}-\d{2}-\d{2}T/.test(text) ? Date.parse(text) : NaN;
+  if (!Number.isFinite(ms)) {
+    throw new SettingsError(
+      `invalid value for REDIS_KEY_LAYOUT_UNTIL: '${text}' (expected an RFC 3339 time such as 2026-12-01T03:00:00Z, or epoch seconds)`,
+    );
+  }
+  if (env['REDIS_KEY_LAYOUT']?.trim().toLowerCase() !== 'reference') {
+    throw new SettingsError(
+      `invalid value for REDIS_KEY_LAYOUT_UNTIL: '${text}' (needs REDIS_KEY_LAYOUT=reference: it says when to leave the shared layout)`,
+    );
+  }
+  return { redisKeyLayoutUntilMs: ms };
+}
+
 export function loadSettings(env: Env = process.env): Settings {
   checkAcceptedVariables(env);
   const prometheus = listenAddress(env, 'PROMETHEUS_ADDR', ':9090');
@@ -227,6 +258,8 @@ export function loadSettings(env: Env = process.env): Settings {
     ...backend,
     cacheKeyPrefix: cacheKeyPrefix(env),
     redisKeyLayout: oneOf<KeyLayout>(env, 'REDIS_KEY_LAYOUT', 'floodgate', ['floodgate', 'reference']),
+    redisKeyLayoutCarryOverMs: duration(env, 'REDIS_KEY_LAYOUT_CARRY_OVER', DEFAULT_CARRY_OVER_MS),
+    ...layoutUntil(env),
     backendFailureMode: oneOf<FailureMode>(env, 'BACKEND_FAILURE_MODE', 'error', ['error', 'allow', 'deny', 'local']),
     expirationJitterMaxSeconds: int(env, 'EXPIRATION_JITTER_MAX_SECONDS', 300, 0, 86400),
     localCacheSizeInBytes: int(env, 'LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 2 ** 40),

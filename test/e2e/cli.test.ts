@@ -130,6 +130,7 @@ describe('floodgate explain', () => {
         '  api_key=partner-42: exact value (shop.api_key_partner-42)',
         '  rule shop.api_key_partner-42: 100 per 60 s (MINUTE), algorithm fixed_window',
         '  redis key: fg_rl:{shop:api_key=partner-42}:fixed_window:60:<window start, epoch s>',
+        "  reference's key: fg_shop_api_key_partner-42_<window start, epoch s>",
         '  shadow mode: no',
         '  quota mode: no',
         'descriptor 2: api_key=test-9',
@@ -174,6 +175,7 @@ describe('floodgate explain', () => {
         '  plan=premium: exact value (shop.plan_premium)',
         "  rule shop.plan_premium 'premium': 1000 per 60 s (MINUTE), algorithm fixed_window",
         '  redis key: p_rl:{shop:plan=premium}:fixed_window:60:<window start, epoch s>',
+        "  reference's key: p_shop_plan_premium_<window start, epoch s>",
         '  shadow mode: no',
         '  quota mode: no',
         "  replaces: 'per_api_key'",
@@ -193,6 +195,30 @@ describe('floodgate explain', () => {
         '',
       ].join('\n'),
     );
+  });
+
+  // Issue 30: the key the reference would count the request in, and in the shared layout
+  // (REDIS_KEY_LAYOUT=reference) the one floodgate counts in too; a share_threshold wildcard's
+  // pattern stands for the value, as in the reference's cache_key.go.
+  test("the reference's key, and in the shared layout the key counted in", async () => {
+    const own = await runCli(['explain', SHOP, 'shop', 'static=/static/app.js', '+', 'remote_address=a', 'path=/login', '--prefix', 'p_']);
+    expect(own.stdout).toContain(
+      '  redis key: p_rl:{shop:static=/static/*}:fixed_window:1:<window start, epoch s>\n' +
+        "  reference's key: p_shop_static_/static/*_<window start, epoch s>\n",
+    );
+    expect(own.stdout).toContain("  reference's key: p_shop_remote_address_a_path_/login_<window start, epoch s>\n");
+    const shared = await runCli(['explain', SHOP, 'shop', 'api_key=partner-42', '+', 'api_key=test-9', '--prefix', 'p_'], {
+      REDIS_KEY_LAYOUT: 'reference',
+    });
+    expect(shared.stdout).toContain(
+      "  redis key: p_shop_api_key_partner-42_<window start, epoch s> (the reference's: REDIS_KEY_LAYOUT=reference)\n" + '  shadow mode: no\n',
+    );
+    // A rule the reference cannot express keeps floodgate's own key, and the reference has none.
+    expect(shared.stdout).toContain('  redis key: p_rl:{shop:api_key=test-9}:sliding_window:3600\n  shadow mode: no\n');
+    const json = JSON.parse((await runCli(['explain', SHOP, 'shop', 'api_key=partner-42', '--json', '--prefix', 'p_'])).stdout) as {
+      descriptors: { referenceKey?: string }[];
+    };
+    expect(json.descriptors[0]?.referenceKey).toBe('p_shop_api_key_partner-42_');
   });
 
   test('quota mode, from the rule or from QUOTA_MODE, as the server applies it', async () => {

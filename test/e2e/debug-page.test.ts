@@ -2,8 +2,9 @@
 // rule's live totals change after requests without reloading the page.
 import { hostname } from 'node:os';
 import { afterAll, beforeAll, expect, test } from 'vitest';
+import { startStandalone } from '../harness/redis-servers';
 import { waitUntil } from '../harness/wait';
-import { launchChromium, type Browser } from '../helpers/headless-chromium';
+import { launchChromium, type Browser, type Page } from '../helpers/headless-chromium';
 import { oneDescriptor } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 
@@ -160,5 +161,39 @@ descriptors:
     // hold the server's close.
     await own.close();
     await policyApp.stop();
+  }
+});
+
+// Issue 30: which Redis key layout is in force, on the page and in /debug/state.
+test("the page says which key layout is in force: the reference's (shared), floodgate's own, none in memory", async () => {
+  const readLayout = `document.getElementById('key-layout')?.textContent ?? null`;
+  const shownOn = (page: Page) =>
+    waitUntil('key layout', () => page.evaluate<string | null>(readLayout).then((t) => t || undefined), { timeoutMs: 20_000, intervalMs: 200 });
+  expect(await shownOn(await browser.open(`${app.debugUrl}/`))).toBe('none (memory backend)');
+  const redis = await startStandalone();
+  try {
+    for (const [env, shown] of [
+      [{ REDIS_KEY_LAYOUT: 'reference' }, "reference: the reference's own keys, shared with envoyproxy/ratelimit (REDIS_KEY_LAYOUT=reference)"],
+      [{}, "floodgate: its own keys, carrying the reference's counts over for windows begun within 15m of start (REDIS_KEY_LAYOUT_CARRY_OVER)"],
+      [{ REDIS_KEY_LAYOUT_CARRY_OVER: '0' }, 'floodgate: its own keys'],
+      [
+        { REDIS_KEY_LAYOUT: 'reference', REDIS_KEY_LAYOUT_UNTIL: '2030-01-01T03:00:00Z' },
+        "reference: the reference's own keys, shared with envoyproxy/ratelimit (REDIS_KEY_LAYOUT=reference) until 2030-01-01T03:00:00.000Z, then floodgate's own keys, the windows in progress carried over (REDIS_KEY_LAYOUT_UNTIL)",
+      ],
+    ] as const) {
+      const redisApp = await startTestApp(RULES, { BACKEND_TYPE: 'redis', REDIS_URL: redis.url, ...env });
+      // Its own browser, closed before the server: the page polls on a kept-alive connection.
+      const own = await launchChromium();
+      try {
+        const state = (await (await fetch(`${redisApp.debugUrl}/debug/state`)).json()) as { backend: { keyLayout: string } };
+        expect(state.backend.keyLayout).toBe(shown);
+        expect(await shownOn(await own.open(`${redisApp.debugUrl}/`))).toBe(shown);
+      } finally {
+        await own.close();
+        await redisApp.stop();
+      }
+    }
+  } finally {
+    await redis.stop();
   }
 });

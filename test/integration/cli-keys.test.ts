@@ -77,6 +77,43 @@ test('reports keys without a TTL and of unknown shape; --fix gives the first a T
   expect(await runCli(args)).toEqual({ code: 0, stdout: 'scanned 3 keys on 1 node: 0 without TTL, 0 of unknown shape\n', stderr: '' });
 });
 
+// Issue 30: in the shared layout (REDIS_KEY_LAYOUT=reference) the counters are the reference's
+// keys, `<prefix><domain>_<key>_<value>_<window start>`: the scan walks them too, reports one
+// without a TTL, and --fix gives it one that outlives its window; other keys under the prefix
+// that are no counter of either layout are not ours to judge.
+test("REDIS_KEY_LAYOUT=reference (or --layout reference): the reference's keys are recognised, reported without a TTL, fixed", async () => {
+  const p = uniquePrefix('refkeys');
+  const hourStart = Math.floor(Date.now() / 3_600_000) * 3600;
+  const healthy = `${p}shop_user_ann_${hourStart}`;
+  const orphan = `${p}shop_user_bob_${hourStart}`;
+  const ownOrphan = `${p}rl:{shop:user=cy}:fixed_window:60`;
+  await redis.command('SET', healthy, '3', 'EX', '3600');
+  await redis.command('SET', orphan, '7');
+  await redis.command('SET', ownOrphan, '1');
+  await redis.command('SET', `${p}session_alice`, 'theirs'); // no window start: another application's
+  await redis.command('HSET', `${p}shop_user_dee_${hourStart}`, 'x', '1'); // not a count
+
+  const args = ['keys', '--redis', redis.url, '--prefix', p, '--pause', '0'];
+  // The own layout walks `<prefix>rl:*` only, as before.
+  expect((await runCli(args)).stdout).toBe(`no-ttl ${ownOrphan} (string)\nscanned 1 key on 1 node: 1 without TTL, 0 of unknown shape\n`);
+  const expected = [
+    `no-ttl ${ownOrphan} (string)`,
+    `no-ttl ${orphan} (string, reference key)`,
+    'scanned 3 keys on 1 node: 2 without TTL, 0 of unknown shape',
+    '',
+  ].join('\n');
+  expect(await runCli(args, { REDIS_KEY_LAYOUT: 'reference' })).toEqual({ code: 1, stdout: expected, stderr: '' });
+  expect((await runCli([...args, '--layout', 'reference'])).stdout).toBe(expected);
+  const fixed = await runCli([...args, '--layout', 'reference', '--fix']);
+  expect(fixed.stdout).toMatch(new RegExp(`no-ttl ${orphan} \\(string, reference key\\) -> ttl \\d+s\\n`));
+  const ttl = Number(await redis.command('TTL', orphan));
+  // Until one hour after its hour ends (an hour's start may be a day's: up to two days then).
+  expect(ttl).toBeGreaterThan(3600 - 5);
+  expect(ttl).toBeLessThanOrEqual(2 * 86_400);
+  expect(Number(await redis.command('TTL', `${p}session_alice`))).toBe(-1);
+  expect(await runCli([...args, '--layout', 'sideways'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--layout') as unknown });
+});
+
 test('SCAN is bounded: --max-calls stops a scan of many keys early', async () => {
   const p = uniquePrefix('bound');
   for (let i = 0; i < 300; i++) await redis.command('SET', `${p}rl:{d:k=${i}}:fixed_window:60`, '1');

@@ -315,6 +315,8 @@ describe('gateways', () => {
     expect(settings.prometheusPort).toBe(19001);
     expect(settings.backendFailureMode).toBe('local');
     expect(settings.orphanScan?.intervalMs).toBe(600_000);
+    // The zero-reset swap (issue 30, docs/migrating.md): old and new pods count in the same keys.
+    expect(settings.redisKeyLayout).toBe('reference');
   });
 
   it('Envoy Gateway: the rate limit filter goes after authentication, right before the router (envoy/README.md)', () => {

@@ -83,6 +83,36 @@ describe('standalone', () => {
   });
 });
 
+// Issue 30: in the shared layout the counters are the reference's keys; the gauge counts one
+// without a TTL, and never another application's key under the prefix.
+describe('standalone, REDIS_KEY_LAYOUT=reference', () => {
+  let redis: RedisProcess;
+  let app: TestApp;
+  const prefix = uniquePrefix('orphanref');
+  beforeAll(async () => {
+    redis = await startStandalone();
+    app = await startTestApp(RULES, {
+      REDIS_URL: redis.url,
+      CACHE_KEY_PREFIX: prefix,
+      REDIS_KEY_LAYOUT: 'reference',
+      ORPHAN_SCAN_INTERVAL: '1s',
+    });
+  });
+  afterAll(async () => {
+    await app?.stop();
+    await redis?.stop();
+  });
+
+  test("a reference key without TTL is counted by the gauge; another application's key is not", async () => {
+    await redis.command('SET', `${prefix}session_alice`, 'theirs');
+    await gaugeBecomes(app, 'floodgate_redis_keys_without_ttl', 0);
+    const orphan = `${prefix}d_k_lost_${Math.floor(Date.now() / 60_000) * 60}`;
+    await redis.command('SET', orphan, '4');
+    await gaugeBecomes(app, 'floodgate_redis_keys_without_ttl', 1);
+    expect(await gauge(app, 'floodgate_redis_keys_unknown_shape')).toBe(0);
+  });
+});
+
 describe('cluster with ORPHAN_SCAN_REPLICAS', () => {
   let cluster: RedisClusterHarness;
   let app: TestApp;

@@ -342,6 +342,29 @@ describe('CACHE_KEY_PREFIX', () => {
   });
 });
 
+describe('REDIS_KEY_LAYOUT_CARRY_OVER (issue 30)', () => {
+  it('is 15 minutes by default, a Go duration, 0 to turn it off', () => {
+    expect(loadSettings({}).redisKeyLayoutCarryOverMs).toBe(15 * 60_000);
+    expect(loadSettings({ REDIS_KEY_LAYOUT_CARRY_OVER: '2h' }).redisKeyLayoutCarryOverMs).toBe(7_200_000);
+    expect(loadSettings({ REDIS_KEY_LAYOUT_CARRY_OVER: '0' }).redisKeyLayoutCarryOverMs).toBe(0);
+    expect(settingsErrorOf({ REDIS_KEY_LAYOUT_CARRY_OVER: 'soon' }).message).toContain("invalid value for REDIS_KEY_LAYOUT_CARRY_OVER: 'soon'");
+  });
+});
+
+describe('REDIS_KEY_LAYOUT_UNTIL (issue 30)', () => {
+  it('an RFC 3339 time or epoch seconds, only with REDIS_KEY_LAYOUT=reference', () => {
+    expect(loadSettings({}).redisKeyLayoutUntilMs).toBeUndefined();
+    expect(loadSettings({ REDIS_KEY_LAYOUT: 'reference', REDIS_KEY_LAYOUT_UNTIL: '2026-12-01T03:00:00Z' }).redisKeyLayoutUntilMs).toBe(
+      Date.UTC(2026, 11, 1, 3),
+    );
+    expect(loadSettings({ REDIS_KEY_LAYOUT: 'reference', REDIS_KEY_LAYOUT_UNTIL: '1796094000' }).redisKeyLayoutUntilMs).toBe(1_796_094_000_000);
+    expect(settingsErrorOf({ REDIS_KEY_LAYOUT: 'reference', REDIS_KEY_LAYOUT_UNTIL: 'tomorrow' }).message).toContain(
+      "invalid value for REDIS_KEY_LAYOUT_UNTIL: 'tomorrow'",
+    );
+    expect(settingsErrorOf({ REDIS_KEY_LAYOUT_UNTIL: '1796094000' }).message).toContain('needs REDIS_KEY_LAYOUT=reference');
+  });
+});
+
 describe('HOST, GRPC_HOST and DEBUG_HOST (issue 19, finding 3)', () => {
   it.each(['HOST', 'GRPC_HOST', 'DEBUG_HOST'])('%s takes IPv6 addresses without brackets', (name) => {
     const s = loadSettings({ [name]: '::1' });

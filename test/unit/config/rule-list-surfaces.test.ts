@@ -65,6 +65,7 @@ describe('every limit of a list is shown', () => {
       rules: () => rules,
       registry: metrics.registry,
       backendType: 'memory',
+      keyLayout: 'none (memory backend)',
       backendHealthy: () => true,
       serving: () => true,
       breakers: () => [],

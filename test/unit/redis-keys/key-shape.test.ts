@@ -1,6 +1,13 @@
 import { describe, expect, test } from 'vitest';
 import { counterKey, policyKeys } from '../../../src/limiter/counter-key';
-import { counterKeyPattern, counterKeyShape, repairTtlSeconds } from '../../../src/redis-keys/key-shape';
+import { referenceWindowKey } from '../../../src/limiter/reference-key';
+import {
+  counterKeyPattern,
+  counterKeyShape,
+  referenceKeyShape,
+  repairReferenceTtlSeconds,
+  repairTtlSeconds,
+} from '../../../src/redis-keys/key-shape';
 
 describe('counterKeyShape', () => {
   test('every key the limiter builds is of known shape with its algorithm type', () => {
@@ -120,5 +127,39 @@ describe('policy keys (issue 11)', () => {
     const shape = counterKeyShape('p:', state, 'hash');
     expect(shape).toBeDefined();
     expect(repairTtlSeconds(shape!)).toBeUndefined();
+  });
+});
+
+describe("referenceKeyShape: the reference's keys, of the shared layout (issue 30)", () => {
+  test('every key referenceWindowKey builds is recognised, with the window start and the longest unit it can be', () => {
+    const counter = { domain: 'shop', entries: [{ key: 'user', value: 'a_b' }] };
+    const hour = referenceWindowKey('p_', counter, 3600, Date.UTC(2026, 10, 28, 20, 30));
+    expect(referenceKeyShape('p_', hour, 'string')).toEqual({ windowStart: Date.UTC(2026, 10, 28, 20) / 1000, longestWindowSeconds: 3600 });
+    const second = referenceWindowKey('', { domain: 'd', entries: [{ key: 'k', value: '' }] }, 1, 1_764_361_801_500);
+    expect(referenceKeyShape('', second, 'string')).toEqual({ windowStart: 1_764_361_801, longestWindowSeconds: 1 });
+    // A day (the reference's days are epoch days, UTC).
+    const day = referenceWindowKey('', counter, 86_400, Date.UTC(2026, 10, 28, 20));
+    expect(referenceKeyShape('', day, 'string')?.longestWindowSeconds).toBe(86_400);
+  });
+
+  test("not the reference's: another type, another prefix, no window start, too few parts, floodgate's own keys", () => {
+    expect(referenceKeyShape('p_', 'p_shop_user_bob_1764360000', 'hash')).toBeUndefined();
+    expect(referenceKeyShape('p_', 'q_shop_user_bob_1764360000', 'string')).toBeUndefined();
+    expect(referenceKeyShape('p_', 'p_shop_user_bob_', 'string')).toBeUndefined();
+    expect(referenceKeyShape('p_', 'p_shop_1764360000', 'string')).toBeUndefined();
+    expect(referenceKeyShape('p_', 'p_session:alice', 'string')).toBeUndefined();
+    const own = counterKey(
+      'p_',
+      { domain: 'd', entries: [{ key: 'k', value: 'v' }] },
+      { algorithm: 'fixed_window', limit: 1, windowSeconds: 60, burst: 1 },
+    );
+    expect(referenceKeyShape('p_', `${own}:1764360000`, 'string')).toBeUndefined();
+  });
+
+  test("repairReferenceTtlSeconds: until one window of the longest unit after the key's window ends, at least 1 s", () => {
+    const start = Date.UTC(2026, 10, 28, 20) / 1000;
+    const shape = { windowStart: start, longestWindowSeconds: 3600 };
+    expect(repairReferenceTtlSeconds(shape, start * 1000 + 600_000)).toBe(2 * 3600 - 600);
+    expect(repairReferenceTtlSeconds(shape, (start + 3 * 3600) * 1000)).toBe(1);
   });
 });
