@@ -51,5 +51,6 @@ export declare function runtimeDelta(
   loopDelayMs: number;
   gc: Record<'minor' | 'major' | 'incremental' | 'weakcb', GcKindDelta>;
   handled: number;
+  newSpaceMb: number;
   handlerOverShare: number | undefined;
 };

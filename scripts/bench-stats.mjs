@@ -145,6 +145,9 @@ export function runtimeDelta(before, after) {
     loopDelayMs: d('floodgate_event_loop_delay_seconds_sum') * 1000,
     gc,
     handled,
+    // The young generation's size after the round (prom-client's default metrics): with the
+    // scavenges' count, how much a call allocates that dies young.
+    newSpaceMb: sum(after, 'nodejs_heap_space_size_total_bytes', { space: 'new' }) / 2 ** 20,
     handlerOverShare: handled ? (handled - d('ratelimit_service_response_time_seconds_bucket', { le: '0.02' })) / handled : undefined,
   };
 }

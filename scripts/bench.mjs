@@ -961,6 +961,7 @@ function summarize(samples) {
   const handled = sumBy(rt, (r) => r.handled);
   return {
     rounds: samples.length,
+    calls,
     achieved: median(samples.map((s) => s.rps)),
     p50: median(samples.map((s) => s.p50)),
     p99: median(samples.map((s) => s.p99)),
@@ -979,6 +980,7 @@ function summarize(samples) {
           loopOver5ms: sumBy(rt, (r) => r.loopOver5ms),
           loopDelayMs: sumBy(rt, (r) => r.loopDelayMs),
           gc: { minor: gcKind('minor'), major: gcKind('major'), incremental: gcKind('incremental'), weakcb: gcKind('weakcb') },
+          newSpaceMb: median(rt.map((r) => r.newSpaceMb)),
           handlerOverShare: handled ? sumBy(rt, (r) => (r.handlerOverShare ?? 0) * r.handled) / handled : undefined,
         }
       : undefined,
@@ -1025,17 +1027,17 @@ function rateMarkdown(result) {
       const attributed = result.rows.filter((x) => x.backend === backend && x.scenario === scenario && x.runtime && x.kind === 'fixed');
       if (attributed.length) {
         lines.push(
-          `Inside floodgate, summed over the rounds (${'`'}/metrics${'`'} before and after each): event-loop samples (one per 10 ms of loop time) late by more than 20 ms and 5 ms; GC pauses by kind (count, total ms, count over 5 ms); the share of calls over 20 ms in the handler itself (decode to answer) against the client's.`,
+          `Inside floodgate, summed over the rounds (${'`'}/metrics${'`'} before and after each): event-loop samples (one per 10 ms of loop time) late by more than 20 ms and 5 ms; GC pauses by kind (count, total ms, count over 5 ms); calls answered per scavenge and the young generation's size after the round (how much a call leaves for the scavenger); the share of calls over 20 ms in the handler itself (decode to answer) against the client's.`,
           '',
         );
         lines.push(
-          '| rate | server | loop late > 20 ms | loop late > 5 ms | loop delay ms/s | minor GC n / ms / >5 ms | major GC n / ms | incremental n / ms | handler over 20 ms | client over 20 ms |',
+          '| rate | server | loop late > 20 ms | loop late > 5 ms | loop delay ms/s | minor GC n / ms / >5 ms | calls per minor GC | new space MB | major GC n / ms | incremental n / ms | handler over 20 ms | client over 20 ms |',
         );
-        lines.push('|---|---|---|---|---|---|---|---|---|---|');
+        lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
         for (const r of attributed) {
           const x = r.runtime;
           lines.push(
-            `| ${r.rate} | ${r.target.split('/')[0]} | ${x.loopOver20ms} of ${x.loopSamples} | ${x.loopOver5ms} | ${f1(x.loopDelayMs / r.seconds)} | ${x.gc.minor.count} / ${f0(x.gc.minor.totalMs)} / ${x.gc.minor.over5ms} | ${x.gc.major.count} / ${f0(x.gc.major.totalMs)} | ${x.gc.incremental.count} / ${f0(x.gc.incremental.totalMs)} | ${pctOf(x.handlerOverShare)} | ${pctOf(r.overShare)} |`,
+            `| ${r.rate} | ${r.target.split('/')[0]} | ${x.loopOver20ms} of ${x.loopSamples} | ${x.loopOver5ms} | ${f1(x.loopDelayMs / r.seconds)} | ${x.gc.minor.count} / ${f0(x.gc.minor.totalMs)} / ${x.gc.minor.over5ms} | ${x.gc.minor.count ? f0(r.calls / x.gc.minor.count) : '–'} | ${f1(x.newSpaceMb)} | ${x.gc.major.count} / ${f0(x.gc.major.totalMs)} | ${x.gc.incremental.count} / ${f0(x.gc.incremental.totalMs)} | ${pctOf(x.handlerOverShare)} | ${pctOf(r.overShare)} |`,
           );
         }
         lines.push('');
