@@ -83,6 +83,7 @@ export async function openPorts(
     limits: settings.grpcLimits,
     maxConnectionAgeMs: settings.grpcMaxConnectionAgeMs,
     maxConnectionAgeGraceMs: settings.grpcMaxConnectionAgeGraceMs,
+    rlsHandler: settings.grpcRlsHandler,
     ...(settings.grpcTls?.clientSan ? { requiredClientSan: settings.grpcTls.clientSan } : {}),
   });
   const grpcAddress = settings.grpcUds ? `unix:${settings.grpcUds}` : joinHostPort(settings.grpcHost, settings.grpcPort);

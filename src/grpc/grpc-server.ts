@@ -7,11 +7,21 @@ import type { RateLimitHandler } from '../service/rate-limit-handler';
 import { peerHasSan } from './credentials';
 import { healthService, type HealthService } from './health-service';
 import { ConnectionGuard, type ConnectionBounds } from './connection-guard';
-import { leaveResetLimitToGuard, onEachHttp2Server } from './http2-servers';
+import { leaveResetLimitToGuard, onEachHttp2Server, routeStreams } from './http2-servers';
 import { loadProtos, SERVER_PROTO_LOADER_OPTIONS } from './protos';
 import { decodeRateLimitRequest } from '../rls/request-decoder';
 import { encodeRateLimitResponse } from '../rls/response-encoder';
 import { withRlsServerCodec } from '../rls/rls-service-definition';
+import { RLS_PATH, rlsStreamHandler, type StreamHandler } from './rls-stream-handler';
+
+/**
+ * Who serves ShouldRateLimit (GRPC_RLS_HANDLER): `http2`, rls-stream-handler.ts straight on
+ * node:http2's streams, or `grpc-js`, grpc-js' unary call machinery. Every other method is
+ * grpc-js' either way.
+ */
+export type RlsHandlerKind = 'http2' | 'grpc-js';
+export const RLS_HANDLERS: readonly RlsHandlerKind[] = ['http2', 'grpc-js'];
+export const DEFAULT_RLS_HANDLER: RlsHandlerKind = 'grpc-js';
 
 /** Bounds on what one gRPC client can make the server hold (GRPC_MAX_*). */
 export interface GrpcLimits {
@@ -41,6 +51,8 @@ export interface GrpcServerDeps {
   readonly maxConnectionAgeGraceMs?: number;
   /** GRPC_CLIENT_TLS_SAN: with mTLS, the client certificate must carry this subject alternative name. */
   readonly requiredClientSan?: string;
+  /** GRPC_RLS_HANDLER; DEFAULT_RLS_HANDLER when absent. */
+  readonly rlsHandler?: RlsHandlerKind;
 }
 
 const METHOD = 'ShouldRateLimit';
@@ -49,6 +61,21 @@ function deadlineOf(call: grpc.ServerUnaryCall<unknown, unknown>, fallbackMs: nu
   const d = call.getDeadline();
   const ms = d instanceof Date ? d.getTime() : d;
   return Number.isFinite(ms) ? ms : Date.now() + fallbackMs;
+}
+
+/** ShouldRateLimit's node:http2 handler, when GRPC_RLS_HANDLER asks for it. */
+function http2RlsHandler(deps: GrpcServerDeps): StreamHandler | undefined {
+  if ((deps.rlsHandler ?? DEFAULT_RLS_HANDLER) !== 'http2') return undefined;
+  const { service, metrics, logger, defaultDeadlineMs, requiredClientSan } = deps;
+  const maxReceiveMessageBytes = deps.limits.maxReceiveMessageBytes;
+  return rlsStreamHandler({
+    service,
+    metrics,
+    logger,
+    defaultDeadlineMs,
+    maxReceiveMessageBytes,
+    ...(requiredClientSan !== undefined ? { requiredClientSan } : {}),
+  });
 }
 
 /** The gRPC transport: RateLimitService and grpc.health.v1 on one server. */
@@ -88,16 +115,22 @@ export class GrpcServer {
           { count },
         ),
     });
+    const rlsOnHttp2 = http2RlsHandler(deps);
     onEachHttp2Server(this.server, (http2Server) => {
       http2Server.on('error', (err: NodeJS.ErrnoException) => (this.listenError = err));
       leaveResetLimitToGuard(http2Server);
+      // ShouldRateLimit's streams to rls-stream-handler.ts, the rest to grpc-js; the guard below
+      // watches sessions and their streams, whoever serves them.
+      if (rlsOnHttp2 !== undefined) routeStreams(this.server, http2Server, RLS_PATH, rlsOnHttp2);
       // Every connection starts at GRPC_MAX_CONCURRENT_STREAMS: nghttp2 clients (Envoy) assume 100
       // until the server's SETTINGS arrive and send their first burst at once; fewer refused it
       // (REFUSED_STREAM, which Envoy does not retry). The request budget and
       // GRPC_MAX_FIRST_CALL_TIME bound what a connection that never finishes a call holds.
       this.guard.install(http2Server);
     });
-    this.server.addService(withRlsServerCodec(protos.rlsService), { [METHOD]: this.shouldRateLimit });
+    // With the node:http2 handler every ShouldRateLimit stream goes to it; grpc-js has no handler
+    // for the method, so a stream routed wrong would be UNIMPLEMENTED, not served twice.
+    if (rlsOnHttp2 === undefined) this.server.addService(withRlsServerCodec(protos.rlsService), { [METHOD]: this.shouldRateLimit });
     this.health = healthService(deps.health);
     this.server.addService(protos.healthService, this.health.handlers);
   }

@@ -1,4 +1,4 @@
-import type { Http2SecureServer, Http2Server } from 'node:http2';
+import type { Http2SecureServer, Http2Server, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import type * as grpc from '@grpc/grpc-js';
 
 /** The node:http2 server grpc-js builds for one listening address (TLS or not). */
@@ -6,6 +6,8 @@ export type GrpcHttp2Server = Http2Server | Http2SecureServer;
 
 interface GrpcServerInternals {
   createHttp2Server?: (credentials: grpc.ServerCredentials) => GrpcHttp2Server;
+  /** Counts a stream as a call of its session for GRPC_MAX_CONNECTION_IDLE, until it closes. */
+  onStreamOpened?: (stream: ServerHttp2Stream) => void;
 }
 
 /**
@@ -27,6 +29,41 @@ export function onEachHttp2Server(server: grpc.Server, hook: (http2Server: GrpcH
     hook(http2Server);
     return http2Server;
   };
+}
+
+type StreamListener = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => void;
+
+/**
+ * Hands the streams of `path` on `http2Server` (one grpc-js created, given to the hook of
+ * onEachHttp2Server) to `handler`, and every other stream to grpc-js' own listener as before.
+ * grpc-js' listener is taken off the server and called by the one put in its place, so a stream
+ * goes to one of them only. A stream the handler takes still counts as a call of its session for
+ * grpc.max_connection_idle_ms, through grpc-js' private `onStreamOpened`, which grpc-js calls for
+ * each of its own streams; should a release rename it, the server refuses to start, as for
+ * `createHttp2Server`.
+ */
+export function routeStreams(
+  server: grpc.Server,
+  http2Server: GrpcHttp2Server,
+  path: string,
+  handler: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void,
+): void {
+  const opened = (server as unknown as GrpcServerInternals).onStreamOpened;
+  if (typeof opened !== 'function') {
+    throw new Error('this @grpc/grpc-js has no Server.onStreamOpened: its idle bound would not see the calls served on node:http2');
+  }
+  const grpcListeners = http2Server.listeners('stream') as StreamListener[];
+  if (grpcListeners.length !== 1) throw new Error(`grpc-js set ${grpcListeners.length} 'stream' listeners on its node:http2 server, not 1`);
+  const grpcListener = grpcListeners[0] as StreamListener;
+  http2Server.removeListener('stream', grpcListener);
+  http2Server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+    if (headers[':path'] === path) {
+      opened.call(server, stream);
+      handler(stream, headers);
+    } else {
+      grpcListener.call(http2Server, stream, headers, flags, rawHeaders);
+    }
+  });
 }
 
 /**

@@ -175,6 +175,25 @@ function headersSize(headers: readonly HeaderPair[]): number {
 
 /** Encodes a RateLimitResponse. */
 export function encodeRateLimitResponse(response: RateLimitResponse): Buffer {
+  return encode(response, 0);
+}
+
+/** gRPC's message prefix: a flag byte (0, not compressed) and the length, big-endian. */
+const GRPC_PREFIX_BYTES = 5;
+
+/**
+ * Encodes a RateLimitResponse as one gRPC length-prefixed message, in one buffer: what the
+ * node:http2 handler (grpc/rls-stream-handler.ts) writes as the answer's DATA.
+ */
+export function encodeRateLimitResponseMessage(response: RateLimitResponse): Buffer {
+  const buf = encode(response, GRPC_PREFIX_BYTES);
+  buf[0] = 0;
+  buf.writeUInt32BE(buf.length - GRPC_PREFIX_BYTES, 1);
+  return buf;
+}
+
+/** The message after `reserved` bytes left for the caller. */
+function encode(response: RateLimitResponse, reserved: number): Buffer {
   const statuses = response.statuses;
   let size = 2; // overall_code: OK or OVER_LIMIT, never the default
   for (let i = 0; i < statuses.length; i++) {
@@ -185,7 +204,8 @@ export function encodeRateLimitResponse(response: RateLimitResponse): Buffer {
   const metadata = response.dynamicMetadata === undefined ? undefined : structBytes(response.dynamicMetadata);
   if (metadata !== undefined) size += fieldSize(metadata.length);
 
-  const w = new ProtoWriter(Buffer.allocUnsafe(size));
+  const w = new ProtoWriter(Buffer.allocUnsafe(reserved + size));
+  w.pos = reserved;
   w.byte(TAG_OVERALL_CODE);
   w.byte(CODE_NUMBER[response.overallCode]);
   for (let i = 0; i < statuses.length; i++) {
@@ -222,6 +242,6 @@ export function encodeRateLimitResponse(response: RateLimitResponse): Buffer {
     w.varint32(metadata.length);
     w.bytes(metadata);
   }
-  if (w.pos !== size) throw new Error(`RateLimitResponse encoder: wrote ${w.pos} bytes, sized ${size}`);
+  if (w.pos !== reserved + size) throw new Error(`RateLimitResponse encoder: wrote ${w.pos - reserved} bytes, sized ${size}`);
   return w.buf;
 }

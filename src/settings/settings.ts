@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { SettingsError } from '../base/errors';
 import type { XdsSettings } from '../config/xds/xds-rules-client';
 import type { GrpcTls } from '../grpc/credentials';
-import type { GrpcLimits } from '../grpc/grpc-server';
+import type { GrpcLimits, RlsHandlerKind } from '../grpc/grpc-server';
 import type { HttpLimits } from '../http/http-listener';
 import type { BackendType, LimiterSettings } from '../limiter/create-limiter';
 import type { FailureMode } from '../limiter/failure-mode-limiter';
@@ -24,7 +24,7 @@ import { bool, duration, float, int, listenAddress, listenHost, oneOf, port, str
 import { backendSettings, cacheKeyPrefix, checkAcceptedVariables, redisStartup } from './redis';
 import { rulesSource, type ConfigType } from './rules-source';
 import { statsSettings, tracingSettings } from './stats';
-import { grpcConnectionAge, grpcLimits, grpcTls, header, httpLimits } from './transport';
+import { grpcConnectionAge, grpcLimits, grpcRlsHandler, grpcTls, header, httpLimits } from './transport';
 
 export type { ConfigType } from './rules-source';
 
@@ -126,6 +126,8 @@ export interface Settings {
    * (BACKEND_FAILURE_MODE answering) instead of failing. The explicit opt-in to a Ready pod without Redis.
    */
   readonly redisStartupServeAnyway: boolean;
+  /** GRPC_RLS_HANDLER: ShouldRateLimit served on node:http2 directly (`http2`) or by grpc-js. */
+  readonly grpcRlsHandler: RlsHandlerKind;
   /** GRPC_MAX_CONNECTION_AGE: a connection gets GOAWAY after this long (grpc-js adds ±10 % jitter). */
   readonly grpcMaxConnectionAgeMs: number;
   /** GRPC_MAX_CONNECTION_AGE_GRACE: then calls in flight get this long before it is closed. */
@@ -257,6 +259,7 @@ export function loadSettings(env: Env = process.env): Settings {
     ...statsSettings(env),
     ...redisStartup(env),
     ...grpcConnectionAge(env),
+    ...grpcRlsHandler(env),
     ...operatorSettings(env, backend.backendType),
   } satisfies Settings);
 }

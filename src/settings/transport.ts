@@ -1,8 +1,8 @@
 import { SettingsError } from '../base/errors';
 import type { GrpcTls } from '../grpc/credentials';
-import type { GrpcLimits } from '../grpc/grpc-server';
+import { DEFAULT_RLS_HANDLER, RLS_HANDLERS, type GrpcLimits, type RlsHandlerKind } from '../grpc/grpc-server';
 import type { HttpLimits } from '../http/http-listener';
-import { bool, duration, int, positiveDuration, str, type Env } from './parse';
+import { bool, duration, int, oneOf, positiveDuration, str, type Env } from './parse';
 
 // The gRPC and HTTP servers' settings: TLS, the bounds on what a caller may make them hold, headers.
 
@@ -120,4 +120,9 @@ export function grpcConnectionAge(env: Env): { grpcMaxConnectionAgeMs: number; g
     grpcMaxConnectionAgeMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE', 24 * 3_600_000),
     grpcMaxConnectionAgeGraceMs: positiveDuration(env, 'GRPC_MAX_CONNECTION_AGE_GRACE', 3_600_000),
   };
+}
+
+/** GRPC_RLS_HANDLER: who serves ShouldRateLimit, node:http2 directly or grpc-js (issue 29). */
+export function grpcRlsHandler(env: Env): { grpcRlsHandler: RlsHandlerKind } {
+  return { grpcRlsHandler: oneOf<RlsHandlerKind>(env, 'GRPC_RLS_HANDLER', DEFAULT_RLS_HANDLER, RLS_HANDLERS) };
 }

@@ -217,6 +217,7 @@ describe('a bad value stops start-up with one message naming the variable and th
     [{ REDIS_URL: 'r:6379', REDIS_POOL_SIZE: '0' }, `invalid value for REDIS_POOL_SIZE: '0' (expected an integer from 1 to 1024)`],
     [{ REDIS_URL: 'r:6379', REDIS_TIMEOUT: '10' }, `invalid value for REDIS_TIMEOUT: '10' (expected a duration such as 500ms, 10s or 1m)`],
     [{ REDIS_URL: 'r:6379', REDIS_TLS: 'yes' }, `invalid value for REDIS_TLS: 'yes' (expected true or false)`],
+    [{ GRPC_RLS_HANDLER: 'raw' }, `invalid value for GRPC_RLS_HANDLER: 'raw' (expected one of http2, grpc-js)`],
   ])('%j', (env, message) => {
     const err = settingsErrorOf(env);
     expect(err.message).toBe(message);
@@ -1005,5 +1006,13 @@ describe('TRACING_* (issue 13)', () => {
     expect(settingsErrorOf({ TRACING_EXPORTER_PROTOCOL: 'zipkin' }).message).toBe(
       "invalid value for TRACING_EXPORTER_PROTOCOL: 'zipkin' (expected one of http, grpc)",
     );
+  });
+});
+
+describe('GRPC_RLS_HANDLER (issue 29)', () => {
+  it('serves ShouldRateLimit on node:http2 or with grpc-js, as asked', () => {
+    expect(loadSettings({ GRPC_RLS_HANDLER: 'http2' }).grpcRlsHandler).toBe('http2');
+    expect(loadSettings({ GRPC_RLS_HANDLER: 'grpc-js' }).grpcRlsHandler).toBe('grpc-js');
+    expect(['http2', 'grpc-js']).toContain(loadSettings({}).grpcRlsHandler);
   });
 });
