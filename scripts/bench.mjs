@@ -597,6 +597,12 @@ async function main() {
   const referenceAt = argv.indexOf('--reference');
   const reference = referenceAt >= 0 ? argv[referenceAt + 1] : undefined;
   if (referenceAt >= 0 && (!reference || !existsSync(reference))) throw new Error(`--reference needs the ratelimit binary (got ${reference})`);
+  // --render <json>: the markdown of a rate run again, from its JSON (after a change to the tables).
+  const render = flagValue(argv, '--render');
+  if (render !== undefined) {
+    writeFileSync(render.replace(/\.json$/, '.md'), `${rateMarkdown(JSON.parse(readFileSync(render, 'utf8')))}\n`);
+    return;
+  }
   const bin = ghzBinary();
   if (argv.includes('--rate')) return rateMain(argv, bin, reference);
   const sides = sidesSpec.map(([name, ref]) => buildSide(name, ref));
@@ -1055,17 +1061,17 @@ function targetsTable(result) {
     '',
     "floodgate ÷ reference per cell (p99 target: ≤ 1.0× at 50 %, ≤ 1.2× at 80 %; p99.9 ≤ 1.5×; over 20 ms at 50 %: ≤ 0.1 % or ≤ the reference's; saturated req/s ≥ 1.0×).",
     '',
-    '| scenario | backend | rate | p99 × | p99.9 × | over 20 ms, floodgate / reference | req/s × |',
-    '|---|---|---|---|---|---|---|',
+    '| scenario | backend | rate | server | p99 × | p99.9 × | over 20 ms, server / reference | req/s × |',
+    '|---|---|---|---|---|---|---|---|',
   ];
-  for (const r of result.rows.filter((x) => x.target.startsWith('floodgate/'))) {
+  for (const r of result.rows.filter((x) => !x.target.startsWith('reference/'))) {
     const ref = result.rows.find(
       (x) => x.backend === r.backend && x.scenario === r.scenario && x.rate === r.rate && x.target === `reference/${r.backend}`,
     );
     if (!ref) continue;
     const ratio = (a, b) => (a === undefined || !b ? '–' : f2(a / b));
     lines.push(
-      `| ${r.scenario} | ${r.backend} | ${r.rate} | ${ratio(r.p99, ref.p99)} | ${ratio(r.p999, ref.p999)} | ${pctOf(r.overShare)} / ${pctOf(ref.overShare)} | ${r.kind === 'saturated' ? ratio(r.achieved, ref.achieved) : '–'} |`,
+      `| ${r.scenario} | ${r.backend} | ${r.rate} | ${r.target.split('/')[0]} | ${ratio(r.p99, ref.p99)} | ${ratio(r.p999, ref.p999)} | ${pctOf(r.overShare)} / ${pctOf(ref.overShare)} | ${r.kind === 'saturated' ? ratio(r.achieved, ref.achieved) : '–'} |`,
     );
   }
   lines.push('');
