@@ -1,5 +1,6 @@
 // Types of scripts/bench-stats.mjs, for test/unit/bench-stats.test.ts.
 export declare const ENVOY_TIMEOUT_MS: number;
+export declare const GHZ_CUT: RegExp;
 export interface Rate {
   readonly label: string;
   readonly share?: number;

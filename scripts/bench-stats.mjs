@@ -2,6 +2,12 @@
 // pins them without starting anything: the rates of --rate, the latency figures of one ghz round
 // from its per-call details, and the runtime figures of a /metrics scrape before and after a round.
 
+/**
+ * Errors of calls ghz itself cut when its -z time is up (it closes its connections under the
+ * calls in flight): not the server's doing, and their latency is the time until the cut.
+ */
+export const GHZ_CUT = /transport is closing|client connection is closing|context canceled|use of closed network connection/;
+
 /** Envoy's usual timeout for the rate-limit call (envoy/README.md): a call slower than this is an admit. */
 export const ENVOY_TIMEOUT_MS = 20;
 
@@ -50,7 +56,7 @@ export function latencyFigures(report, { skipMs = 500, overMs = ENVOY_TIMEOUT_MS
     const kept = [];
     let skipped = 0;
     for (const d of details) {
-      if (/transport is closing|client connection is closing|context canceled/.test(d.error ?? '')) continue;
+      if (GHZ_CUT.test(d.error ?? '')) continue;
       if (Date.parse(d.timestamp) - t0 < skipMs) {
         skipped++;
         continue;

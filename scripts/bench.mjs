@@ -37,7 +37,7 @@ import { get as httpGet } from 'node:http';
 import { tmpdir, cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout } from 'node:timers';
-import { latencyFigures, parseRates, parseScrape, runtimeDelta, ENVOY_TIMEOUT_MS } from './bench-stats.mjs';
+import { latencyFigures, parseRates, parseScrape, runtimeDelta, ENVOY_TIMEOUT_MS, GHZ_CUT } from './bench-stats.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const QUICK = process.env.BENCH_QUICK === '1';
@@ -424,7 +424,7 @@ function ghz(bin, target, scenario, seconds, rate) {
   const pct = (p) => (report.latencyDistribution ?? []).find((d) => d.percentage === p)?.latency / 1e6;
   // ghz -z cuts the calls in flight when time is up: those are not server errors.
   const errors = Object.entries(report.errorDistribution ?? {})
-    .filter(([msg]) => !/transport is closing|client connection is closing|context canceled/.test(msg))
+    .filter(([msg]) => !GHZ_CUT.test(msg))
     .reduce((s, [, n]) => s + n, 0);
   const ok = report.statusCodeDistribution?.OK ?? report.count;
   // From every call's latency, the first 0.5 s (ghz connecting) left out: see bench-stats.mjs.

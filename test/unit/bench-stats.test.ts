@@ -64,6 +64,11 @@ describe('latencyFigures', () => {
       ...Array.from({ length: 8 }, (_, i) => call(3000 + i, 25 + i)), // over 20 ms
       call(3100, 20), // exactly 20 ms is not over
       call(3200, 5000, 'rpc error: code = Canceled desc = context canceled'), // ghz's -z cut
+      call(
+        3250,
+        3,
+        'rpc error: code = Unavailable desc = error reading from server: read tcp 127.0.0.1:52966->127.0.0.1:50998: use of closed network connection',
+      ),
       call(3300, 100),
     ];
     const f = latencyFigures({ details, count: details.length });
