@@ -11,15 +11,13 @@ import type { Metric, Registry, RegistryContentType } from 'prom-client';
  * order of first observation and none never observed, `le` first and as the bound number, `+Inf`,
  * then _sum and _count), so /metrics, getMetricsAsJSON and the WORKERS AggregatorRegistry sum are
  * the same as before; test/unit/metrics/plain-histogram.test.ts compares them with prom-client's.
- * No exemplars or timers: nothing here uses them. A collect hook runs before each read.
+ * No exemplars, timers or collect hook: nothing here uses them.
  */
 
 /** The counts of one label set, resolved once by PlainHistogram.child. */
 export interface HistogramChild {
   /** `value` is a finite number (a duration): it is not checked, a NaN would stay in the sum. */
   observe(value: number): void;
-  /** `n` observations of `value` at once (a source that keeps its own counts, drained on scrape). */
-  add(value: number, n: number): void;
 }
 
 type LabelSet = Readonly<Record<string, string>>;
@@ -67,19 +65,6 @@ class Series implements HistogramChild {
     }
   }
 
-  add(value: number, n: number): void {
-    const bounds = this.bounds;
-    let i = 0;
-    while (i < bounds.length && !(value <= (bounds[i] as number))) i++;
-    this.counts[i] = (this.counts[i] as number) + n;
-    this.sum += value * n;
-    this.count += n;
-    if (!this.exported) {
-      this.exported = true;
-      this.exportedList.push(this);
-    }
-  }
-
   zero(): void {
     this.counts.fill(0);
     this.sum = 0;
@@ -95,8 +80,6 @@ export interface PlainHistogramConfiguration<L extends string> {
   /** Upper bounds, increasing. */
   readonly buckets: readonly number[];
   readonly registers: readonly Registry<RegistryContentType>[];
-  /** Run before each read (a scrape): a source kept elsewhere is moved in here. */
-  readonly collect?: (histogram: PlainHistogram<L>) => void;
 }
 
 /** A histogram metric that counts in plain numbers and is read by prom-client's Registry on scrape. */
@@ -112,7 +95,6 @@ export class PlainHistogram<L extends string> {
   private readonly children = new Map<string, Series>();
   /** Label sets observed since the start or the last reset, in order of first observation. */
   private readonly exported: Series[] = [];
-  private readonly collect: ((histogram: PlainHistogram<L>) => void) | undefined;
 
   constructor(config: PlainHistogramConfiguration<L>) {
     this.name = config.name;
@@ -120,7 +102,6 @@ export class PlainHistogram<L extends string> {
     this.labelNames = [...config.labelNames];
     this.buckets = [...config.buckets];
     this.bounds = Float64Array.from(this.buckets);
-    this.collect = config.collect;
     if (this.labelNames.includes('le' as L)) throw new Error('le is a reserved label name');
     if (this.buckets.some((b, i) => !Number.isFinite(b) || (i > 0 && b <= (this.buckets[i - 1] as number))))
       throw new Error(`${this.name}: buckets must be finite and increasing`);
@@ -145,13 +126,11 @@ export class PlainHistogram<L extends string> {
 
   /** prom-client's Registry reads this for the text exposition. */
   getForPromString(): Promise<Snapshot> {
-    this.collect?.(this);
     return Promise.resolve(this.snapshot(false));
   }
 
   /** getMetricsAsJSON (and so the cluster aggregation) reads this: labels merged into one object. */
   get(): Promise<Snapshot> {
-    this.collect?.(this);
     return Promise.resolve(this.snapshot(true));
   }
 

@@ -1,4 +1,4 @@
-import { PerformanceObserver, constants, monitorEventLoopDelay, type IntervalHistogram, type PerformanceEntry } from 'node:perf_hooks';
+import { PerformanceObserver, constants, performance, type PerformanceEntry } from 'node:perf_hooks';
 import type { Registry } from 'prom-client';
 import { PlainHistogram, type HistogramChild } from './plain-histogram';
 
@@ -7,13 +7,50 @@ import { PlainHistogram, type HistogramChild } from './plain-histogram';
  * unchecked, and issue 29 found floodgate's tail there while its CPU per call was level with the
  * reference. These two histograms say how much of that tail is the process itself: the event
  * loop late to run anything (a long task, a GC pause, the kernel not scheduling us), and the GC
- * pauses by kind. Both are fed outside the call path: the loop's delay is sampled by libuv's own
- * timer (perf_hooks.monitorEventLoopDelay, C++, no JS per sample) and read on scrape; a GC pause
- * is one PerformanceObserver callback per collection, not per call.
+ * pauses by kind. Both are fed outside the call path: one timer every 10 ms, and one
+ * PerformanceObserver callback per collection, not per call.
+ *
+ * Why a timer of our own and not perf_hooks.monitorEventLoopDelay (which prom-client's
+ * nodejs_eventloop_lag_* read): the monitor keeps only an HDR histogram read through
+ * percentiles, so turning it into Prometheus buckets means resetting it at each scrape, and its
+ * reset forgets when its timer last ran: the interval in progress is lost, and with it a stall
+ * that a scrape happens to follow before the timer runs again (the unit test blocks the loop
+ * and then reads, exactly that). Observing each sample into plain buckets loses nothing.
  */
 
 /** How often the event loop's delay is sampled, in ms: prom-client's default metrics sample at the same rate. */
 export const EVENT_LOOP_SAMPLE_MS = 10;
+
+/**
+ * Samples how late a timer due every `periodMs` runs: each run observes, in seconds, the time
+ * since the previous run beyond `periodMs` (Node re-arms an interval from when it last ran).
+ */
+export class LoopDelaySampler {
+  private last: number;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly child: HistogramChild,
+    private readonly periodMs: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.last = this.now();
+    this.timer = setInterval(() => this.sample(), periodMs);
+    // Never the reason the process stays up.
+    this.timer.unref();
+  }
+
+  /** One sample: how late this run is. Public for the unit test, which drives it with its own clock. */
+  sample(): void {
+    const now = this.now();
+    this.child.observe(Math.max(0, now - this.last - this.periodMs) / 1000);
+    this.last = now;
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+}
 
 /** Seconds. Fine at the bottom: the 20 ms that matters sits in the middle. */
 const EVENT_LOOP_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1];
@@ -28,47 +65,23 @@ const GC_KINDS: ReadonlyMap<number, string> = new Map([
 ]);
 
 /**
- * Moves what `eld` recorded since its last reset into `child`, then resets it. The monitor keeps
- * only an HDR histogram read through percentiles: each percentile step (p_prev, p] holds
- * round(count·p) − round(count·p_prev) samples, none above that step's value, and is observed at
- * that value (an upper estimate, as HDR's values are). A sample is the time between two timer
- * runs, so the resolution itself is taken off: what is left is how late the loop was.
- */
-export function drainEventLoopDelay(eld: IntervalHistogram, child: HistogramChild, resolutionMs: number): void {
-  const count = eld.count;
-  if (count > 0) {
-    let before = 0;
-    for (const [percentile, nanos] of eld.percentiles) {
-      const upTo = Math.round((count * percentile) / 100);
-      if (upTo > before) child.add(Math.max(0, nanos / 1e6 - resolutionMs) / 1000, upTo - before);
-      before = Math.max(before, upTo);
-    }
-  }
-  eld.reset();
-}
-
-/**
  * floodgate_event_loop_delay_seconds and floodgate_gc_pause_seconds{kind}, on `registry`.
  * close() stops both sources.
  */
 export class RuntimeMetrics {
-  private readonly eld: IntervalHistogram;
+  private readonly loop: LoopDelaySampler;
   private readonly observer: PerformanceObserver;
 
   constructor(registry: Registry) {
     const registers = [registry];
-    this.eld = monitorEventLoopDelay({ resolution: EVENT_LOOP_SAMPLE_MS });
-    this.eld.enable();
-    const eld = this.eld;
     const loopDelay = new PlainHistogram({
       name: 'floodgate_event_loop_delay_seconds',
-      help: `How late the event loop ran a timer due every ${EVENT_LOOP_SAMPLE_MS} ms (monitorEventLoopDelay, its resolution taken off): one sample per ${EVENT_LOOP_SAMPLE_MS} ms of loop time, read on scrape`,
+      help: `How late the event loop ran a timer due every ${EVENT_LOOP_SAMPLE_MS} ms: one sample per ${EVENT_LOOP_SAMPLE_MS} ms of loop time`,
       labelNames: [],
       buckets: EVENT_LOOP_BUCKETS,
       registers,
-      collect: (h) => drainEventLoopDelay(eld, h.child(), EVENT_LOOP_SAMPLE_MS),
     });
-    loopDelay.child();
+    this.loop = new LoopDelaySampler(loopDelay.child(), EVENT_LOOP_SAMPLE_MS);
     const gcPause = new PlainHistogram({
       name: 'floodgate_gc_pause_seconds',
       help: 'Garbage collection pauses, by kind (minor: scavenge of the young generation; major: mark-compact; incremental: a step of incremental marking; weakcb: weak callbacks)',
@@ -86,7 +99,7 @@ export class RuntimeMetrics {
 
   close(): void {
     this.observer.disconnect();
-    this.eld.disable();
+    this.loop.close();
   }
 }
 

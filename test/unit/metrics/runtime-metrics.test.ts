@@ -1,22 +1,15 @@
 // floodgate_event_loop_delay_seconds and floodgate_gc_pause_seconds{kind} (issue 29): the
-// drain of monitorEventLoopDelay's percentiles into buckets, then both metrics moving in this
+// loop-delay sampler on a clock driven by hand, then both metrics moving in this
 // process after a fixed amount of work (a loop blocked for 60 ms, a forced full GC, a fixed
 // amount of garbage). Nothing asserts a duration beyond what the work itself guarantees: a
 // slower machine only makes the loop later.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { IntervalHistogram } from 'node:perf_hooks';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PlainHistogram } from '../../../src/metrics/plain-histogram';
-import { RuntimeMetrics, drainEventLoopDelay } from '../../../src/metrics/runtime-metrics';
+import { LoopDelaySampler, RuntimeMetrics } from '../../../src/metrics/runtime-metrics';
 import { parseScrape, total } from '../../helpers/metrics-scrape';
-
-/** What drainEventLoopDelay reads of a monitor: its count and percentiles (ns), and reset. */
-function recorded(count: number, percentiles: [number, number][]): IntervalHistogram & { resets: number } {
-  const h = { count, percentiles: new Map(percentiles), resets: 0, reset: () => (h.resets += 1) };
-  return h as unknown as IntervalHistogram & { resets: number };
-}
 
 // gc() in this process, for a forced full collection.
 setFlagsFromString('--expose-gc');
@@ -26,36 +19,30 @@ async function read(registry: Registry): Promise<ReturnType<typeof parseScrape>>
   return parseScrape(await registry.metrics());
 }
 
-describe('drainEventLoopDelay', () => {
-  it('splits the percentile steps into buckets, the resolution taken off, every sample once, then resets', async () => {
+describe('LoopDelaySampler', () => {
+  it('observes how late each run is beyond its period, in seconds, never below 0', async () => {
     const registry = new Registry();
-    const h = new PlainHistogram({ name: 'eld_seconds', help: 'h', labelNames: [], buckets: [0.001, 0.005, 0.02, 0.05], registers: [registry] });
-    const ms = 1e6;
-    // 200 samples of a 10 ms timer: half on time, 3 of 4 within 0.5 ms late, 1 % 30 ms late, the last 0.5 % 60 ms late.
-    const eld = recorded(200, [
-      [0, 10.05 * ms],
-      [50, 10.1 * ms],
-      [75, 10.4 * ms],
-      [99, 12 * ms],
-      [99.5, 40 * ms],
-      [100, 70 * ms],
-    ]);
-    drainEventLoopDelay(eld, h.child(), 10);
+    const h = new PlainHistogram({
+      name: 'loop_seconds',
+      help: 'h',
+      labelNames: [],
+      buckets: [0.001, 0.005, 0.02, 0.05],
+      registers: [registry],
+    });
+    let clock = 1000;
+    const sampler = new LoopDelaySampler(h.child(), 10, () => clock);
+    sampler.close(); // driven by hand below, not by its timer
+    for (const at of [1010, 1020.5, 1029, 1039.5, 1079.5, 1089.5, 1129.5]) {
+      clock = at;
+      sampler.sample();
+    }
+    // Late by 0, 0.5, 0 (early), 0.5, 30, 0 and 30 ms.
     const s = await read(registry);
-    expect(total(s, 'eld_seconds_count')).toBe(200);
-    expect(total(s, 'eld_seconds_bucket', { le: '0.001' })).toBe(150);
-    expect(total(s, 'eld_seconds_bucket', { le: '0.005' })).toBe(198);
-    expect(total(s, 'eld_seconds_bucket', { le: '0.02' })).toBe(198);
-    expect(total(s, 'eld_seconds_bucket', { le: '0.05' })).toBe(199);
-    expect(total(s, 'eld_seconds_bucket', { le: '+Inf' })).toBe(200);
-    expect(eld.resets).toBe(1);
-  });
-
-  it('adds nothing for an empty monitor', async () => {
-    const registry = new Registry();
-    const h = new PlainHistogram({ name: 'eld_seconds', help: 'h', labelNames: [], buckets: [0.001], registers: [registry] });
-    drainEventLoopDelay(recorded(0, []), h.child(), 10);
-    expect(total(await read(registry), 'eld_seconds_count')).toBe(0);
+    expect(total(s, 'loop_seconds_count')).toBe(7);
+    expect(total(s, 'loop_seconds_bucket', { le: '0.001' })).toBe(5);
+    expect(total(s, 'loop_seconds_bucket', { le: '0.02' })).toBe(5);
+    expect(total(s, 'loop_seconds_bucket', { le: '0.05' })).toBe(7);
+    expect(total(s, 'loop_seconds_sum')).toBeCloseTo(0.061, 9);
   });
 });
 
