@@ -33,9 +33,11 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { createServer, createConnection } from 'node:net';
+import { get as httpGet } from 'node:http';
 import { tmpdir, cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout } from 'node:timers';
+import { latencyFigures, parseRates, parseScrape, runtimeDelta, ENVOY_TIMEOUT_MS, GHZ_CUT } from './bench-stats.mjs';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const QUICK = process.env.BENCH_QUICK === '1';
@@ -287,8 +289,9 @@ async function startClusterRedis() {
 
 // --- servers --------------------------------------------------------------------------------
 
-async function startFloodgate(side, backend, redis) {
+async function startFloodgate(side, backend, redis, variant = { name: side.name, nodeArgs: [], env: {} }) {
   const port = await freePort();
+  const debugPort = await freePort();
   const env = {
     ...process.env,
     ...(redis?.env ?? { BACKEND_TYPE: 'memory' }),
@@ -299,33 +302,35 @@ async function startFloodgate(side, backend, redis) {
     GRPC_PORT: String(port),
     HOST: '127.0.0.1',
     PORT: '0',
-    DEBUG_PORT: '0',
+    // /metrics on the debug port: the rate mode scrapes it before and after each round.
+    DEBUG_HOST: '127.0.0.1',
+    DEBUG_PORT: String(debugPort),
     USE_PROMETHEUS: 'false',
     // Only the hot scenario's counter is ever over its limit, so the cache is idle elsewhere.
     LOCAL_CACHE_SIZE_IN_BYTES: '1048576',
     ...EXTRA_ENV,
+    ...variant.env,
   };
-  const child = spawn(
-    process.execPath,
-    [...(process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean), join(side.dir, 'dist', 'src', 'main.js')],
-    {
-      env,
-      stdio: ['ignore', 'ignore', 'inherit'],
-      cwd: side.dir,
-    },
-  );
+  const nodeArgs = [...(process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean), ...variant.nodeArgs];
+  const child = spawn(process.execPath, [...nodeArgs, join(side.dir, 'dist', 'src', 'main.js')], {
+    env,
+    stdio: ['ignore', 'ignore', 'inherit'],
+    cwd: side.dir,
+  });
   children.push(child);
   await waitForPort(port);
   return {
-    name: `${side.name}/${backend}`,
+    name: `${variant.name}/${backend}`,
     side: side.name,
+    variant: { name: variant.name, nodeArgs, env: variant.env },
     backend,
     port,
+    metricsUrl: `http://127.0.0.1:${debugPort}/metrics`,
     pid: child.pid,
     redisPids: redis?.pids ?? [],
     redisPorts: redis?.ports ?? [],
     child,
-    start: () => startFloodgate(side, backend, redis),
+    start: () => startFloodgate(side, backend, redis, variant),
   };
 }
 
@@ -410,7 +415,7 @@ function ghz(bin, target, scenario, seconds, rate) {
   const commands0 = redisCommands(target.redisPorts);
   const cpu0 = treeCpu(target.pid);
   const redis0 = sumCpu(target.redisPids);
-  const out = spawnSync(bin, args, { cwd: ROOT, timeout: GHZ_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024 });
+  const out = spawnSync(bin, args, { cwd: ROOT, timeout: GHZ_TIMEOUT_MS, maxBuffer: 1024 * 1024 * 1024 });
   const cpu1 = treeCpu(target.pid);
   const redis1 = sumCpu(target.redisPids);
   const commands1 = redisCommands(target.redisPorts);
@@ -419,13 +424,18 @@ function ghz(bin, target, scenario, seconds, rate) {
   const pct = (p) => (report.latencyDistribution ?? []).find((d) => d.percentage === p)?.latency / 1e6;
   // ghz -z cuts the calls in flight when time is up: those are not server errors.
   const errors = Object.entries(report.errorDistribution ?? {})
-    .filter(([msg]) => !/transport is closing|client connection is closing|context canceled/.test(msg))
+    .filter(([msg]) => !GHZ_CUT.test(msg))
     .reduce((s, [, n]) => s + n, 0);
   const ok = report.statusCodeDistribution?.OK ?? report.count;
+  // From every call's latency, the first 0.5 s (ghz connecting) left out: see bench-stats.mjs.
+  const lat = latencyFigures(report);
   return {
     rps: report.rps,
-    p50: pct(50),
-    p99: pct(99),
+    p50: lat.p50 ?? pct(50),
+    p99: lat.p99 ?? pct(99),
+    p999: lat.p999,
+    overShare: lat.overShare,
+    maxMs: lat.max,
     calls: ok,
     errors,
     cpuUs: ((cpu1 - cpu0) * 1e6) / ok,
@@ -587,7 +597,14 @@ async function main() {
   const referenceAt = argv.indexOf('--reference');
   const reference = referenceAt >= 0 ? argv[referenceAt + 1] : undefined;
   if (referenceAt >= 0 && (!reference || !existsSync(reference))) throw new Error(`--reference needs the ratelimit binary (got ${reference})`);
+  // --render <json>: the markdown of a rate run again, from its JSON (after a change to the tables).
+  const render = flagValue(argv, '--render');
+  if (render !== undefined) {
+    writeFileSync(render.replace(/\.json$/, '.md'), `${rateMarkdown(JSON.parse(readFileSync(render, 'utf8')))}\n`);
+    return;
+  }
   const bin = ghzBinary();
+  if (argv.includes('--rate')) return rateMain(argv, bin, reference);
   const sides = sidesSpec.map(([name, ref]) => buildSide(name, ref));
   const loadStart = loadavg();
 
@@ -709,6 +726,356 @@ async function main() {
   process.stdout.write(`${md}\nwritten: bench/results/${date}.md and .json\n`);
   for (const t of targets) t.child.kill('SIGTERM');
   await sleep(300);
+}
+
+// --- the rate mode (issue 29): --rate 50%,80% ---------------------------------------------------
+//
+//   npm run bench -- --reference <binary> --rate 50%,80% [--quick] [--backends redis,cluster]
+//     [--scenarios uniform,multi3,hot] [--duration 10] [--rounds 2] [--saturate 5]
+//
+// First each server is saturated (--saturate s, 2 rounds; 1 with --quick) to find the
+// reference's rate (floodgate's own without --reference), then every share of it is offered to
+// both at a fixed rate (ghz -r), rounds alternating and the order rotated each round. Per cell
+// and server: req/s, p50, p99, p99.9 and the share of calls over 20 ms (from every call's
+// latency), server and Redis CPU per call (/proc), RSS at start and after each round. For
+// floodgate, its /metrics before and after each round: the event loop's delay, GC pauses by
+// kind, and the handler's own share over 20 ms (bench-stats.mjs runtimeDelta).
+// BENCH_VARIANTS="name|node args|ENV=v ENV2=v;name2|...": more floodgate servers of the same
+// build, with other node flags or settings, in the same rounds (e.g. a GC flag against none).
+
+function flagValue(argv, name) {
+  const i = argv.indexOf(name);
+  if (i < 0) return undefined;
+  const v = argv[i + 1];
+  if (v === undefined || v.startsWith('--')) throw new Error(`${name} needs a value`);
+  return v;
+}
+
+/** Resident set of `pid` and its descendants, in MB (VmRSS from /proc). */
+function treeRssMb(pid) {
+  const pids = [pid];
+  for (const name of readdirSync('/proc')) {
+    if (/^\d+$/.test(name) && procStat(name)?.ppid === pid) pids.push(Number(name));
+  }
+  let kb = 0;
+  for (const p of pids) {
+    try {
+      kb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0);
+    } catch {
+      // gone
+    }
+  }
+  return kb / 1024;
+}
+
+/** One scrape on a fresh connection (the debug listener closes idle ones: no keep-alive to trust). */
+function scrapeMetrics(url) {
+  return new Promise((resolve) => {
+    const req = httpGet(url, { agent: false, timeout: 5000 }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve(res.statusCode === 200 ? parseScrape(text) : (log(`scrape ${url}: ${res.statusCode}`), undefined)));
+      res.on('error', () => resolve(undefined));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', (err) => {
+      log(`scrape ${url}: ${err.message}`);
+      resolve(undefined);
+    });
+  });
+}
+
+function parseVariants(spec) {
+  return (spec ?? '')
+    .split(';')
+    .filter((v) => v.trim())
+    .map((v) => {
+      const [name, nodeArgs = '', env = ''] = v.split('|');
+      return {
+        name: name.trim(),
+        nodeArgs: nodeArgs.split(/\s+/).filter(Boolean),
+        env: Object.fromEntries(
+          env
+            .split(/\s+/)
+            .filter(Boolean)
+            .map((kv) => kv.split(/=(.*)/s).slice(0, 2)),
+        ),
+      };
+    });
+}
+
+const sumBy = (xs, f) => xs.reduce((s, x) => s + (f(x) ?? 0), 0);
+const pctOf = (x) => (x === undefined ? '–' : `${(x * 100).toFixed(2)} %`);
+
+async function rateMain(argv, bin, reference) {
+  const quick = argv.includes('--quick') || QUICK;
+  const rates = parseRates(flagValue(argv, '--rate'));
+  const backends = (flagValue(argv, '--backends') ?? process.env.BENCH_BACKENDS ?? 'redis,cluster').split(',').filter(Boolean);
+  const scenarios = (flagValue(argv, '--scenarios') ?? process.env.BENCH_SCENARIOS ?? 'uniform,multi3,hot').split(',').filter(Boolean);
+  const duration = Number(flagValue(argv, '--duration') ?? (quick ? 3 : 10));
+  const rounds = Number(flagValue(argv, '--rounds') ?? (quick ? 1 : 2));
+  const satDuration = Number(flagValue(argv, '--saturate') ?? (quick ? 2 : 5));
+  const satRounds = quick ? 1 : 2;
+  if (reference !== undefined && backends.includes('memory')) throw new Error('the reference has no memory backend: --backends redis,cluster');
+  const variants = [{ name: 'floodgate', nodeArgs: [], env: {} }, ...parseVariants(process.env.BENCH_VARIANTS)];
+  const side = buildSide('current', undefined);
+  const loadStart = loadavg();
+  log(`load average at start: ${loadStart.map(f2).join(' ')}`);
+
+  const targets = [];
+  for (const backend of backends) {
+    const redis = backend === 'redis' ? await startStandaloneRedis() : backend === 'cluster' ? await startClusterRedis() : undefined;
+    for (const v of variants) targets.push(await startFloodgate(side, backend, redis, v));
+    if (reference !== undefined) targets.push(await startReference(reference, backend, redis));
+  }
+  await sleep(2000);
+  const idleRss = Object.fromEntries(targets.map((t) => [t.name, treeRssMb(t.pid)]));
+  log(`targets: ${targets.map((t) => `${t.name} :${t.port} (${f0(idleRss[t.name])} MB idle)`).join(', ')}`);
+  const cell = (backend) => targets.filter((t) => t.backend === backend);
+  const rotate = (xs, k) => xs.map((_, i) => xs[(i + k) % xs.length]);
+
+  for (const backend of backends) for (const scenario of scenarios) for (const t of cell(backend)) ghz(bin, t, scenario, WARMUP);
+
+  const saturated = [];
+  for (let round = 1; round <= satRounds; round++) {
+    for (const backend of backends) {
+      for (const scenario of scenarios) {
+        for (const t of rotate(cell(backend), round - 1)) {
+          const s = ghz(bin, t, scenario, satDuration);
+          saturated.push({ round, backend, scenario, target: t.name, ...s, rssMb: treeRssMb(t.pid), load: loadavg()[0] });
+          log(
+            `saturated ${round} ${scenario} ${t.name}: ${f0(s.rps)} req/s, p99 ${f1(s.p99)} ms, p99.9 ${f1(s.p999)} ms, ${f0(s.cpuUs)} µs/call`,
+          );
+        }
+      }
+    }
+  }
+  const baseTarget = (backend) => (reference !== undefined ? `reference/${backend}` : `floodgate/${backend}`);
+  const baseRate = (backend, scenario) =>
+    median(saturated.filter((s) => s.backend === backend && s.scenario === scenario && s.target === baseTarget(backend)).map((s) => s.rps));
+
+  const fixed = [];
+  for (let round = 1; round <= rounds; round++) {
+    for (const backend of backends) {
+      for (const scenario of scenarios) {
+        for (const rate of rates) {
+          const rps = Math.max(1, Math.round(rate.rps ?? rate.share * baseRate(backend, scenario)));
+          for (const t of rotate(cell(backend), round - 1)) {
+            const before = t.metricsUrl ? await scrapeMetrics(t.metricsUrl) : undefined;
+            const s = ghz(bin, t, scenario, duration, rps);
+            const after = t.metricsUrl ? await scrapeMetrics(t.metricsUrl) : undefined;
+            const runtime = before && after ? runtimeDelta(before, after) : undefined;
+            const rss = treeRssMb(t.pid);
+            fixed.push({
+              round,
+              backend,
+              scenario,
+              rate: rate.label,
+              offered: rps,
+              target: t.name,
+              ...s,
+              rssMb: rss,
+              runtime,
+              load: loadavg()[0],
+            });
+            log(
+              `${rate.label} (${rps}/s) ${round} ${scenario} ${t.name}: p50 ${f1(s.p50)} p99 ${f1(s.p99)} p99.9 ${f1(s.p999)} ms, over ${ENVOY_TIMEOUT_MS} ms ${pctOf(s.overShare)}, ${f0(s.cpuUs)} µs/call, RSS ${f0(rss)} MB` +
+                (runtime
+                  ? `; loop >20 ms ${runtime.loopOver20ms}/${runtime.loopSamples}, minor GC ${runtime.gc.minor.count} (${f0(runtime.gc.minor.totalMs)} ms), major ${runtime.gc.major.count}, handler >20 ms ${pctOf(runtime.handlerOverShare)}`
+                  : ''),
+            );
+          }
+        }
+      }
+    }
+  }
+
+  const rows = [];
+  for (const backend of backends) {
+    for (const scenario of scenarios) {
+      for (const t of cell(backend)) {
+        const sat = saturated.filter((s) => s.backend === backend && s.scenario === scenario && s.target === t.name);
+        rows.push({ kind: 'saturated', backend, scenario, rate: 'saturated', target: t.name, ...summarize(sat) });
+        for (const rate of rates) {
+          const mine = fixed.filter((s) => s.backend === backend && s.scenario === scenario && s.rate === rate.label && s.target === t.name);
+          rows.push({ kind: 'fixed', backend, scenario, rate: rate.label, offered: mine[0]?.offered, target: t.name, ...summarize(mine) });
+        }
+      }
+    }
+  }
+  const date = new Date()
+    .toISOString()
+    .replace(/:\d\d\.\d+Z$/, 'Z')
+    .replace(':', '');
+  const result = {
+    date,
+    mode: 'rate',
+    machine: {
+      nproc: cpus().length,
+      cpu: cpus()[0]?.model ?? '?',
+      node: process.version,
+      redis: spawnSync('redis-server', ['--version']).stdout.toString().split(' ').slice(0, 3).join(' '),
+      loadStart,
+      loadEnd: loadavg(),
+    },
+    settings: {
+      quick,
+      rates: rates.map((r) => r.label),
+      backends,
+      scenarios,
+      duration,
+      rounds,
+      saturate: { duration: satDuration, rounds: satRounds },
+      warmup: WARMUP,
+      concurrency: CONCURRENCY,
+      connections: CONNECTIONS,
+      env: EXTRA_ENV,
+      nodeArgs: process.env.BENCH_NODE_ARGS ?? '',
+      variants,
+      skipFirstMs: 500,
+    },
+    floodgate: { commit: side.commit },
+    reference: reference === undefined ? undefined : { binary: reference, env: EXTRA_REFERENCE_ENV },
+    idleRssMb: idleRss,
+    rows,
+    samples: { saturated, fixed },
+  };
+  const dir = join(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const md = rateMarkdown(result);
+  writeFileSync(join(dir, `${date}-rate.json`), `${JSON.stringify(result, null, 2)}\n`);
+  writeFileSync(join(dir, `${date}-rate.md`), `${md}\n`);
+  process.stdout.write(`${md}\nwritten: bench/results/${date}-rate.md and .json\n`);
+  for (const t of targets) t.child.kill('SIGTERM');
+  await sleep(300);
+}
+
+/** Medians over rounds; the share over 20 ms pooled over every call of the rounds. */
+function summarize(samples) {
+  const calls = sumBy(samples, (s) => s.calls);
+  const over = sumBy(samples, (s) => (s.overShare ?? 0) * s.calls);
+  const rt = samples.map((s) => s.runtime).filter(Boolean);
+  const gcKind = (kind) =>
+    rt.length
+      ? {
+          count: sumBy(rt, (r) => r.gc[kind].count),
+          totalMs: sumBy(rt, (r) => r.gc[kind].totalMs),
+          over5ms: sumBy(rt, (r) => r.gc[kind].over5ms),
+        }
+      : undefined;
+  const handled = sumBy(rt, (r) => r.handled);
+  return {
+    rounds: samples.length,
+    calls,
+    achieved: median(samples.map((s) => s.rps)),
+    p50: median(samples.map((s) => s.p50)),
+    p99: median(samples.map((s) => s.p99)),
+    p999: median(samples.map((s) => s.p999)),
+    overShare: calls ? over / calls : undefined,
+    maxMs: Math.max(...samples.map((s) => s.maxMs ?? 0)),
+    cpuUs: median(samples.map((s) => s.cpuUs)),
+    redisUs: median(samples.map((s) => s.redisUs)),
+    rssMb: median(samples.map((s) => s.rssMb)),
+    load: median(samples.map((s) => s.load)),
+    seconds: sumBy(samples, (s) => s.calls / s.rps),
+    runtime: rt.length
+      ? {
+          loopSamples: sumBy(rt, (r) => r.loopSamples),
+          loopOver20ms: sumBy(rt, (r) => r.loopOver20ms),
+          loopOver5ms: sumBy(rt, (r) => r.loopOver5ms),
+          loopDelayMs: sumBy(rt, (r) => r.loopDelayMs),
+          gc: { minor: gcKind('minor'), major: gcKind('major'), incremental: gcKind('incremental'), weakcb: gcKind('weakcb') },
+          newSpaceMb: median(rt.map((r) => r.newSpaceMb)),
+          handlerOverShare: handled ? sumBy(rt, (r) => (r.handlerOverShare ?? 0) * r.handled) / handled : undefined,
+        }
+      : undefined,
+  };
+}
+
+function rateMarkdown(result) {
+  const m = result.machine;
+  const st = result.settings;
+  const lines = [
+    `# floodgate at fixed rates ${result.date}`,
+    '',
+    `- machine: ${m.nproc} cores, ${m.cpu}, node ${m.node}, ${m.redis}, ghz ${GHZ_VERSION}; shared with other work, load average (1, 5, 15 min) at start ${m.loadStart.map(f2).join(' ')}, at end ${m.loadEnd.map(f2).join(' ')}`,
+    `- floodgate ${result.floodgate.commit}${result.reference ? `; reference: ${result.reference.binary}` : ''}`,
+    `- ghz -c ${st.concurrency} --connections ${st.connections}; saturated: ${st.saturate.rounds} round(s) of ${st.saturate.duration} s; fixed rates ${st.rates.join(', ')} of ${result.reference ? "the reference's" : "floodgate's"} saturated rate: ${st.rounds} round(s) of ${st.duration} s each; rounds alternate, order rotated each round; ${st.warmup} s warm-up per scenario; the first ${st.skipFirstMs} ms of each round (ghz connecting) left out of the latency figures`,
+    `- floodgate settings: ${JSON.stringify(st.env)}, node args '${st.nodeArgs}'${
+      st.variants.length > 1
+        ? `; variants: ${st.variants
+            .slice(1)
+            .map((v) => `${v.name} = ${v.nodeArgs.join(' ')} ${JSON.stringify(v.env)}`)
+            .join('; ')}`
+        : ''
+    }; LOCAL_CACHE_SIZE_IN_BYTES=1048576 for both`,
+    `- idle RSS (2 s after start): ${Object.entries(result.idleRssMb)
+      .map(([t, mb]) => `${t} ${f0(mb)} MB`)
+      .join(', ')}`,
+    '',
+    `Latency figures are medians over the rounds of each round's figure, from every call's latency; "over ${ENVOY_TIMEOUT_MS} ms" is pooled over all calls of the rounds. CPU per call: user + system time over the round ÷ calls answered (server: its process tree; Redis: every redis-server of the backend). RSS: after the round.`,
+    '',
+  ];
+  for (const backend of st.backends) {
+    for (const scenario of st.scenarios) {
+      lines.push(`## ${scenario}, ${backend === 'redis' ? 'standalone Redis' : backend === 'cluster' ? '3-master Redis cluster' : backend}`, '');
+      lines.push(
+        `| rate | server | req/s | p50 ms | p99 ms | p99.9 ms | over ${ENVOY_TIMEOUT_MS} ms | server CPU µs/call | Redis CPU µs/call | RSS MB |`,
+      );
+      lines.push('|---|---|---|---|---|---|---|---|---|---|');
+      for (const r of result.rows.filter((x) => x.backend === backend && x.scenario === scenario)) {
+        lines.push(
+          `| ${r.rate}${r.offered ? ` (${r.offered}/s)` : ''} | ${r.target.split('/')[0]} | ${f0(r.achieved)} | ${f2(r.p50)} | ${f1(r.p99)} | ${f1(r.p999)} | ${pctOf(r.overShare)} | ${f0(r.cpuUs)} | ${f1(r.redisUs)} | ${f0(r.rssMb)} |`,
+        );
+      }
+      lines.push('');
+      const attributed = result.rows.filter((x) => x.backend === backend && x.scenario === scenario && x.runtime && x.kind === 'fixed');
+      if (attributed.length) {
+        lines.push(
+          `Inside floodgate, summed over the rounds (${'`'}/metrics${'`'} before and after each): event-loop samples (one per 10 ms of loop time) late by more than 20 ms and 5 ms; GC pauses by kind (count, total ms, count over 5 ms); calls answered per scavenge and the young generation's size after the round (how much a call leaves for the scavenger); the share of calls over 20 ms in the handler itself (decode to answer) against the client's.`,
+          '',
+        );
+        lines.push(
+          '| rate | server | loop late > 20 ms | loop late > 5 ms | loop delay ms/s | minor GC n / ms / >5 ms | calls per minor GC | new space MB | major GC n / ms | incremental n / ms | handler over 20 ms | client over 20 ms |',
+        );
+        lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
+        for (const r of attributed) {
+          const x = r.runtime;
+          lines.push(
+            `| ${r.rate} | ${r.target.split('/')[0]} | ${x.loopOver20ms} of ${x.loopSamples} | ${x.loopOver5ms} | ${f1(x.loopDelayMs / r.seconds)} | ${x.gc.minor.count} / ${f0(x.gc.minor.totalMs)} / ${x.gc.minor.over5ms} | ${x.gc.minor.count ? f0(r.calls / x.gc.minor.count) : '–'} | ${f1(x.newSpaceMb)} | ${x.gc.major.count} / ${f0(x.gc.major.totalMs)} | ${x.gc.incremental.count} / ${f0(x.gc.incremental.totalMs)} | ${pctOf(x.handlerOverShare)} | ${pctOf(r.overShare)} |`,
+          );
+        }
+        lines.push('');
+      }
+    }
+  }
+  if (result.reference) lines.push(...targetsTable(result));
+  return lines.join('\n');
+}
+
+/** Issue 29's targets, cell by cell: floodgate ÷ reference. */
+function targetsTable(result) {
+  const lines = [
+    "## Against issue 29's targets",
+    '',
+    "floodgate ÷ reference per cell (p99 target: ≤ 1.0× at 50 %, ≤ 1.2× at 80 %; p99.9 ≤ 1.5×; over 20 ms at 50 %: ≤ 0.1 % or ≤ the reference's; saturated req/s ≥ 1.0×).",
+    '',
+    '| scenario | backend | rate | server | p99 × | p99.9 × | over 20 ms, server / reference | req/s × |',
+    '|---|---|---|---|---|---|---|---|',
+  ];
+  for (const r of result.rows.filter((x) => !x.target.startsWith('reference/'))) {
+    const ref = result.rows.find(
+      (x) => x.backend === r.backend && x.scenario === r.scenario && x.rate === r.rate && x.target === `reference/${r.backend}`,
+    );
+    if (!ref) continue;
+    const ratio = (a, b) => (a === undefined || !b ? '–' : f2(a / b));
+    lines.push(
+      `| ${r.scenario} | ${r.backend} | ${r.rate} | ${r.target.split('/')[0]} | ${ratio(r.p99, ref.p99)} | ${ratio(r.p999, ref.p999)} | ${pctOf(r.overShare)} / ${pctOf(ref.overShare)} | ${r.kind === 'saturated' ? ratio(r.achieved, ref.achieved) : '–'} |`,
+    );
+  }
+  lines.push('');
+  return lines;
 }
 
 main().then(

@@ -6,6 +6,7 @@ import { StatsdMetrics } from '../metrics/statsd-metrics';
 import { createStatsdTransport } from '../metrics/statsd-transport';
 import { TeeMetrics } from '../metrics/tee-metrics';
 import { OperatorMetrics } from '../metrics/operator-metrics';
+import { RuntimeMetrics } from '../metrics/runtime-metrics';
 import { MappedPrometheusSink } from '../metrics/mapped-prometheus-sink';
 import { StatsdMapping } from '../metrics/statsd-mapping';
 import type { Settings } from '../settings/settings';
@@ -69,6 +70,7 @@ export async function startMetrics(
   }
   const sinks = [prometheus, ...(statsd ? [statsd] : []), ...(mapped ? [mapped.metrics] : [])];
   const prometheusRegistry = mapped?.registry ?? prometheus.registry;
+  running.runtimeMetrics = new RuntimeMetrics(prometheusRegistry);
   return {
     core: {
       logger,

@@ -26,6 +26,8 @@ export interface Running {
   grpcServer?: GrpcServer;
   orphanScan?: OrphanScan;
   tracing?: Tracing;
+  /** The event-loop delay and GC pause sources of floodgate_event_loop_delay_seconds and floodgate_gc_pause_seconds. */
+  runtimeMetrics?: { close(): void };
   readonly listeners: HttpListener[];
   /** statsd and the PROMETHEUS_MAPPER_YAML sink: each sends what it counted when closed. */
   readonly stats: StatsdMetrics[];
@@ -42,6 +44,7 @@ export async function closeRunning(running: Running, graceMs: number): Promise<v
   await running.limiter?.close();
   await running.policy?.close();
   await running.tracing?.shutdown();
+  running.runtimeMetrics?.close();
   // Last, so that the final flush carries everything counted until the end.
   await Promise.all(running.stats.map((s) => s.close()));
 }

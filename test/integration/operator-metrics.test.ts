@@ -45,6 +45,7 @@ test('Redis, cache, rules and process metrics, then failure-mode answers, errors
     'process_cpu_seconds_total',
     'process_resident_memory_bytes',
     'nodejs_heap_size_used_bytes',
+    'floodgate_event_loop_delay_seconds_count',
   ]) {
     expect(has(samples, name), name).toBe(true);
   }
