@@ -19,10 +19,14 @@ descriptors:
     rate_limit: { unit: hour, requests_per_unit: 1 }
   - key: user
     rate_limit: { unit: hour, requests_per_unit: 10 }
+  - key: shadow
+    shadow_mode: true
+    rate_limit: { unit: hour, requests_per_unit: 1 }
 `;
 
 const one = (hits: number): TestDescriptor => ({ entries: [{ key: 'one', value: 'a' }], hits_addend: { value: hits } });
-const user = (hits: number): TestDescriptor => ({ entries: [{ key: 'user', value: 'b' }], hits_addend: { value: hits } });
+const shadow = (hits: number): TestDescriptor => ({ entries: [{ key: 'shadow', value: 'a' }], hits_addend: { value: hits } });
+const user = (hits: number, value = 'b'): TestDescriptor => ({ entries: [{ key: 'user', value }], hits_addend: { value: hits } });
 const summary = (r: WireResponse): unknown[] => [r.overall_code, ...r.statuses.map((s) => [s.code, s.limit_remaining ?? 0])];
 
 describe('REDIS_KEY_LAYOUT=reference, STOP mode and the local cache: a cached counter holds the others back (issue 30)', () => {
@@ -61,6 +65,25 @@ describe('REDIS_KEY_LAYOUT=reference, STOP mode and the local cache: a cached co
       { domain: 'a', descriptors: [one(2), user(5)] }, // floodgate: `one` cached; the reference leaves user at 8
       { domain: 'a', descriptors: [user(1)] },
       { domain: 'a', descriptors: [user(1)] },
+    ];
+    const mixed: unknown[] = [];
+    const single: unknown[] = [];
+    for (const [n, request] of sequence.entries()) {
+      single.push(summary(await alone.shouldRateLimit(request)));
+      mixed.push(summary(await (n % 2 === 0 ? fleetReference : app.client).shouldRateLimit(request)));
+    }
+    expect(mixed).toEqual(single);
+  }, 120_000);
+
+  // A shadow_mode counter cached over: the reference admits the request (user at 8 stays 8), the fleet denies it.
+  test('with a shadow_mode counter cached over, the fleet admits what the reference alone admits', async () => {
+    await awayFromWindowEdge(3600, 60_000);
+    const sequence: TestRequest[] = [
+      { domain: 'a', descriptors: [shadow(2)] },
+      { domain: 'a', descriptors: [shadow(2)] },
+      { domain: 'a', descriptors: [user(8, 'c')] },
+      { domain: 'a', descriptors: [shadow(2), user(5, 'c')] },
+      { domain: 'a', descriptors: [user(1, 'c')] },
     ];
     const mixed: unknown[] = [];
     const single: unknown[] = [];
