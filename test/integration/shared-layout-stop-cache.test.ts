@@ -2,10 +2,11 @@
 // LOCAL_CACHE_SIZE_IN_BYTES, a reference pod whose local cache knows one counter of a request over
 // increments every other key of the request by 0 (src/redis/fixed_cache_impl.go: getHitsAddend),
 // so a near-limit counter beside it is neither charged nor denied. A mixed fleet must answer as the
-// reference alone does (the same requests to a reference on a Redis of its own). FAILS today:
-// floodgate sends the whole request to Redis' STOP rule, which charges the near-limit counter too.
+// reference alone does (the same requests to a reference on a Redis of its own), the fleet on one
+// Redis and on a 3-master cluster. (Failed before the fix: floodgate sent the whole request to
+// Redis' STOP rule, which charged the near-limit counter too.)
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startStandalone, type RedisProcess } from '../harness/redis-servers';
+import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { startReference, type ReferenceServer } from '../harness/reference-server';
 import { rlsClient, type RlsTestClient, type TestDescriptor, type TestRequest } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
@@ -29,22 +30,48 @@ const shadow = (hits: number): TestDescriptor => ({ entries: [{ key: 'shadow', v
 const user = (hits: number, value = 'b'): TestDescriptor => ({ entries: [{ key: 'user', value }], hits_addend: { value: hits } });
 const summary = (r: WireResponse): unknown[] => [r.overall_code, ...r.statuses.map((s) => [s.code, s.limit_remaining ?? 0])];
 
-describe('REDIS_KEY_LAYOUT=reference, STOP mode and the local cache: a cached counter holds the others back (issue 30)', () => {
+/** The shared Redis of the fleet: its env for the reference and for floodgate, and how to stop it. */
+interface Shared {
+  readonly reference: Record<string, string>;
+  readonly floodgate: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+const ONE_REDIS = async (): Promise<Shared> => {
+  const redis: RedisProcess = await startStandalone();
+  const env = { REDIS_URL: `127.0.0.1:${redis.port}` };
+  return { reference: env, floodgate: env, stop: () => redis.stop() };
+};
+
+// The reference's keys carry no hash tag: `one` and `user` may lie on different masters, where
+// floodgate looks at the held-back counters node by node.
+const CLUSTER = async (): Promise<Shared> => {
+  const cluster: RedisClusterHarness = await startCluster({ masters: 3, replicasPerMaster: 0 });
+  return {
+    reference: { REDIS_TYPE: 'cluster', REDIS_URL: cluster.seeds },
+    floodgate: { REDIS_TYPE: 'CLUSTER', REDIS_URL: cluster.seeds },
+    stop: () => cluster.stop(),
+  };
+};
+
+describe.each([
+  { where: 'one Redis', start: ONE_REDIS },
+  { where: 'a 3-master cluster', start: CLUSTER },
+])('REDIS_KEY_LAYOUT=reference, STOP mode and the local cache on $where: a cached counter holds the others back (issue 30)', ({ start }) => {
+  let shared: Shared | undefined;
   const redises: RedisProcess[] = [];
   const servers: ReferenceServer[] = [];
   let app: TestApp;
   let fleetReference: RlsTestClient;
   let alone: RlsTestClient;
   beforeAll(async () => {
-    const [shared, own] = await Promise.all([startStandalone(), startStandalone()]);
-    redises.push(shared, own);
+    let own: RedisProcess;
+    [shared, own] = await Promise.all([start(), startStandalone()]);
+    redises.push(own);
     const env = { STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: 'true', LOCAL_CACHE_SIZE_IN_BYTES: '1048576' };
-    servers.push(await startReference({ 'a.yaml': RULES }, { ...env, REDIS_URL: `127.0.0.1:${shared.port}` }));
+    servers.push(await startReference({ 'a.yaml': RULES }, { ...env, ...shared.reference }));
     servers.push(await startReference({ 'a.yaml': RULES }, { ...env, REDIS_URL: `127.0.0.1:${own.port}` }));
-    app = await startTestApp(
-      { 'a.yaml': RULES },
-      { ...env, BACKEND_TYPE: 'redis', REDIS_URL: `127.0.0.1:${shared.port}`, REDIS_KEY_LAYOUT: 'reference' },
-    );
+    app = await startTestApp({ 'a.yaml': RULES }, { ...env, ...shared.floodgate, BACKEND_TYPE: 'redis', REDIS_KEY_LAYOUT: 'reference' });
     fleetReference = rlsClient(`127.0.0.1:${servers[0]!.grpcPort}`);
     alone = rlsClient(`127.0.0.1:${servers[1]!.grpcPort}`);
   }, 900_000);
@@ -53,7 +80,7 @@ describe('REDIS_KEY_LAYOUT=reference, STOP mode and the local cache: a cached co
     alone?.close();
     await app?.stop();
     for (const s of servers) await s.stop();
-    await Promise.all(redises.map((r) => r.stop()));
+    await Promise.all([shared?.stop(), ...redises.map((r) => r.stop())]);
   });
 
   test('the fleet answers as the reference alone', async () => {
