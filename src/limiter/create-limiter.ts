@@ -147,6 +147,8 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
   if (settings.localCacheSizeInBytes > 0) {
     limiter = new OverLimitCache(limiter, {
       maxBytes: settings.localCacheSizeInBytes,
+      // The shared layout's STOP mode keeps the reference's rule for a counter known over (issue 30).
+      ...(settings.redisKeyLayout === 'reference' ? { holdBackBesideCached: true } : {}),
       ...(operator ? { onHit: () => operator.localCacheHit() } : {}),
     });
   }

@@ -57,10 +57,11 @@ export interface CheckOptions {
   readonly stopIncrementWhenOverLimit: boolean;
   /**
    * Judge every check but charge none (a check of an algorithm that counts every hit without its
-   * hits, as the reference judges a key it increments by 0). No layer sets it any more: the
-   * over-limit cache used it in STOP mode for the rest of a request with a counter known over,
-   * which answered otherwise than the backend's STOP rule (issue 27); it now sends such a request
-   * whole, as asked.
+   * hits, as the reference judges a key it increments by 0). Set only by the over-limit cache in
+   * STOP mode with REDIS_KEY_LAYOUT=reference, for the rest of a request with a counter known over
+   * (the reference's rule, issue 30); in floodgate's own layout such a request goes whole to the
+   * backend's STOP rule (issue 27). Honoured by RedisLimiter only: createLimiter puts the cache in
+   * front of Redis alone, never in front of the memory backend.
    */
   readonly holdBack?: boolean;
 }

@@ -30,6 +30,14 @@ export interface OverLimitCacheOptions {
   readonly now?: () => number;
   /** Called for each check answered from the cache (operator metrics). */
   readonly onHit?: () => void;
+  /**
+   * REDIS_KEY_LAYOUT=reference (issue 30): in STOP mode, a request with a counter known over is
+   * answered as the reference answers it (src/redis/fixed_cache_impl.go getHitsAddend): the known
+   * counters from here, every other one judged without being charged (CheckOptions.holdBack), so
+   * that floodgate's and the reference's pods count and answer alike in one fleet. Without it
+   * (floodgate's own layout) such a request goes whole to the backend's STOP rule (issue 27).
+   */
+  readonly holdBackBesideCached?: boolean;
 }
 
 /**
@@ -47,7 +55,8 @@ export interface OverLimitCacheOptions {
  * A request's answer never depends on the cache (issue 27): it answers a unit (a check or a whole
  * `rate_limits` list) only when it knows all of it, and in STOP mode a request only when it knows
  * all of it; the rest goes to the backend as asked. The one effect left is the cache's purpose: a
- * counter it answers is not charged by the requests it answers.
+ * counter it answers is not charged by the requests it answers. The one exception is the shared
+ * layout's STOP mode (holdBackBesideCached), where the reference's own rule is kept instead.
  */
 export class OverLimitCache implements Limiter {
   private readonly entries = new Map<string, Entry>();
@@ -93,12 +102,17 @@ export class OverLimitCache implements Limiter {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
     if (out.misses.length === 0) return Promise.resolve(out.results as LimitResult[]);
-    // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a request's answer is decided across all of its
-    // counters (the backend looks with the hits, charges the denied checks that count every hit,
-    // holds back the others), so a cached denial cannot be taken out of it: the whole request goes
-    // to the backend's own STOP path, as without the cache, in the one call the misses would take
-    // (issue 27). The cache saves the call when it answers every check.
-    if (anyCached && options.stopIncrementWhenOverLimit) return this.checkAndKeep(checks, options, now, out.keys);
+    if (anyCached && options.stopIncrementWhenOverLimit) {
+      // In the shared layout, as the reference: a counter known over stops every other counter of
+      // the request from being charged; they are judged by their counts as they stand.
+      if (this.options.holdBackBesideCached === true) return this.checkMisses(out, { ...options, holdBack: true }, now);
+      // STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: a request's answer is decided across all of its
+      // counters (the backend looks with the hits, charges the denied checks that count every hit,
+      // holds back the others), so a cached denial cannot be taken out of it: the whole request goes
+      // to the backend's own STOP path, as without the cache, in the one call the misses would take
+      // (issue 27). The cache saves the call when it answers every check.
+      return this.checkAndKeep(checks, options, now, out.keys);
+    }
     return this.checkMisses(out, options, now);
   }
 

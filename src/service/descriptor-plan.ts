@@ -92,10 +92,15 @@ function isReplaced(rule: RateLimitRule, replaced: ReadonlySet<string>): boolean
   return rule.name !== undefined && rule.name !== '' && replaced.has(rule.name);
 }
 
+/** Every check's spec in one object shape (`shareable` always set), so the layers that read it see one hidden class. */
 function specOf(rule: RateLimitRule): LimitSpec {
-  return rule.shareable === true
-    ? { algorithm: rule.algorithm, limit: rule.requestsPerUnit, windowSeconds: rule.windowSeconds, burst: rule.burst, shareable: true }
-    : { algorithm: rule.algorithm, limit: rule.requestsPerUnit, windowSeconds: rule.windowSeconds, burst: rule.burst };
+  return {
+    algorithm: rule.algorithm,
+    limit: rule.requestsPerUnit,
+    windowSeconds: rule.windowSeconds,
+    burst: rule.burst,
+    shareable: rule.shareable === true,
+  };
 }
 
 /**

@@ -332,18 +332,6 @@ export class ReferenceModel {
     return this.lookAt(checks, now);
   }
 
-  /**
-   * A STOP request held back because another of its counters is already known to be over: as
-   * `look`, but a fixed_window check is judged without its hits, as the reference judges a key
-   * it increments by 0.
-   */
-  holdBack(checks: readonly ModelCheck[], now: number): ModelResult[] {
-    return this.look(
-      checks.map((c) => (c.algorithm === 'fixed_window' ? { ...c, hits: 0 } : c)),
-      now,
-    );
-  }
-
   /** The look-first pass: a counter that appears twice sees its earlier admitted hits pending. */
   private lookAt(checks: readonly ModelCheck[], now: number): ModelResult[] {
     const pending = new Map<string, number>();

@@ -13,17 +13,19 @@
 // (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT) and both together, each fleet on one Redis and on a
 // cluster (the two-descriptor scenario is where STOP mode holds a counter back).
 //
-// Time: every sequence runs inside one window; each test waits (bounded) until the minute has
-// enough left. A per-second batch is sent at the start of a second, concurrently, and sent again
-// with fresh clients (bounded) when the test's clock shows it straddled a second.
+// Time: every sequence runs inside one window; before each scenario the test waits (bounded)
+// until the minute has enough left. A per-second batch is sent at the start of a second,
+// concurrently, and sent again with fresh clients (bounded) when the test's clock shows it
+// straddled a second.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
+import { keySlot, startCluster, startStandalone, type RedisClusterHarness, type RedisProcess } from '../harness/redis-servers';
 import { startReference, type ReferenceServer } from '../harness/reference-server';
 import { rlsClient, type RlsTestClient, type TestDescriptor, type TestRequest } from '../helpers/rls-client';
 import { startTestApp, type TestApp } from '../helpers/test-app';
 import { awayFromWindowEdge } from '../helpers/windows';
 import { scanKeys, type RedisNode } from './redis-backend-helpers';
 import type { WireResponse } from '../../src/rls/wire-types';
+import { referenceWindowKey } from '../../src/limiter/reference-key';
 
 /** Each fleet's CACHE_KEY_PREFIX: its own keys (a share_threshold counter is one key for every value). */
 const prefixOf = (i: number): string => `fleet${i}_`;
@@ -96,6 +98,12 @@ function scenarios(tag: string): Scenario[] {
   ];
 }
 
+/** Which master (its port) serves each slot, from CLUSTER SLOTS. */
+async function slotOwners(masters: readonly RedisNode[]): Promise<(slot: number) => number> {
+  const ranges = (await masters[0]!.command('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+  return (slot) => Number(ranges.find(([from, to]) => slot >= from && slot <= to)?.[2][1]);
+}
+
 /** What one answer says, as the fleet must agree on it. */
 function summary(res: WireResponse): { overall: string; statuses: { code: string; remaining: number; reset: number }[] } {
   return {
@@ -136,11 +144,16 @@ async function startFleet(
   };
 }
 
+/** The time one scenario may take at most (its sequence on the reference alone, then on the fleet). */
+const SCENARIO_MS = 20_000;
+
 /** Runs every scenario on the reference alone (domain b) and on the fleet alternating (domain a), and compares. */
 async function runScenarios(fleet: Fleet, tag: string): Promise<void> {
-  // Every sequence inside one minute (the shortest unit but the per-second one's).
-  await awayFromWindowEdge(60, 30_000);
   for (const s of scenarios(tag)) {
+    // Each scenario inside one minute (the shortest unit but the per-second one's, and an hour's
+    // edge is a minute's): waited for before each one, so that however slowly the scenarios
+    // before it ran, no edge falls inside its 2 × count sequential calls (18 at most).
+    await awayFromWindowEdge(60, SCENARIO_MS);
     const alone: ReturnType<typeof summary>[] = [];
     const mixed: ReturnType<typeof summary>[] = [];
     // Each answer's resets, checked against the test's clock around the call (the window's end
@@ -257,12 +270,37 @@ describe('a mixed fleet on a 3-master Redis Cluster counts as one service (issue
     120_000,
   );
 
-  test('one request’s counters lie in several slots, and every one is the reference’s key', async () => {
-    const keys = (await Promise.all(cluster.masters().map((m) => scanKeys(m, `${prefixOf(1)}a_`)))).map((k) => k.length);
-    // The scenarios' keys (no hash tag) spread over more than one master.
-    expect(keys.filter((n) => n > 0).length).toBeGreaterThan(1);
-    const all = (await Promise.all(cluster.masters().map((m) => scanKeys(m, 'fleet')))).flat();
-    expect(all.length).toBeGreaterThan(0);
+  test('one request’s counters lie on several masters, and each is the reference’s key', async () => {
+    // The two-descriptor request, written by this test alone (fleet 1, STOP mode): values chosen
+    // (bounded search) so that its hour key and its minute override's key are served by two
+    // different masters in the current window (no hash tag: each key is routed by its whole name).
+    await awayFromWindowEdge(60, SCENARIO_MS);
+    const prefix = prefixOf(1);
+    const now = Date.now();
+    const owners = await slotOwners(cluster.masters());
+    const keysOf = (n: number): [string, string] => [
+      referenceWindowKey(prefix, { domain: 'a', entries: [{ key: 'user', value: `split-${n}` }] }, 3600, now),
+      referenceWindowKey(prefix, { domain: 'a', entries: [{ key: 'client', value: `split-o-${n}` }] }, 60, now),
+    ];
+    let n = 0;
+    while (owners(keySlot(keysOf(n)[0])) === owners(keySlot(keysOf(n)[1]))) if (++n >= 100) throw new Error('no split in 100 values');
+    const [hourKey, minuteKey] = keysOf(n);
+    const [hourOwner, minuteOwner] = [owners(keySlot(hourKey)), owners(keySlot(minuteKey))];
+    expect(hourOwner).not.toBe(minuteOwner);
+    const fleet = fleets[1]!;
+    const request: TestRequest = { domain: 'a', descriptors: [user(`split-${n}`), override(`split-o-${n}`, 3, 'MINUTE')] };
+    // One request to each kind of pod: both counted in the same two keys, on their two masters.
+    for (const client of [fleet.floodgate.client, fleet.referenceClient]) {
+      const answer = await client.shouldRateLimit(request);
+      expect(answer.overall_code).toBe('OK');
+    }
+    const byPort = new Map(cluster.masters().map((m) => [m.port, m]));
+    expect(await byPort.get(hourOwner)!.command('GET', hourKey)).toBe('2');
+    expect(await byPort.get(minuteOwner)!.command('GET', minuteKey)).toBe('2');
+    // Nothing else of the request was written: no other key of its values, none of floodgate's layout.
+    const written = (await Promise.all(cluster.masters().map((m) => scanKeys(m, `${prefix}a_`)))).flat().filter((k) => k.includes('split-'));
+    expect(written.sort()).toEqual([hourKey, minuteKey].sort());
+    const all = (await Promise.all(cluster.masters().map((m) => scanKeys(m, '')))).flat();
     expect(all.filter((k) => k.includes('rl:{'))).toEqual([]);
   });
 });

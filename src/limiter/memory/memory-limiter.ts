@@ -58,15 +58,6 @@ export class MemoryLimiter implements Limiter {
   }
 
   check(checks: readonly LimitCheck[], options: CheckOptions): Promise<LimitResult[]> {
-    if (options.holdBack === true) {
-      // As the reference answers a key it increments by 0: a counter that counts every hit is
-      // judged by its count as it stands, without the hits. A list's member is not: a held-back
-      // list is a refused one, and a refused list's members get their look with their hits
-      // (as RedisLimiter's list scripts answer a held-back list).
-      const listed = hasLists(checks) ? listMembers(checks) : undefined;
-      const held = checks.map((c, i) => (listed?.[i] !== true && this.algorithm(c).countsEveryHit ? { ...c, hits: 0 } : c));
-      return Promise.resolve(this.look(held, held.map(storageKey), this.now()));
-    }
     return Promise.resolve(this.checkNow(checks, options.stopIncrementWhenOverLimit));
   }
 

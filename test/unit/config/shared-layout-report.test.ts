@@ -5,6 +5,7 @@ import { compileRules } from '../../../src/config/compile-rules';
 import { parseRuleFile } from '../../../src/config/parse-rule-file';
 import { ownKeyReason, sharedLayoutReport } from '../../../src/config/shared-layout-report';
 import { planRequest } from '../../../src/service/descriptor-plan';
+import type { LimitSpec } from '../../../src/domain/limit-spec';
 
 const RULES = `
 domain: d
@@ -31,20 +32,27 @@ const rules = compileRules([parseRuleFile('d.yaml', RULES)], { mergeDomainConfig
 
 describe('the rules the reference can express (LimitSpec.shareable)', () => {
   it('a fixed window of one unit outside a list, and a per-request override; nothing else', () => {
-    const shareable = (key: string, limit?: { requests_per_unit: number; unit: 'HOUR' }): (true | undefined)[] =>
+    const specs = (key: string, limit?: { requests_per_unit: number; unit: 'HOUR' }): LimitSpec[] =>
       planRequest(rules, {
         domain: 'd',
         hitsAddend: 1,
         descriptors: [
           { entries: [{ key, value: 'ab' }], ...(limit && { limit: { requestsPerUnit: limit.requests_per_unit, unit: limit.unit } }) },
         ],
-      }).checks.map((c) => c.spec.shareable);
+      }).checks.map((c) => c.spec);
+    const shareable = (key: string, limit?: { requests_per_unit: number; unit: 'HOUR' }): (boolean | undefined)[] =>
+      specs(key, limit).map((s) => s.shareable);
     expect(shareable('plain')).toEqual([true]);
     expect(shareable('wild')).toEqual([true]);
-    expect(shareable('multi')).toEqual([undefined]);
-    expect(shareable('bucket')).toEqual([undefined]);
-    expect(shareable('list')).toEqual([undefined, undefined]);
+    expect(shareable('multi')).toEqual([false]);
+    expect(shareable('bucket')).toEqual([false]);
+    expect(shareable('list')).toEqual([false, false]);
     expect(shareable('other', { requests_per_unit: 3, unit: 'HOUR' })).toEqual([true]);
+    // One object shape for every spec the plan builds, shareable or not (one hidden class for the
+    // layers that read them on every request).
+    const shapes = new Set(['plain', 'multi', 'bucket', 'list'].flatMap((k) => specs(k).map((s) => Object.keys(s).join(','))));
+    shapes.add(Object.keys(specs('other', { requests_per_unit: 3, unit: 'HOUR' })[0]!).join(','));
+    expect([...shapes]).toEqual(['algorithm,limit,windowSeconds,burst,shareable']);
   });
 
   it('says why each other rule keeps floodgate’s keys', () => {

@@ -366,24 +366,6 @@ describe('MemoryLimiter bounds (issue 8, finding 3)', () => {
   });
 });
 
-describe('MemoryLimiter holdBack (another counter of the request is known to be over)', () => {
-  // A held-back counter reports its count as it stands, as the reference does: it sends
-  // INCRBY 0 for it and reports the result (limit - count remaining). count + hits would
-  // describe a state that does not exist, and its blockedForMs would let the cache lock it.
-  // It is judged by that count, without its hits: the reference (run against redis-server with
-  // LOCAL_CACHE_SIZE_IN_BYTES and STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT) answered such a key
-  // at 1 of 2 with hits 2 OK, remaining 1 (test/integration/stop-mode-repeated-counter.test.ts).
-  it('charges none, reports each count as it stands and judges it by that count (fixed_window, as the reference)', async () => {
-    const { limiter } = setup();
-    await one(limiter, check('b', 10, 5));
-    const [held] = await limiter.check([check('b', 10, 3)], { ...STOP, holdBack: true });
-    expect(held).toMatchObject({ allowed: true, used: 5, remaining: 5, retryAfterMs: 0, blockedForMs: 0 });
-    const [more] = await limiter.check([check('b', 10, 6)], { ...STOP, holdBack: true });
-    expect(more).toMatchObject({ allowed: true, used: 5, remaining: 5, retryAfterMs: 0, blockedForMs: 0 });
-    expect((await one(limiter, check('b', 10, 0))).used).toBe(5);
-  });
-});
-
 describe('MemoryLimiter byte budget (MEMORY_MAX_BYTES, issue 18 finding 15)', () => {
   const MiB = 1024 * 1024;
 

@@ -208,6 +208,45 @@ describe('OverLimitCache with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT', () => {
   });
 });
 
+describe('OverLimitCache with STOP mode in the shared layout (REDIS_KEY_LAYOUT=reference, issue 30)', () => {
+  // The reference's rule (src/redis/fixed_cache_impl.go getHitsAddend): when its local cache knows
+  // one key of a request over, every other key is incremented by 0, judged by its count as it
+  // stands. A mixed fleet answers as the reference only if floodgate's pods do the same.
+  const SHARED = (c: LimitCheck): LimitResult =>
+    c.counter.entries[0]!.value === 'hot'
+      ? { ...DENIED, blockedForMs: 60_000 }
+      : { allowed: true, used: 8, remaining: 2, resetMs: 1000, retryAfterMs: 0 };
+  function shared() {
+    const clock = { now: 1000 };
+    const inner = new ScriptedLimiter(SHARED);
+    return { inner, cache: new OverLimitCache(inner, { maxBytes: 1_000_000, now: () => clock.now, holdBackBesideCached: true }) };
+  }
+
+  it('a key cached over: answered from the cache, the others asked once with holdBack (judged, charged nothing)', async () => {
+    const { inner, cache } = shared();
+    await one(cache, check('hot'), STOP);
+    const before = inner.calls.length;
+    const [hot, other] = await cache.check([check('hot'), check('b', 5)], STOP);
+    expect(hot!.fromLocalCache).toBe(true);
+    expect(other).toMatchObject({ allowed: true, used: 8, remaining: 2 });
+    expect(inner.calls.length).toBe(before + 1);
+    const last = inner.calls.at(-1)!;
+    expect(last.checks.map((c) => [c.counter.entries[0]!.value, c.hits])).toEqual([['b', 5]]);
+    expect(last.options.holdBack).toBe(true);
+  });
+
+  it('nothing cached, or count mode: asked as usual, without holdBack', async () => {
+    const { inner, cache } = shared();
+    await cache.check([check('a'), check('b', 3)], STOP);
+    expect(inner.calls[0]!.options.holdBack).toBeFalsy();
+    await one(cache, check('hot'), COUNT);
+    await cache.check([check('hot'), check('b', 3)], COUNT);
+    const last = inner.calls.at(-1)!;
+    expect(last.checks.map((c) => c.hits)).toEqual([3]);
+    expect(last.options.holdBack).toBeFalsy();
+  });
+});
+
 describe('OverLimitCache memory', () => {
   it('evicts the least recently used entry first and stays within its bytes', async () => {
     const { cache } = setup(() => ({ ...DENIED, blockedForMs: 60_000 }), 4_000);
