@@ -1,6 +1,6 @@
-// Reviewer probes (review2, issue 29): cases where GRPC_RLS_HANDLER=http2 (the default) answers
-// differently from grpc-js, and a long grpc-timeout that makes node emit a process warning per
-// call. Each FAILS on the reviewed code (grpc-js' answer is the expected one).
+// Edge cases of GRPC_RLS_HANDLER=http2 (the default, issue 29) found in review (review2): what
+// grpc-js answers is the expected answer, side by side on two servers; and a long grpc-timeout
+// must not make node emit a process warning per call (a client-triggered log flood).
 import http2, { type ClientHttp2Session } from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HealthState } from '../../src/base/health';
@@ -54,7 +54,7 @@ function seen(a: RawAnswer): Record<string, unknown> {
   };
 }
 
-describe('review2 probes', () => {
+describe('ShouldRateLimit edge cases, grpc-js and http2 side by side', () => {
   let js: Side;
   let h2: Side;
   const warnings: string[] = [];
