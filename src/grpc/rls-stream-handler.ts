@@ -10,7 +10,7 @@ import { encodeRateLimitResponseMessage } from '../rls/response-encoder';
 import type { RateLimitHandler } from '../service/rate-limit-handler';
 import type { RateLimitResponse } from '../service/types';
 import { carriesSan } from './credentials';
-import { grpcTimeoutMs } from './grpc-timeout';
+import { grpcJsTimeoutMs } from './grpc-timeout';
 import { FRAMED, RequestFramer, TOO_LARGE } from './request-framer';
 
 // ShouldRateLimit served straight on the node:http2 streams grpc-js' server accepts (issue 29):
@@ -148,19 +148,19 @@ class RlsCall {
   }
 
   start(): void {
-    const timeout = this.headers['grpc-timeout'];
-    if (timeout === undefined) {
+    const ms = grpcJsTimeoutMs(this.headers['grpc-timeout']);
+    if (ms === 'absent') {
       this.deadline = Date.now() + this.shared.defaultDeadlineMs;
     } else {
-      const ms = grpcTimeoutMs(timeout);
-      if (ms === undefined) {
-        this.refuse(GrpcStatus.INTERNAL, `Invalid grpc-timeout value "${String(timeout)}"`);
+      if (ms === 'invalid') {
+        this.refuse(GrpcStatus.INTERNAL, `Invalid grpc-timeout value "${String(this.headers['grpc-timeout'])}"`);
         return;
       }
-      // As grpc-js: whole milliseconds, and the call answered DEADLINE_EXCEEDED when they have passed.
-      const whole = Math.trunc(ms);
-      this.deadline = Date.now() + whole;
-      this.timer = setTimeout(deadlineReached, whole, this);
+      // As grpc-js: whole milliseconds, `| 0` (a value past 2^31-1 wraps, a negative one is a
+      // deadline already passed), and the call answered DEADLINE_EXCEEDED when they have passed.
+      // Never below 1 ms for the timer: node would print a warning per call otherwise.
+      this.deadline = Date.now() + ms;
+      this.timer = setTimeout(deadlineReached, ms > 1 ? ms : 1, this);
       // A call the client resets gives its timer back at once, not at its deadline.
       this.stream.on('close', () => this.stopTimer());
     }

@@ -78,6 +78,10 @@ describe('ShouldRateLimit edge cases, grpc-js and http2 side by side', () => {
     ['grpc-timeout duplicated', { 'grpc-timeout': '5S, 6S' }, [frame(domainRequest('ok'))]],
     ['3 trailing bytes after the message', {}, [Buffer.concat([frame(domainRequest('ok')), Buffer.from([0, 0, 0])])]],
     ['grpc-timeout past 2^31 ms', { 'grpc-timeout': '700H' }, [frame(domainRequest('ok'))]],
+    ['grpc-timeout past 2^31 ms, a call that hangs', { 'grpc-timeout': '700H' }, [frame(domainRequest('hang'))]],
+    ['grpc-timeout amid other text', { 'grpc-timeout': 'x1Sy' }, [frame(domainRequest('ok'))]],
+    ['grpc-timeout that is not one', { 'grpc-timeout': 'soon' }, [frame(domainRequest('ok'))]],
+    ['grpc-timeout not printable ASCII', { 'grpc-timeout': '5S\u00e9' }, [frame(domainRequest('ok'))]],
   ];
   it.each(cases)('parity: %s', async (_n, headers, chunks) => {
     const [a, b] = await Promise.all([js, h2].map((s) => rawGrpcCall(s.session, { path: RLS_PATH, headers, chunks })));
