@@ -198,7 +198,7 @@ class RlsCall {
     if (outcome === TOO_LARGE) {
       this.refuse(
         GrpcStatus.RESOURCE_EXHAUSTED,
-        `Received message larger than max (${this.framer.declaredBytes} vs ${this.shared.maxReceiveMessageBytes})`,
+        `Received message larger than max (${this.framer.refusedBytes} vs ${this.shared.maxReceiveMessageBytes})`,
       );
       return;
     }
