@@ -1,5 +1,5 @@
 import { constants, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
-import { TLSSocket } from 'node:tls';
+import { type PeerCertificate, TLSSocket } from 'node:tls';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { errTypeOf, grpcStatusOf } from '../base/error-status';
@@ -88,7 +88,7 @@ function sendStatus(stream: ServerHttp2Stream, code: GrpcStatus, details: string
  * The SAN check reads the peer certificate once per connection (it cannot change within one:
  * HTTP/2 forbids renegotiation), not once per call as grpc-js' getAuthContext does.
  */
-function sanChecker(san: string): (stream: ServerHttp2Stream) => boolean {
+export function sanChecker(san: string): (stream: ServerHttp2Stream) => boolean {
   const checked = new WeakMap<Http2Session, boolean>();
   return (stream) => {
     const session = stream.session;
@@ -96,7 +96,9 @@ function sanChecker(san: string): (stream: ServerHttp2Stream) => boolean {
     let ok = checked.get(session);
     if (ok === undefined) {
       const socket = session.socket;
-      ok = socket instanceof TLSSocket && socket.authorized && carriesSan(socket.getPeerCertificate().subjectaltname, san);
+      // null once the TLS handle is gone (the connection closing), whatever node's types say: no SAN.
+      const certificate = socket instanceof TLSSocket && socket.authorized ? (socket.getPeerCertificate() as PeerCertificate | null) : null;
+      ok = carriesSan(certificate?.subjectaltname, san);
       checked.set(session, ok);
     }
     return ok;
