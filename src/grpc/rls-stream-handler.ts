@@ -1,6 +1,5 @@
 import { constants, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { type PeerCertificate, TLSSocket } from 'node:tls';
-import { gunzipSync, inflateSync } from 'node:zlib';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { errTypeOf, grpcStatusOf } from '../base/error-status';
 import type { Logger } from '../base/log';
@@ -11,6 +10,7 @@ import type { RateLimitHandler } from '../service/rate-limit-handler';
 import type { RateLimitResponse } from '../service/types';
 import { carriesSan } from './credentials';
 import { grpcJsTimeoutMs } from './grpc-timeout';
+import { inflateMessage } from './message-inflater';
 import { FRAMED, RequestFramer, TOO_LARGE } from './request-framer';
 
 // ShouldRateLimit served straight on the node:http2 streams grpc-js' server accepts (issue 29):
@@ -214,8 +214,45 @@ class RlsCall {
       this.refuse(GrpcStatus.UNIMPLEMENTED, `Received no request message for server streaming method ${RLS_PATH}`);
       return;
     }
-    const bytes = this.framer.compressed ? this.decompressed(message) : message;
-    if (bytes === undefined) return;
+    if (!this.framer.compressed) {
+      this.serve(message);
+      return;
+    }
+    const encoding = this.headers['grpc-encoding'] ?? 'identity';
+    if (encoding === 'identity') {
+      this.serve(message);
+    } else if (encoding === 'gzip' || encoding === 'deflate') {
+      // `inflated` catches its own errors.
+      void this.inflated(encoding, message);
+    } else {
+      this.refuse(GrpcStatus.UNIMPLEMENTED, `Received message compressed with unsupported encoding "${String(encoding)}"`);
+    }
+  }
+
+  /**
+   * As grpc-js: gzip and deflate are inflated, at most GRPC_MAX_RECEIVE_MESSAGE_BYTES of them,
+   * on node's thread pool (message-inflater.ts). The call may have been answered meanwhile (its
+   * deadline) or reset: then nothing more is done.
+   */
+  private async inflated(encoding: 'gzip' | 'deflate', message: Buffer): Promise<void> {
+    const max = this.shared.maxReceiveMessageBytes;
+    let bytes: Buffer;
+    try {
+      bytes = await inflateMessage(encoding, message, max);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
+        this.refuse(GrpcStatus.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${max}`);
+      } else {
+        this.refuse(GrpcStatus.INTERNAL, 'Failed to decompress message');
+      }
+      return;
+    }
+    if (this.answered || gone(this.stream)) return;
+    this.serve(bytes);
+  }
+
+  /** The request's message, whole and inflated: checked, decoded and handed to the service. */
+  private serve(bytes: Buffer): void {
     const { hasSan, requiredClientSan } = this.shared;
     if (hasSan !== undefined && !hasSan(this.stream)) {
       this.refuse(GrpcStatus.UNAUTHENTICATED, `client certificate does not carry the subject alternative name '${requiredClientSan}'`);
@@ -233,31 +270,6 @@ class RlsCall {
       (response) => this.answer(response),
       (err: unknown) => this.fail(err),
     );
-  }
-
-  /**
-   * As grpc-js: gzip and deflate are inflated, within the message bound; any other encoding is
-   * UNIMPLEMENTED. At most GRPC_MAX_RECEIVE_MESSAGE_BYTES in and out, so inflating in place is
-   * bounded work.
-   */
-  private decompressed(message: Buffer): Buffer | undefined {
-    const encoding = this.headers['grpc-encoding'] ?? 'identity';
-    if (encoding === 'identity') return message;
-    if (encoding !== 'gzip' && encoding !== 'deflate') {
-      this.refuse(GrpcStatus.UNIMPLEMENTED, `Received message compressed with unsupported encoding "${String(encoding)}"`);
-      return undefined;
-    }
-    const max = this.shared.maxReceiveMessageBytes;
-    try {
-      return (encoding === 'gzip' ? gunzipSync : inflateSync)(message, { maxOutputLength: max });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-        this.refuse(GrpcStatus.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${max}`);
-      } else {
-        this.refuse(GrpcStatus.INTERNAL, 'Failed to decompress message');
-      }
-      return undefined;
-    }
   }
 
   private answer(response: RateLimitResponse): void {
