@@ -23,3 +23,68 @@ export function inflateMessage(encoding: MessageEncoding, message: Buffer, maxBy
     });
   });
 }
+
+interface Waiting {
+  readonly encoding: MessageEncoding;
+  readonly message: Buffer;
+  readonly maxBytes: number;
+  readonly wanted: () => boolean;
+  readonly resolve: (bytes: Buffer | undefined) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+/**
+ * Inflates at most `concurrency` messages at a time, the others waiting their turn in order.
+ * Each inflation may hold up to the message bound before it is refused, so many at once were
+ * many times the bound: 64 gzip messages of 32 KB at once, 16 MiB bound, took RSS from 103 MB to
+ * 1.18 GB (grpc-js' own path: 1.16 GB); inflated one at a time on the event loop, 208 MB.
+ */
+export class MessageInflater {
+  private active = 0;
+  private readonly queue: Waiting[] = [];
+
+  constructor(private readonly concurrency: number) {}
+
+  /** Inflating now. */
+  get running(): number {
+    return this.active;
+  }
+
+  /** Waiting their turn. */
+  get waiting(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * As inflateMessage, in turn; undefined, without inflating, when `wanted()` says false as its
+   * turn comes (the call answered at its deadline or reset while it waited).
+   */
+  inflate(encoding: MessageEncoding, message: Buffer, maxBytes: number, wanted: () => boolean): Promise<Buffer | undefined> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ encoding, message, maxBytes, wanted, resolve, reject });
+      this.next();
+    });
+  }
+
+  private next(): void {
+    while (this.active < this.concurrency) {
+      const job = this.queue.shift();
+      if (job === undefined) return;
+      if (!job.wanted()) {
+        job.resolve(undefined);
+        continue;
+      }
+      this.active++;
+      inflateMessage(job.encoding, job.message, job.maxBytes).then(
+        (bytes) => this.done(() => job.resolve(bytes)),
+        (err: unknown) => this.done(() => job.reject(err)),
+      );
+    }
+  }
+
+  private done(settle: () => void): void {
+    this.active--;
+    settle();
+    this.next();
+  }
+}

@@ -10,7 +10,7 @@ import type { RateLimitHandler } from '../service/rate-limit-handler';
 import type { RateLimitResponse } from '../service/types';
 import { carriesSan } from './credentials';
 import { grpcJsTimeoutMs } from './grpc-timeout';
-import { inflateMessage } from './message-inflater';
+import { MessageInflater } from './message-inflater';
 import { FRAMED, RequestFramer, TOO_LARGE } from './request-framer';
 
 // ShouldRateLimit served straight on the node:http2 streams grpc-js' server accepts (issue 29):
@@ -105,14 +105,25 @@ export function sanChecker(san: string): (stream: ServerHttp2Stream) => boolean 
   };
 }
 
+/**
+ * Compressed messages inflated at once, per server: each may hold up to the message bound while
+ * it inflates (see message-inflater.ts), so at most this many bounds at a time.
+ */
+const INFLATE_CONCURRENCY = 2;
+
 /** What every call of one server shares. */
 interface Shared extends RlsStreamDeps {
   readonly hasSan: ((stream: ServerHttp2Stream) => boolean) | undefined;
+  readonly inflater: MessageInflater;
 }
 
 /** The 'stream' listener for RLS_PATH: one RlsCall per stream. */
 export function rlsStreamHandler(deps: RlsStreamDeps): StreamHandler {
-  const shared: Shared = { ...deps, hasSan: deps.requiredClientSan === undefined ? undefined : sanChecker(deps.requiredClientSan) };
+  const shared: Shared = {
+    ...deps,
+    hasSan: deps.requiredClientSan === undefined ? undefined : sanChecker(deps.requiredClientSan),
+    inflater: new MessageInflater(INFLATE_CONCURRENCY),
+  };
   return (stream, headers) => {
     stream.on('error', ignore);
     const contentType = headers[constants.HTTP2_HEADER_CONTENT_TYPE];
@@ -231,14 +242,15 @@ class RlsCall {
 
   /**
    * As grpc-js: gzip and deflate are inflated, at most GRPC_MAX_RECEIVE_MESSAGE_BYTES of them,
-   * on node's thread pool (message-inflater.ts). The call may have been answered meanwhile (its
-   * deadline) or reset: then nothing more is done.
+   * on node's thread pool, a few at a time (message-inflater.ts). The call may have been answered
+   * meanwhile (its deadline) or reset: then nothing more is done, and a message still waiting its
+   * turn is not inflated at all.
    */
   private async inflated(encoding: 'gzip' | 'deflate', message: Buffer): Promise<void> {
     const max = this.shared.maxReceiveMessageBytes;
-    let bytes: Buffer;
+    let bytes: Buffer | undefined;
     try {
-      bytes = await inflateMessage(encoding, message, max);
+      bytes = await this.shared.inflater.inflate(encoding, message, max, () => !this.answered && !gone(this.stream));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
         this.refuse(GrpcStatus.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${max}`);
@@ -247,7 +259,7 @@ class RlsCall {
       }
       return;
     }
-    if (this.answered || gone(this.stream)) return;
+    if (bytes === undefined || this.answered || gone(this.stream)) return;
     this.serve(bytes);
   }
 

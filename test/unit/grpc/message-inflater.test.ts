@@ -2,7 +2,7 @@
 // bound, and off the event loop (node's thread pool), as grpc-js does with its zlib streams.
 import { deflateSync, gunzipSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { inflateMessage } from '../../../src/grpc/message-inflater';
+import { inflateMessage, MessageInflater } from '../../../src/grpc/message-inflater';
 
 const MIB = 1024 * 1024;
 
@@ -41,5 +41,33 @@ describe('inflateMessage', () => {
       await expect(inflating).rejects.toMatchObject({ code: 'ERR_BUFFER_TOO_LARGE' });
     }
     expect(held * 4, `held ${held.toFixed(2)} ms, inline ${inline.toFixed(2)} ms`).toBeLessThan(inline);
+  });
+});
+
+describe('MessageInflater', () => {
+  it('inflates at most `concurrency` messages at a time, the others waiting their turn', async () => {
+    // Each may hold up to the bound while it inflates: 64 gzip bombs at once on the thread pool
+    // took 1.1 GB (16 MiB bound); two at a time hold at most twice the bound.
+    const inflater = new MessageInflater(2);
+    const bomb = gzipSync(Buffer.alloc(2 * MIB));
+    const calls = Array.from({ length: 6 }, () => inflater.inflate('gzip', bomb, MIB, () => true));
+    expect(inflater.running).toBe(2);
+    expect(inflater.waiting).toBe(4);
+    const settled = await Promise.allSettled(calls);
+    for (const s of settled) expect(s).toMatchObject({ status: 'rejected', reason: { code: 'ERR_BUFFER_TOO_LARGE' } });
+    expect(inflater.running).toBe(0);
+    expect(inflater.waiting).toBe(0);
+    await expect(inflater.inflate('gzip', gzipSync(Buffer.from('ok')), MIB, () => true)).resolves.toEqual(Buffer.from('ok'));
+  });
+
+  it('skips a message no longer wanted when its turn comes (its call answered or reset meanwhile)', async () => {
+    const inflater = new MessageInflater(1);
+    const first = inflater.inflate('gzip', gzipSync(Buffer.from('first')), MIB, () => true);
+    let wanted = true;
+    const second = inflater.inflate('gzip', gzipSync(Buffer.from('second')), MIB, () => wanted);
+    wanted = false;
+    await expect(first).resolves.toEqual(Buffer.from('first'));
+    await expect(second).resolves.toBeUndefined();
+    expect(inflater.running).toBe(0);
   });
 });
