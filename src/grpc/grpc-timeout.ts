@@ -39,3 +39,29 @@ export function grpcTimeoutMs(header: string | string[] | undefined): number | u
   }
   return value * unit;
 }
+
+/** grpc-js' server reads `grpc-timeout` with this, unanchored: the first match anywhere counts. */
+const GRPC_JS_TIMEOUT = /(\d{1,8})\s*([HMSmun])/;
+/** What grpc-js' Metadata takes as a value (printable ASCII): anything else drops the header. */
+const LEGAL_VALUE = /^[ -~]*$/;
+
+/**
+ * A call's timeout in whole milliseconds as grpc-js' server reads it (server-interceptors.js
+ * handleTimeoutHeader), so that both handlers answer alike: `absent` for no header or one
+ * grpc-js' Metadata drops (not printable ASCII), `invalid` when nothing in it reads as a timeout
+ * (grpc-js answers INTERNAL). The first `<1 to 8 digits><spaces><unit>` anywhere in it counts:
+ * `5 S`, `5S, 6S` (a repeated header, joined by node) and `123456789m` (read from its second
+ * digit) all pass. The milliseconds are `| 0`, as grpc-js has them: past 2^31-1 they wrap, often
+ * negative (`700H` is a deadline already passed), never beyond what setTimeout takes.
+ * The well-formed header a client sends is read without a regex (grpcTimeoutMs).
+ */
+export function grpcJsTimeoutMs(header: string | string[] | undefined): number | 'absent' | 'invalid' {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value === undefined) return 'absent';
+  const strict = grpcTimeoutMs(value);
+  if (strict !== undefined) return strict | 0;
+  if (!LEGAL_VALUE.test(value)) return 'absent';
+  const m = GRPC_JS_TIMEOUT.exec(value);
+  if (m === null) return 'invalid';
+  return (Number(m[1]) * (unitMs(m[2]!.charCodeAt(0)) as number)) | 0;
+}

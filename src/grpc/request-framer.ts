@@ -4,9 +4,13 @@
 
 /** push: nothing wrong so far (the message may be whole or still arriving). */
 export const FRAMED = 0;
-/** push: the prefix declares more than the bound; `declaredBytes` says how much. */
+/** push: a prefix declares more than the bound; `refusedBytes` says how much. */
 export const TOO_LARGE = 1;
-/** push: bytes follow the message: a second message, which a unary call does not take. */
+/**
+ * push: a second message has arrived whole, which a unary call does not take. As grpc-js'
+ * StreamDecoder: bytes after the message that are not yet a whole frame (prefix and declared
+ * length) are no message, and a request that ends there is answered on its first message.
+ */
 export const SECOND_MESSAGE = 2;
 
 const PREFIX_BYTES = 5;
@@ -23,20 +27,27 @@ export class RequestFramer {
   compressed = false;
   /** The length the prefix declared, once read. */
   declaredBytes = -1;
+  /** The length a prefix declared past the bound (the message's, or one after it), once refused. */
+  refusedBytes = -1;
   /** The prefix while it arrives in pieces (rare). */
   private prefix: Buffer | undefined;
   private prefixFilled = 0;
   /** The message while it arrives in pieces. */
   private body: Buffer | undefined;
   private bodyFilled = 0;
+  /** After the message: the prefix of the frame that follows, while it arrives (it is not kept). */
+  private nextPrefix: Buffer | undefined;
+  private nextPrefixFilled = 0;
+  /** After the message: the bytes still to come of the frame that follows, once its prefix is read. */
+  private nextRemaining = 0;
 
   constructor(private readonly maxBytes: number) {}
 
   /** Takes the next chunk of the request's DATA: FRAMED, TOO_LARGE or SECOND_MESSAGE. */
   push(chunk: Buffer): number {
-    if (this.message !== undefined) return chunk.length === 0 ? FRAMED : SECOND_MESSAGE;
     // Refused once, refused for good: nothing of it is held.
-    if (this.declaredBytes > this.maxBytes) return TOO_LARGE;
+    if (this.refusedBytes >= 0) return TOO_LARGE;
+    if (this.message !== undefined) return this.skipFrames(chunk, 0);
     let at = 0;
     if (this.declaredBytes < 0) {
       // The usual case: the whole prefix in this chunk, nothing of it before.
@@ -64,7 +75,9 @@ export class RequestFramer {
   private declare(compressed: boolean, length: number): boolean {
     this.compressed = compressed;
     this.declaredBytes = length;
-    return length <= this.maxBytes;
+    if (length <= this.maxBytes) return true;
+    this.refusedBytes = length;
+    return false;
   }
 
   /** The message's bytes from `chunk[at]` on. */
@@ -74,7 +87,7 @@ export class RequestFramer {
     if (this.body === undefined) {
       if (available >= length) {
         this.message = chunk.subarray(at, at + length);
-        return available > length ? SECOND_MESSAGE : FRAMED;
+        return this.skipFrames(chunk, at + length);
       }
       this.body = Buffer.allocUnsafe(length);
     }
@@ -83,6 +96,39 @@ export class RequestFramer {
     this.bodyFilled += n;
     if (this.bodyFilled < length) return FRAMED;
     this.message = this.body;
-    return available > n ? SECOND_MESSAGE : FRAMED;
+    return this.skipFrames(chunk, at + n);
+  }
+
+  /**
+   * The frames after the message, from `chunk[at]` on: counted, not kept. As grpc-js, which
+   * decodes a whole chunk before it delivers any of it: a length over the bound anywhere in the
+   * chunk is TOO_LARGE, even after a whole second message.
+   */
+  private skipFrames(chunk: Buffer, at: number): number {
+    let second = false;
+    while (at < chunk.length) {
+      if (this.nextRemaining > 0) {
+        const n = Math.min(this.nextRemaining, chunk.length - at);
+        this.nextRemaining -= n;
+        at += n;
+        second ||= this.nextRemaining === 0;
+        continue;
+      }
+      this.nextPrefix ??= Buffer.alloc(PREFIX_BYTES);
+      const n = Math.min(PREFIX_BYTES - this.nextPrefixFilled, chunk.length - at);
+      chunk.copy(this.nextPrefix, this.nextPrefixFilled, at, at + n);
+      this.nextPrefixFilled += n;
+      at += n;
+      if (this.nextPrefixFilled < PREFIX_BYTES) break;
+      this.nextPrefixFilled = 0;
+      const length = this.nextPrefix.readUInt32BE(1);
+      if (length > this.maxBytes) {
+        this.refusedBytes = length;
+        return TOO_LARGE;
+      }
+      this.nextRemaining = length;
+      second ||= length === 0;
+    }
+    return second ? SECOND_MESSAGE : FRAMED;
   }
 }

@@ -1,6 +1,5 @@
 import { constants, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
-import { TLSSocket } from 'node:tls';
-import { gunzipSync, inflateSync } from 'node:zlib';
+import { type PeerCertificate, TLSSocket } from 'node:tls';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { errTypeOf, grpcStatusOf } from '../base/error-status';
 import type { Logger } from '../base/log';
@@ -10,7 +9,8 @@ import { encodeRateLimitResponseMessage } from '../rls/response-encoder';
 import type { RateLimitHandler } from '../service/rate-limit-handler';
 import type { RateLimitResponse } from '../service/types';
 import { carriesSan } from './credentials';
-import { grpcTimeoutMs } from './grpc-timeout';
+import { grpcJsTimeoutMs } from './grpc-timeout';
+import { MessageInflater } from './message-inflater';
 import { FRAMED, RequestFramer, TOO_LARGE } from './request-framer';
 
 // ShouldRateLimit served straight on the node:http2 streams grpc-js' server accepts (issue 29):
@@ -88,7 +88,7 @@ function sendStatus(stream: ServerHttp2Stream, code: GrpcStatus, details: string
  * The SAN check reads the peer certificate once per connection (it cannot change within one:
  * HTTP/2 forbids renegotiation), not once per call as grpc-js' getAuthContext does.
  */
-function sanChecker(san: string): (stream: ServerHttp2Stream) => boolean {
+export function sanChecker(san: string): (stream: ServerHttp2Stream) => boolean {
   const checked = new WeakMap<Http2Session, boolean>();
   return (stream) => {
     const session = stream.session;
@@ -96,21 +96,34 @@ function sanChecker(san: string): (stream: ServerHttp2Stream) => boolean {
     let ok = checked.get(session);
     if (ok === undefined) {
       const socket = session.socket;
-      ok = socket instanceof TLSSocket && socket.authorized && carriesSan(socket.getPeerCertificate().subjectaltname, san);
+      // null once the TLS handle is gone (the connection closing), whatever node's types say: no SAN.
+      const certificate = socket instanceof TLSSocket && socket.authorized ? (socket.getPeerCertificate() as PeerCertificate | null) : null;
+      ok = carriesSan(certificate?.subjectaltname, san);
       checked.set(session, ok);
     }
     return ok;
   };
 }
 
+/**
+ * Compressed messages inflated at once, per server: each may hold up to the message bound while
+ * it inflates (see message-inflater.ts), so at most this many bounds at a time.
+ */
+const INFLATE_CONCURRENCY = 2;
+
 /** What every call of one server shares. */
 interface Shared extends RlsStreamDeps {
   readonly hasSan: ((stream: ServerHttp2Stream) => boolean) | undefined;
+  readonly inflater: MessageInflater;
 }
 
 /** The 'stream' listener for RLS_PATH: one RlsCall per stream. */
 export function rlsStreamHandler(deps: RlsStreamDeps): StreamHandler {
-  const shared: Shared = { ...deps, hasSan: deps.requiredClientSan === undefined ? undefined : sanChecker(deps.requiredClientSan) };
+  const shared: Shared = {
+    ...deps,
+    hasSan: deps.requiredClientSan === undefined ? undefined : sanChecker(deps.requiredClientSan),
+    inflater: new MessageInflater(INFLATE_CONCURRENCY),
+  };
   return (stream, headers) => {
     stream.on('error', ignore);
     const contentType = headers[constants.HTTP2_HEADER_CONTENT_TYPE];
@@ -148,19 +161,19 @@ class RlsCall {
   }
 
   start(): void {
-    const timeout = this.headers['grpc-timeout'];
-    if (timeout === undefined) {
+    const ms = grpcJsTimeoutMs(this.headers['grpc-timeout']);
+    if (ms === 'absent') {
       this.deadline = Date.now() + this.shared.defaultDeadlineMs;
     } else {
-      const ms = grpcTimeoutMs(timeout);
-      if (ms === undefined) {
-        this.refuse(GrpcStatus.INTERNAL, `Invalid grpc-timeout value "${String(timeout)}"`);
+      if (ms === 'invalid') {
+        this.refuse(GrpcStatus.INTERNAL, `Invalid grpc-timeout value "${String(this.headers['grpc-timeout'])}"`);
         return;
       }
-      // As grpc-js: whole milliseconds, and the call answered DEADLINE_EXCEEDED when they have passed.
-      const whole = Math.trunc(ms);
-      this.deadline = Date.now() + whole;
-      this.timer = setTimeout(deadlineReached, whole, this);
+      // As grpc-js: whole milliseconds, `| 0` (a value past 2^31-1 wraps, a negative one is a
+      // deadline already passed), and the call answered DEADLINE_EXCEEDED when they have passed.
+      // Never below 1 ms for the timer: node would print a warning per call otherwise.
+      this.deadline = Date.now() + ms;
+      this.timer = setTimeout(deadlineReached, ms > 1 ? ms : 1, this);
       // A call the client resets gives its timer back at once, not at its deadline.
       this.stream.on('close', () => this.stopTimer());
     }
@@ -198,7 +211,7 @@ class RlsCall {
     if (outcome === TOO_LARGE) {
       this.refuse(
         GrpcStatus.RESOURCE_EXHAUSTED,
-        `Received message larger than max (${this.framer.declaredBytes} vs ${this.shared.maxReceiveMessageBytes})`,
+        `Received message larger than max (${this.framer.refusedBytes} vs ${this.shared.maxReceiveMessageBytes})`,
       );
       return;
     }
@@ -212,8 +225,46 @@ class RlsCall {
       this.refuse(GrpcStatus.UNIMPLEMENTED, `Received no request message for server streaming method ${RLS_PATH}`);
       return;
     }
-    const bytes = this.framer.compressed ? this.decompressed(message) : message;
-    if (bytes === undefined) return;
+    if (!this.framer.compressed) {
+      this.serve(message);
+      return;
+    }
+    const encoding = this.headers['grpc-encoding'] ?? 'identity';
+    if (encoding === 'identity') {
+      this.serve(message);
+    } else if (encoding === 'gzip' || encoding === 'deflate') {
+      // `inflated` catches its own errors.
+      void this.inflated(encoding, message);
+    } else {
+      this.refuse(GrpcStatus.UNIMPLEMENTED, `Received message compressed with unsupported encoding "${String(encoding)}"`);
+    }
+  }
+
+  /**
+   * As grpc-js: gzip and deflate are inflated, at most GRPC_MAX_RECEIVE_MESSAGE_BYTES of them,
+   * on node's thread pool, a few at a time (message-inflater.ts). The call may have been answered
+   * meanwhile (its deadline) or reset: then nothing more is done, and a message still waiting its
+   * turn is not inflated at all.
+   */
+  private async inflated(encoding: 'gzip' | 'deflate', message: Buffer): Promise<void> {
+    const max = this.shared.maxReceiveMessageBytes;
+    let bytes: Buffer | undefined;
+    try {
+      bytes = await this.shared.inflater.inflate(encoding, message, max, () => !this.answered && !gone(this.stream));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
+        this.refuse(GrpcStatus.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${max}`);
+      } else {
+        this.refuse(GrpcStatus.INTERNAL, 'Failed to decompress message');
+      }
+      return;
+    }
+    if (bytes === undefined || this.answered || gone(this.stream)) return;
+    this.serve(bytes);
+  }
+
+  /** The request's message, whole and inflated: checked, decoded and handed to the service. */
+  private serve(bytes: Buffer): void {
     const { hasSan, requiredClientSan } = this.shared;
     if (hasSan !== undefined && !hasSan(this.stream)) {
       this.refuse(GrpcStatus.UNAUTHENTICATED, `client certificate does not carry the subject alternative name '${requiredClientSan}'`);
@@ -231,31 +282,6 @@ class RlsCall {
       (response) => this.answer(response),
       (err: unknown) => this.fail(err),
     );
-  }
-
-  /**
-   * As grpc-js: gzip and deflate are inflated, within the message bound; any other encoding is
-   * UNIMPLEMENTED. At most GRPC_MAX_RECEIVE_MESSAGE_BYTES in and out, so inflating in place is
-   * bounded work.
-   */
-  private decompressed(message: Buffer): Buffer | undefined {
-    const encoding = this.headers['grpc-encoding'] ?? 'identity';
-    if (encoding === 'identity') return message;
-    if (encoding !== 'gzip' && encoding !== 'deflate') {
-      this.refuse(GrpcStatus.UNIMPLEMENTED, `Received message compressed with unsupported encoding "${String(encoding)}"`);
-      return undefined;
-    }
-    const max = this.shared.maxReceiveMessageBytes;
-    try {
-      return (encoding === 'gzip' ? gunzipSync : inflateSync)(message, { maxOutputLength: max });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-        this.refuse(GrpcStatus.RESOURCE_EXHAUSTED, `Received message that decompresses to a size larger than ${max}`);
-      } else {
-        this.refuse(GrpcStatus.INTERNAL, 'Failed to decompress message');
-      }
-      return undefined;
-    }
   }
 
   private answer(response: RateLimitResponse): void {

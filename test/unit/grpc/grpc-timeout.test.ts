@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { grpcTimeoutMs } from '../../../src/grpc/grpc-timeout';
+import { grpcJsTimeoutMs, grpcTimeoutMs } from '../../../src/grpc/grpc-timeout';
 
 // What the connection guard read before, with a regex: the hand-written reader must agree on
 // every value, well-formed or not.
@@ -40,6 +40,53 @@ describe('grpcTimeoutMs', () => {
       const length = random(12);
       for (let j = 0; j < length; j++) header += alphabet[random(alphabet.length)];
       expect(grpcTimeoutMs(header), header).toBe(byRegex(header));
+    }
+  });
+});
+
+// grpc-js' server (server-interceptors.js handleTimeoutHeader), as it reads the header.
+function byGrpcJs(header: string): number | undefined {
+  const m = /(\d{1,8})\s*([HMSmun])/.exec(header);
+  return m ? (Number(m[1]) * UNIT_MS[m[2]!]!) | 0 : undefined;
+}
+
+describe('grpcJsTimeoutMs', () => {
+  it('reads what grpc-js reads: the first timeout anywhere in the header', () => {
+    expect(grpcJsTimeoutMs('20m')).toBe(20);
+    expect(grpcJsTimeoutMs('5 S')).toBe(5000);
+    expect(grpcJsTimeoutMs('5S, 6S')).toBe(5000);
+    expect(grpcJsTimeoutMs('123456789m')).toBe(23_456_789);
+    expect(grpcJsTimeoutMs('x1Sy')).toBe(1000);
+    expect(grpcJsTimeoutMs('19999870u')).toBe(19_999);
+    expect(grpcJsTimeoutMs(['2S', '3S'])).toBe(2000);
+  });
+
+  it('wraps past 2^31-1 ms as grpc-js does (| 0): never a value setTimeout refuses', () => {
+    expect(grpcJsTimeoutMs('700H')).toBe((700 * 3_600_000) | 0);
+    expect(grpcJsTimeoutMs('700H')).toBeLessThan(0);
+    expect(grpcJsTimeoutMs('1200H')).toBe(25_032_704);
+    expect(grpcJsTimeoutMs('99999999H')).toBeLessThanOrEqual(2 ** 31 - 1);
+  });
+
+  it('says invalid when nothing reads as a timeout, absent when grpc-js drops the header', () => {
+    for (const bad of ['', 'soon', '1x', 'm', '-', '1.S']) expect(grpcJsTimeoutMs(bad), bad).toBe('invalid');
+    expect(grpcJsTimeoutMs(undefined)).toBe('absent');
+    expect(grpcJsTimeoutMs('5S\u00e9')).toBe('absent');
+    expect(grpcJsTimeoutMs('5S\t')).toBe('absent');
+  });
+
+  it('agrees with grpc-js on 20,000 random headers', () => {
+    const alphabet = '0123456789HMSmun x-/.:,';
+    let seed = 7;
+    const random = (n: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    for (let i = 0; i < 20_000; i++) {
+      let header = '';
+      const length = random(14);
+      for (let j = 0; j < length; j++) header += alphabet[random(alphabet.length)];
+      expect(grpcJsTimeoutMs(header), header).toBe(byGrpcJs(header) ?? 'invalid');
     }
   });
 });

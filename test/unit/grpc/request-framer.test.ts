@@ -1,7 +1,7 @@
 // gRPC's length-prefixed framing of a unary request (issue 29: ShouldRateLimit served on
 // node:http2): the one message is found however the DATA frames cut it, a length over the bound
-// is refused from its prefix before a byte of the message is held, and bytes past the message
-// are a second message.
+// is refused from its prefix before a byte of the message is held, and a second message is
+// reported once it has arrived whole (as grpc-js' StreamDecoder does).
 import { describe, expect, it } from 'vitest';
 import { FRAMED, RequestFramer, SECOND_MESSAGE, TOO_LARGE } from '../../../src/grpc/request-framer';
 
@@ -83,9 +83,34 @@ describe('RequestFramer', () => {
     expect(feed(atBound, [], 1024).framer.message).toHaveLength(1024);
   });
 
-  it('says so when bytes follow the message: in the same chunk, or later', () => {
+  it('says so when a second message has arrived whole: in the same chunk, or later', () => {
     expect(feed(Buffer.concat([whole, frame(body)]), []).results).toEqual([SECOND_MESSAGE]);
-    expect(feed(Buffer.concat([whole, Buffer.from([0])]), [whole.length]).results).toEqual([FRAMED, SECOND_MESSAGE]);
-    expect(feed(Buffer.concat([whole, Buffer.from([0])]), [3]).results).toEqual([FRAMED, SECOND_MESSAGE]);
+    expect(feed(Buffer.concat([whole, frame(body)]), [whole.length]).results).toEqual([FRAMED, SECOND_MESSAGE]);
+    expect(feed(Buffer.concat([whole, frame(body)]), [3, whole.length + 7]).results).toEqual([FRAMED, FRAMED, SECOND_MESSAGE]);
+    // An empty message is its prefix alone.
+    const empty = frame(Buffer.alloc(0));
+    for (let a = whole.length; a < whole.length + 5; a++) {
+      expect(feed(Buffer.concat([whole, empty]), [a]).results.at(-1), `cut at ${a}`).toBe(SECOND_MESSAGE);
+    }
+  });
+
+  it('as grpc-js: bytes after the message that are not yet a whole second message are no second message', () => {
+    for (const tail of [[0], [0, 0, 0], [0, 0, 0, 0, 9], [0, 0, 0, 0, 9, 1, 2, 3]]) {
+      const bytes = Buffer.concat([whole, Buffer.from(tail)]);
+      for (let a = 0; a <= bytes.length; a++) {
+        const { framer, results } = feed(bytes, [a]);
+        expect(results, `${tail.length} bytes, cut at ${a}`).toEqual([FRAMED, FRAMED]);
+        expect(framer.message).toEqual(body);
+      }
+    }
+  });
+
+  it('as grpc-js: a prefix after the message over the bound is refused, before a second message in the same chunk', () => {
+    const big = Buffer.from([0, 0, 0, 0x04, 0x01]); // 1025
+    const { framer, results } = feed(Buffer.concat([whole, big]), [whole.length + 2]);
+    expect(results).toEqual([FRAMED, TOO_LARGE]);
+    expect(framer.refusedBytes).toBe(1025);
+    expect(framer.message).toEqual(body);
+    expect(feed(Buffer.concat([whole, frame(body), big]), []).results).toEqual([TOO_LARGE]);
   });
 });

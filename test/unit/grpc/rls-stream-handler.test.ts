@@ -2,14 +2,16 @@
 // server, driven by a raw HTTP/2 client that controls every frame. What grpc-js answers for each
 // case is what this handler must answer (see test/e2e/grpc-rls-handler-parity.test.ts, which
 // puts the two side by side).
-import http2, { type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
+import http2, { type ClientHttp2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { Socket } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import { gzipSync } from 'node:zlib';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../../src/base/errors';
 import { createLogger } from '../../../src/base/log';
 import { PrometheusMetrics } from '../../../src/metrics/metrics';
-import { RLS_PATH, rlsStreamHandler } from '../../../src/grpc/rls-stream-handler';
+import { RLS_PATH, rlsStreamHandler, sanChecker } from '../../../src/grpc/rls-stream-handler';
 import type { IncomingCarrier, RateLimitHandler } from '../../../src/service/rate-limit-handler';
 import type { RateLimitRequest, RateLimitResponse } from '../../../src/service/types';
 import { rawGrpcCall as call, grpcFrame as frame } from '../../helpers/raw-grpc-call';
@@ -213,5 +215,19 @@ describe('ShouldRateLimit on node:http2 (rls-stream-handler)', () => {
     await call(session, { path: RLS_PATH, chunks: [frame(domainRequest('refused'))] });
     expect((await done()) - start).toBe(2);
     expect(await errors()).toMatch(/err_type="invalid_request"\} [1-9]/);
+  });
+});
+
+describe('sanChecker', () => {
+  it('refuses, without throwing, a connection whose TLS handle is gone (getPeerCertificate() is null then)', async () => {
+    const socket = new TLSSocket(new Socket());
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    socket.destroy();
+    await closed;
+    // As if the handshake had been verified before the handle went.
+    Object.defineProperty(socket, 'authorized', { value: true });
+    expect(socket.getPeerCertificate()).toBeNull();
+    const stream = { session: { socket } } as unknown as ServerHttp2Stream;
+    expect(sanChecker('client.example')(stream)).toBe(false);
   });
 });
