@@ -1,4 +1,4 @@
-// Review of issue 30 (branch leave): what the default-on carry-over costs a deployment that never
+// Issue 30 (review of the leave branch): what the default-on carry-over costs a deployment that never
 // ran the reference. Measured against the opt-out (REDIS_KEY_LAYOUT_CARRY_OVER=0) in the same run.
 import Redis from 'ioredis';
 import { afterAll, beforeAll, expect, test } from 'vitest';

@@ -1,4 +1,4 @@
-// Review of issue 30 (branch leave): the carry-over's GET goes around the Redis limiter's circuit
+// Issue 30 (review of the leave branch): the carry-over's GET goes around the Redis limiter's circuit
 // breaker. With Redis hanging and the node's circuit open, a request is refused at once
 // (BackendUnavailableError, which BACKEND_FAILURE_MODE answers); a request for a window not yet
 // carried waits for its whole deadline on the carry's GET instead, the failure mode's answer
