@@ -90,3 +90,39 @@ test('more live windows than the memory holds: one GET per window, not one per h
     client.disconnect();
   }
 });
+
+test('REDIS_KEY_LAYOUT_UNTIL: only windows begun before T (+5 s) carry, not those of the 15 minutes after T', async () => {
+  const rules = {
+    'd.yaml': `
+domain: d
+descriptors:
+  - key: user
+    rate_limit: { unit: hour, requests_per_unit: 10 }
+`,
+  };
+  const run = async (untilMs?: number): Promise<number> => {
+    const app = await startTestApp(rules, {
+      BACKEND_TYPE: 'redis',
+      REDIS_URL: `127.0.0.1:${redis.port}`,
+      CACHE_KEY_PREFIX: uniquePrefix('u'),
+      ...(untilMs !== undefined
+        ? { REDIS_KEY_LAYOUT: 'reference', REDIS_KEY_LAYOUT_UNTIL: String(Math.floor(untilMs / 1000)) }
+        : { REDIS_KEY_LAYOUT_CARRY_OVER: '0' }),
+    });
+    try {
+      const before = await gets();
+      await app.client.shouldRateLimit(oneDescriptor('d', { user: 'alice' }));
+      return (await gets()) - before;
+    } finally {
+      await app.stop();
+    }
+  };
+  // The GETs of a pod in its own layout without the carry-over: the baseline (fixed_window.lua
+  // reads the older own layout's key once, a GET inside the script, for a window over a minute).
+  const baseline = await run();
+  // T three hours ago: the hour in progress began after it; no pod counted it in the reference's key.
+  const late = await run(Date.now() - 3 * 3_600_000);
+  // Control, T a second ago: the hour in progress began before T, its count is read once.
+  const control = await run(Date.now() - 1000);
+  expect({ late: late - baseline, control: control - baseline }).toEqual({ late: 0, control: 1 });
+});
