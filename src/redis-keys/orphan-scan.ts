@@ -126,7 +126,7 @@ export class OrphanScan {
       this.lastRun.set(Date.now() / 1000);
       if (report.withoutTtl > 0 || report.unknownShape > 0) {
         logger.warn(
-          `orphan scan: ${report.withoutTtl} counter keys without TTL, ${report.unknownShape} of unknown shape (run 'floodgate keys --fix')`,
+          `orphan scan: ${report.withoutTtl} counter keys without TTL, ${report.unknownShape} of unknown shape (run 'floodgate keys --fix'${this.options.referenceDomains !== undefined ? ", with --fix-reference for the reference's keys" : ''})`,
           {
             scanned: report.scanned,
             sample: report.findings.map((f) => f.key),
