@@ -83,8 +83,9 @@ interface Carry {
  * before the script call, once per window and process (the windows settled are remembered until
  * they end, within maxSettled exact entries and ten times as many digests), and only for windows
  * longer than a minute that began before `carryUntil`. Every later hit of a remembered window
- * costs a Map lookup (two, with a SHA-256 of its identity, once the exact entries are full). A SET NX that finds the key is a no-op, so two pods (or two requests) that
- * carry the same window at once agree.
+ * costs a Map lookup (two, with a SHA-256 of its identity, once the exact entries are full). A
+ * SET NX that finds the key is a no-op, so two pods (or two requests) that carry the same window
+ * at once agree. The GET and SET NX ask the breaker of the node they go to, as script calls do.
  */
 export class ReferenceCarryOver implements Limiter {
   /** compactIdentity(window key) → when the window ends (epoch ms): carried, nothing more to do. Oldest first. */
