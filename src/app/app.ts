@@ -7,6 +7,7 @@ import type { Limiter } from '../limiter/limiter';
 import { createLogger, type Logger } from '../base/log';
 import { PrometheusMetrics } from '../metrics/metrics';
 import { StatsdMetrics } from '../metrics/statsd-metrics';
+import { referenceDomainsOf } from '../redis-keys/key-shape';
 import { OrphanScan } from '../redis-keys/orphan-scan';
 import { RateLimitService, type ServiceConfig } from '../service/rate-limit-service';
 import type { Settings } from '../settings/settings';
@@ -141,13 +142,15 @@ async function startLimiter(settings: Settings, options: AppOptions, { logger, m
 }
 
 /** The background orphan-key scan, when ORPHAN_SCAN_INTERVAL is set: one per deployment of workers (the first worker, or the only process). */
-function startOrphanScan(settings: Settings, { logger, prometheus }: Core, running: Running): void {
+function startOrphanScan(settings: Settings, { logger, prometheus }: Core, running: Running, holder: RulesHolder): void {
   if (settings.orphanScan === undefined || settings.redis === undefined || (cluster.isWorker && cluster.worker?.id !== 1)) return;
   running.orphanScan = new OrphanScan({
     redis: settings.redis,
     scan: settings.orphanScan,
     prefix: settings.cacheKeyPrefix,
-    referenceKeys: settings.redisKeyLayout === 'reference',
+    ...(settings.redisKeyLayout === 'reference'
+      ? { referenceDomains: () => (holder.current !== undefined ? referenceDomainsOf(holder.current.rulesByDomain) : new Map()) }
+      : {}),
     registry: prometheus.registry,
     logger,
   });
@@ -216,7 +219,7 @@ export async function startApp(settings: Settings, options: AppOptions = {}): Pr
     const holder = await startRules(settings, core, running, (loaded) => activity.rulesLoaded(loaded));
     const rules = (): RuleSet | undefined => holder.current;
     const limiter = await startLimiter(settings, options, core, running);
-    startOrphanScan(settings, core, running);
+    startOrphanScan(settings, core, running, holder);
     const health = startHealth(settings, limiter, holder, running);
     const policy = await startPolicy(settings, options, core, { holder, limiter }, running);
     const untraced = new RateLimitService({ rules, limiter, metrics: core.metrics, config: serviceConfig(settings), policy, activity });

@@ -2,7 +2,9 @@ import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import { createRedisClient } from '../limiter/redis/redis-client';
 import type { KeyLayout } from '../limiter/reference-key';
 import { redactUserInfo } from '../settings/redis-url-credentials';
+import { referenceDomainsOf, type ReferenceDomains } from '../redis-keys/key-shape';
 import { scanCounterKeys, scanTargets, type ScanReport } from '../redis-keys/scan-keys';
+import { loadRulesLikeServer } from './check-command';
 import { loadSettings } from '../settings/settings';
 import { EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, UsageError, intOption, parseArgs, stringOption, type CliIo } from './cli-io';
 
@@ -14,7 +16,10 @@ between calls, and reports keys without a TTL and keys of an unknown shape (not
 holding its algorithm's type, nor a policy key '<prefix>rl:{...}:policy:state|routes|prints').
 In the shared layout (REDIS_KEY_LAYOUT=reference) the reference's keys,
 '<prefix><domain>_<key>_<value>_..._<window start>' holding a count, are walked too (every key
-under the prefix; others there are left alone). Control characters in key names are shown
+under the prefix): a key is one only when its domain is one of the rules' (--domain, else the
+rules of --rules or of the service's RUNTIME_* settings) and its window start is aligned to one
+of that domain's units, not in the future and at most a year old; no domain known, no key is
+taken for the reference's. Other keys there are left alone and not reported. Control characters in key names are shown
 escaped (\\n, \\xHH). Exits 0 when nothing is left to report, 1 otherwise, 2 when Redis
 cannot be reached.
 
@@ -25,8 +30,13 @@ cannot be reached.
                    scan the master the sentinels name
   --prefix P       CACHE_KEY_PREFIX (default: $CACHE_KEY_PREFIX)
   --layout L       floodgate or reference: the key layout counted in (default: $REDIS_KEY_LAYOUT)
+  --domain D[,D]   with the reference layout: the domains whose reference keys to judge
+  --rules DIR      with the reference layout: the rule files to take the domains from
+                   (default: the service's RUNTIME_* settings)
   --fix            give each of floodgate's keys without a TTL one (EXPIRE ... NX): two windows
                    of its rule, or --ttl for a policy key; keys of unknown shape are left alone
+  --fix-reference  with --fix, give the reference's keys without a TTL one too (until one window
+                   of the longest unit their window start fits after that window ends)
   --fix-unknown    with --fix, give keys of unknown shape --ttl too (with an empty prefix, rl:*
                    may hold other applications' keys: look at the report first)
   --ttl S          TTL for policy keys, and with --fix-unknown for keys of unknown shape (default 86400)
@@ -136,23 +146,56 @@ function layoutOf(parsed: ReturnType<typeof parseArgs>): KeyLayout {
   return layout;
 }
 
+/**
+ * The domains whose reference keys are judged: --domain, else those of the rules (--rules, else
+ * the service's RUNTIME_* tree). Rules that cannot be loaded leave none: with the default empty
+ * prefix, a guess would take other applications' keys for counters.
+ */
+async function referenceDomains(parsed: ReturnType<typeof parseArgs>, io: CliIo): Promise<ReferenceDomains> {
+  const named = stringOption(parsed, 'domain');
+  if (named !== undefined) {
+    const list = named.split(',').filter((d) => d !== '');
+    if (list.length === 0) throw new UsageError('--domain needs at least one domain');
+    return new Map(list.map((d) => [d, []]));
+  }
+  try {
+    const rules = await loadRulesLikeServer(stringOption(parsed, 'rules'));
+    return referenceDomainsOf(rules.rulesByDomain);
+  } catch (err) {
+    io.err(
+      `floodgate keys: no rules loaded (${(err as Error).message}); no key is taken for the reference's (name its domains with --domain)\n`,
+    );
+    return new Map();
+  }
+}
+
 export async function keysCommand(args: readonly string[], io: CliIo): Promise<number> {
   const parsed = parseArgs(
     args,
-    ['redis', 'prefix', 'layout', 'ttl', 'count', 'pause', 'max-calls'],
-    ['cluster', 'sentinel', 'fix', 'fix-unknown'],
+    ['redis', 'prefix', 'layout', 'domain', 'rules', 'ttl', 'count', 'pause', 'max-calls'],
+    ['cluster', 'sentinel', 'fix', 'fix-unknown', 'fix-reference'],
   );
   if (parsed.positional.length > 0) throw new UsageError(`unexpected argument ${parsed.positional[0]}`);
   const fix = parsed.options.has('fix');
   if (parsed.options.has('fix-unknown') && !fix) throw new UsageError('--fix-unknown needs --fix');
+  if (parsed.options.has('fix-reference') && !fix) throw new UsageError('--fix-reference needs --fix');
+  const reference = layoutOf(parsed) === 'reference';
+  if (!reference && (parsed.options.has('domain') || parsed.options.has('rules')))
+    throw new UsageError('--domain and --rules need the reference layout');
   const options = {
     prefix: stringOption(parsed, 'prefix') ?? loadSettings().cacheKeyPrefix,
-    referenceKeys: layoutOf(parsed) === 'reference',
+    ...(reference ? { referenceDomains: await referenceDomains(parsed, io) } : {}),
     count: intOption(parsed, 'count', 100, 1, 1000),
     pauseMs: intOption(parsed, 'pause', 10, 0, 10_000),
     maxCalls: intOption(parsed, 'max-calls', 1_000_000, 1, 1_000_000_000),
     ...(fix
-      ? { fix: { ttlSeconds: intOption(parsed, 'ttl', 86_400, 1, 10 * 365 * 86_400), unknownShapes: parsed.options.has('fix-unknown') } }
+      ? {
+          fix: {
+            ttlSeconds: intOption(parsed, 'ttl', 86_400, 1, 10 * 365 * 86_400),
+            unknownShapes: parsed.options.has('fix-unknown'),
+            referenceKeys: parsed.options.has('fix-reference'),
+          },
+        }
       : {}),
   };
   const { client, label, secrets } = targetOf(parsed);

@@ -96,11 +96,11 @@ export function keyLayoutText(backendType: string, layout: 'floodgate' | 'refere
   if (backendType !== 'redis') return `none (${backendType} backend)`;
   const shared = "reference: the reference's own keys, shared with envoyproxy/ratelimit (REDIS_KEY_LAYOUT=reference)";
   if (layout === 'reference' && untilMs !== undefined) {
-    return `${shared} until ${new Date(untilMs).toISOString()}, then floodgate's own keys, the windows in progress carried over (REDIS_KEY_LAYOUT_UNTIL)`;
+    return `${shared} until ${new Date(untilMs).toISOString()}, then floodgate's own keys, the windows longer than a minute in progress carried over (REDIS_KEY_LAYOUT_UNTIL)`;
   }
   if (layout === 'reference') return shared;
   if (carryOverMs <= 0) return 'floodgate: its own keys';
-  return `floodgate: its own keys, carrying the reference's counts over for windows begun within ${goDuration(carryOverMs)} of start (REDIS_KEY_LAYOUT_CARRY_OVER)`;
+  return `floodgate: its own keys, carrying the reference's counts over for windows longer than a minute begun within ${goDuration(carryOverMs)} of start (REDIS_KEY_LAYOUT_CARRY_OVER)`;
 }
 
 /** `15m`, `2h`, `1h30m`, `90s`, `250ms`: a duration as the setting would be written. */

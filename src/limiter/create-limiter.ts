@@ -9,7 +9,7 @@ import { Cluster } from 'ioredis';
 import { createRedisClient, type RedisClient, type RedisSettings } from './redis/redis-client';
 import type { WrapScript } from './redis/algorithm-scripts';
 import { RedisLimiter } from './redis/redis-limiter';
-import { ReferenceCarryOver } from './redis/reference-carry-over';
+import { ReferenceCarryOver, UNTIL_CLOCK_SKEW_MS } from './redis/reference-carry-over';
 import { LayoutSwitch, OwnKeysOnly } from './redis/layout-switch';
 import type { KeyLayout } from './reference-key';
 
@@ -85,21 +85,25 @@ function reportConnections(client: RedisClient, pool: RedisPool, metrics: Servic
  * With the shared layout and REDIS_KEY_LAYOUT_UNTIL, the pod switches to its own keys at that
  * moment, carrying over the windows in progress then (redis/layout-switch.ts).
  */
-function withCarryOver(limiter: Limiter, settings: LimiterSettings, client: RedisClient, perSecondClient: RedisClient | undefined): Limiter {
+function withCarryOver(limiter: RedisLimiter, settings: LimiterSettings, client: RedisClient): Limiter {
   const carryOverMs = settings.redisKeyLayoutCarryOverMs ?? 0;
-  const carried = (inner: Limiter, fromMs: number): Limiter =>
+  const carried = (inner: Limiter, carryUntil: number): Limiter =>
     carryOverMs <= 0
       ? inner
       : new ReferenceCarryOver(inner, {
           client,
-          ...(perSecondClient ? { perSecondClient } : {}),
           keyPrefix: settings.cacheKeyPrefix,
-          carryUntil: fromMs + carryOverMs,
+          carryUntil,
+          breakers: limiter,
         });
-  if (settings.redisKeyLayout !== 'reference') return carried(limiter, Date.now());
+  // A rolling update from the shared layout: old pods may count a window begun in the next
+  // REDIS_KEY_LAYOUT_CARRY_OVER in the reference's key.
+  if (settings.redisKeyLayout !== 'reference') return carried(limiter, Date.now() + carryOverMs);
   const until = settings.redisKeyLayoutUntilMs;
   if (until === undefined) return limiter;
-  return new LayoutSwitch(limiter, carried(new OwnKeysOnly(limiter), Math.max(until, Date.now())), until);
+  // Every pod leaves the shared layout at T: a window begun after it (give or take the pods'
+  // clock offsets) was never counted in the reference's key.
+  return new LayoutSwitch(limiter, carried(new OwnKeysOnly(limiter), until + UNTIL_CLOCK_SKEW_MS), until);
 }
 
 /**
@@ -142,8 +146,7 @@ export function createLimiter(settings: LimiterSettings, deps: LimiterDeps): Lim
     ...(operator ? { observer: operator } : {}),
   });
   operator?.watchBreakers(() => redisLimiter.breakerStates());
-  let limiter: Limiter = redisLimiter;
-  limiter = withCarryOver(limiter, settings, client, perSecondClient);
+  let limiter = withCarryOver(redisLimiter, settings, client);
   if (settings.localCacheSizeInBytes > 0) {
     limiter = new OverLimitCache(limiter, {
       maxBytes: settings.localCacheSizeInBytes,

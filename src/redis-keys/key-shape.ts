@@ -88,20 +88,72 @@ export interface ReferenceKeyShape {
   readonly longestWindowSeconds: number;
 }
 
-// Domain, then at least one entry (Envoy sends none without), then the window start. Nothing is
-// escaped in these keys: any character may sit between the underscores.
-const REFERENCE_SHAPE = /^[^]+?_[^]*_[^]*_(\d{1,12})$/;
+/**
+ * What tells a reference counter from another application's key under the same prefix (with the
+ * default empty CACHE_KEY_PREFIX, the whole database): the domains of the loaded rules, each with
+ * the windows (seconds) of its rules the reference can express; an empty list: any of the
+ * reference's units (a domain named by `floodgate keys --domain`).
+ */
+export type ReferenceDomains = ReadonlyMap<string, readonly number[]>;
+
+// After `<domain>_`: at least one entry (Envoy sends none without), then the window start.
+// Nothing is escaped in these keys: any character may sit between the underscores.
+const REFERENCE_REST = /^[^]*_[^]*_(\d{1,12})$/;
 /** The reference's units, longest first (src/utils/utilities.go UnitToDivider). */
 const REFERENCE_UNITS_DESC = [31_536_000, 2_592_000, 604_800, 86_400, 3600, 60, 1] as const;
+/** A window start this far ahead of our clock is still taken for one (clock offsets between hosts). */
+const FUTURE_SKEW_SECONDS = 60;
 
-/** The reference's key shape of `key`, a string under `prefix`; undefined otherwise. */
-export function referenceKeyShape(prefix: string, key: string, redisType: string): ReferenceKeyShape | undefined {
+/**
+ * The reference's key shape of `key`, a string under `prefix`; undefined otherwise. A key is the
+ * reference's only when its domain is one of `domains` and its window start could be a window of
+ * that domain's units that is in progress or ended within the longest of them (a year): not in
+ * the future, not older. `orders_2024_11_30` of another application is never one.
+ */
+export function referenceKeyShape(
+  prefix: string,
+  key: string,
+  redisType: string,
+  domains: ReferenceDomains,
+  nowMs: number,
+): ReferenceKeyShape | undefined {
   if (redisType !== 'string' || !key.startsWith(prefix)) return undefined;
-  const m = REFERENCE_SHAPE.exec(key.slice(prefix.length));
-  if (m === null) return undefined;
-  const windowStart = Number(m[1]);
-  const longestWindowSeconds = REFERENCE_UNITS_DESC.find((u) => windowStart % u === 0) ?? 1;
-  return { windowStart, longestWindowSeconds };
+  const rest = key.slice(prefix.length);
+  for (const [domain, windows] of domains) {
+    if (!rest.startsWith(domain + '_')) continue;
+    const m = REFERENCE_REST.exec(rest.slice(domain.length + 1));
+    if (m === null) continue;
+    const windowStart = Number(m[1]);
+    if (!plausibleStart(windowStart, windows, nowMs)) continue;
+    const longestWindowSeconds = REFERENCE_UNITS_DESC.find((u) => windowStart % u === 0) ?? 1;
+    return { windowStart, longestWindowSeconds };
+  }
+  return undefined;
+}
+
+/**
+ * A window start aligned to one of `windows` (any reference unit when empty), not ahead of now
+ * and at most a year old: a counter the reference left without a TTL (its EXPIRE lost) stays
+ * visible for a year, and an arbitrary number at the end of another application's key rarely
+ * passes both tests.
+ */
+function plausibleStart(windowStart: number, windows: readonly number[], nowMs: number): boolean {
+  const nowS = Math.floor(nowMs / 1000);
+  if (windowStart > nowS + FUTURE_SKEW_SECONDS || nowS - windowStart > REFERENCE_UNITS_DESC[0]) return false;
+  const units = windows.length > 0 ? windows : REFERENCE_UNITS_DESC;
+  return units.some((w) => windowStart % w === 0);
+}
+
+/** Each domain of `rules` with the windows of its rules the reference can express (REDIS_KEY_LAYOUT=reference). */
+export function referenceDomainsOf(
+  rulesByDomain: ReadonlyMap<string, readonly { readonly shareable?: true; readonly windowSeconds: number }[]>,
+): ReferenceDomains {
+  const domains = new Map<string, number[]>();
+  for (const [domain, rules] of rulesByDomain) {
+    const windows = [...new Set(rules.filter((r) => r.shareable === true).map((r) => r.windowSeconds))];
+    if (windows.length > 0) domains.set(domain, windows);
+  }
+  return domains;
 }
 
 /**

@@ -2,6 +2,7 @@ import { Cluster } from 'ioredis';
 import { Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../base/log';
 import { createRedisClient, type RedisClient, type RedisSettings } from '../limiter/redis/redis-client';
+import type { ReferenceDomains } from './key-shape';
 import { scanCounterKeys, scanTargets, shardReplicas } from './scan-keys';
 
 /** ORPHAN_SCAN_*: the background scan for counter keys without a TTL. */
@@ -40,8 +41,11 @@ export class OrphanScan {
       redis: RedisSettings;
       scan: OrphanScanSettings;
       prefix: string;
-      /** REDIS_KEY_LAYOUT=reference: the reference's keys are the counters too (issue 30). */
-      referenceKeys?: boolean;
+      /**
+       * REDIS_KEY_LAYOUT=reference: the reference's keys of these domains (the rules in force at
+       * each pass) are counters too (issue 30); no rules, no key taken for the reference's.
+       */
+      referenceDomains?: () => ReferenceDomains;
       registry: Registry;
       logger: Logger;
     },
@@ -112,7 +116,7 @@ export class OrphanScan {
         count: scan.count,
         pauseMs: scan.pauseMs,
         maxCalls: MAX_SCAN_CALLS,
-        referenceKeys: this.options.referenceKeys === true,
+        ...(this.options.referenceDomains !== undefined ? { referenceDomains: this.options.referenceDomains() } : {}),
         maxFindings: SAMPLE_SIZE,
         signal: this.abort.signal,
       });
@@ -122,7 +126,7 @@ export class OrphanScan {
       this.lastRun.set(Date.now() / 1000);
       if (report.withoutTtl > 0 || report.unknownShape > 0) {
         logger.warn(
-          `orphan scan: ${report.withoutTtl} counter keys without TTL, ${report.unknownShape} of unknown shape (run 'floodgate keys --fix')`,
+          `orphan scan: ${report.withoutTtl} counter keys without TTL, ${report.unknownShape} of unknown shape (run 'floodgate keys --fix'${this.options.referenceDomains !== undefined ? ", with --fix-reference for the reference's keys" : ''})`,
           {
             scanned: report.scanned,
             sample: report.findings.map((f) => f.key),

@@ -1,6 +1,13 @@
 import type Redis from 'ioredis';
 import { Cluster } from 'ioredis';
-import { counterKeyPattern, counterKeyShape, referenceKeyShape, repairReferenceTtlSeconds, repairTtlSeconds } from './key-shape';
+import {
+  counterKeyPattern,
+  counterKeyShape,
+  referenceKeyShape,
+  repairReferenceTtlSeconds,
+  repairTtlSeconds,
+  type ReferenceDomains,
+} from './key-shape';
 
 /** How hard a scan may lean on Redis. */
 export interface ScanPace {
@@ -40,15 +47,18 @@ export interface ScanOptions extends ScanPace {
   /**
    * Give a key without a TTL one (`EXPIRE ... NX`): a counter its two windows, a policy key
    * `ttlSeconds`. A key of unknown shape only with `unknownShapes` (then `ttlSeconds`): with the
-   * default empty prefix, `rl:*` may hold other applications' keys.
+   * default empty prefix, `rl:*` may hold other applications' keys. A reference key only with
+   * `referenceKeys` (`--fix-reference`): its name is the only sign that it is one.
    */
-  readonly fix?: { readonly ttlSeconds: number; readonly unknownShapes: boolean };
+  readonly fix?: { readonly ttlSeconds: number; readonly unknownShapes: boolean; readonly referenceKeys?: boolean };
   /**
    * REDIS_KEY_LAYOUT=reference: also walk the reference's keys (`<prefix><domain>_..._<window
-   * start>`, issue 30), every key under the prefix then. Keys outside `<prefix>rl:` of no
-   * reference shape are another application's: skipped, never reported.
+   * start>`, issue 30), every key under the prefix then; a key is one only when its domain is
+   * one of these (the loaded rules' domains, key-shape.ts referenceKeyShape). Others outside
+   * `<prefix>rl:` are another application's: skipped, never counted nor reported. Absent or
+   * empty: no key is taken for the reference's.
    */
-  readonly referenceKeys?: boolean;
+  readonly referenceDomains?: ReferenceDomains;
   /** Stop early (service shutdown). */
   readonly signal?: AbortSignal;
   /** Findings kept in the report; counts go on past it. */
@@ -129,13 +139,15 @@ export async function scanCounterKeys(nodes: readonly Redis[], writer: Redis | C
 
 async function scanNode(scan: NodeScan): Promise<void> {
   const { node, options } = scan;
-  const match = options.referenceKeys === true ? escapedPrefix(options.prefix) + '*' : counterKeyPattern(options.prefix);
+  const domains = options.referenceDomains;
+  const walkAll = domains !== undefined && domains.size > 0;
+  const match = walkAll ? escapedPrefix(options.prefix) + '*' : counterKeyPattern(options.prefix);
   let cursor = '0';
   for (let call = 0; call < options.maxCalls; call++) {
     if (options.signal?.aborted) break;
     const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', options.count);
     cursor = next;
-    const judged = options.referenceKeys === true ? keys.filter((k) => ownOrReferenceName(options.prefix, k)) : keys;
+    const judged = walkAll ? keys.filter((k) => ownOrReferenceName(options.prefix, k, domains)) : keys;
     if (judged.length > 0) await examineKeys(scan, judged);
     if (cursor === '0') break;
     await sleep(options.pauseMs, options.signal);
@@ -157,9 +169,9 @@ async function examineKeys(scan: NodeScan, keys: readonly string[]): Promise<voi
   }
 }
 
-/** With referenceKeys: a name under `<prefix>rl:` (judged as before) or of the reference's shape (the type is checked after). */
-function ownOrReferenceName(prefix: string, key: string): boolean {
-  return key.startsWith(prefix + 'rl:') || referenceKeyShape(prefix, key, 'string') !== undefined;
+/** With referenceDomains: a name under `<prefix>rl:` (judged as before) or of the reference's shape (the type is checked after). */
+function ownOrReferenceName(prefix: string, key: string, domains: ReferenceDomains): boolean {
+  return key.startsWith(prefix + 'rl:') || referenceKeyShape(prefix, key, 'string', domains, Date.now()) !== undefined;
 }
 
 function escapedPrefix(prefix: string): string {
@@ -170,15 +182,21 @@ function escapedPrefix(prefix: string): string {
 function judgeShape(options: ScanOptions, key: string, redisType: string): { known: boolean; ttl: number | undefined; reference: boolean } {
   const shape = counterKeyShape(options.prefix, key, redisType);
   if (shape !== undefined) return { known: true, ttl: repairTtlSeconds(shape), reference: false };
-  const reference = options.referenceKeys === true ? referenceKeyShape(options.prefix, key, redisType) : undefined;
+  const domains = options.referenceDomains;
+  const reference = domains !== undefined ? referenceKeyShape(options.prefix, key, redisType, domains, Date.now()) : undefined;
   if (reference !== undefined) return { known: true, ttl: repairReferenceTtlSeconds(reference, Date.now()), reference: true };
   return { known: false, ttl: undefined, reference: false };
 }
 
 /** With `fix`, gives `key` (without a TTL) one: `ttl`, else the fix's own; the seconds given, or undefined. */
-async function repair(scan: NodeScan, key: string, ttl: number | undefined, known: boolean): Promise<number | undefined> {
+async function repair(
+  scan: NodeScan,
+  key: string,
+  judged: { ttl: number | undefined; known: boolean; reference: boolean },
+): Promise<number | undefined> {
   const fix = scan.options.fix;
-  if (fix === undefined || !(known || fix.unknownShapes)) return undefined;
+  const { ttl, known, reference } = judged;
+  if (fix === undefined || !(known || fix.unknownShapes) || (reference && fix.referenceKeys !== true)) return undefined;
   const seconds = ttl ?? fix.ttlSeconds;
   // NX: a key the service re-created with its own TTL meanwhile keeps that one.
   const set = await scan.writer.call('EXPIRE', key, String(seconds), 'NX');
@@ -189,14 +207,15 @@ async function repair(scan: NodeScan, key: string, ttl: number | undefined, know
 
 async function examineKey(scan: NodeScan, key: string, pttl: number, redisType: string): Promise<void> {
   const { options, tally } = scan;
-  const { known, ttl: repairTtl, reference } = judgeShape(options, key, redisType);
+  const judged = judgeShape(options, key, redisType);
+  const { known, reference } = judged;
   // A key outside `<prefix>rl:` is ours only when it is the reference's (its type too).
   if (!known && !key.startsWith(options.prefix + 'rl:')) return;
   tally.scanned++;
   if (known && pttl >= 0) return;
   if (pttl < 0) tally.withoutTtl++;
   if (!known) tally.unknownShape++;
-  const fixedTtlSeconds = pttl < 0 ? await repair(scan, key, known ? repairTtl : undefined, known) : undefined;
+  const fixedTtlSeconds = pttl < 0 ? await repair(scan, key, judged) : undefined;
   if (tally.findings.length < (options.maxFindings ?? 1000)) {
     tally.findings.push({
       key,

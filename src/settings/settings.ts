@@ -195,7 +195,6 @@ function logLevel(env: Env): LogLevel {
   return alias ?? oneOf<LogLevel>(env, 'LOG_LEVEL', 'WARN', ['DEBUG', 'INFO', 'WARN', 'ERROR']);
 }
 
-/** Reads and validates every setting once; throws SettingsError naming the variable and value. */
 /** REDIS_KEY_LAYOUT_UNTIL: an RFC 3339 time (`2026-12-01T03:00:00Z`) or epoch seconds; only with REDIS_KEY_LAYOUT=reference. */
 function layoutUntil(env: Env): { redisKeyLayoutUntilMs?: number } {
   const text = env['REDIS_KEY_LAYOUT_UNTIL']?.trim();
@@ -214,6 +213,22 @@ function layoutUntil(env: Env): { redisKeyLayoutUntilMs?: number } {
   return { redisKeyLayoutUntilMs: ms };
 }
 
+/**
+ * REDIS_KEY_LAYOUT_CARRY_OVER, refused at 0 with REDIS_KEY_LAYOUT_UNTIL: the switch at T would
+ * count every window then in progress afresh in floodgate's own keys, silently.
+ */
+function carryOver(env: Env, until: number | undefined): number {
+  const ms = duration(env, 'REDIS_KEY_LAYOUT_CARRY_OVER', DEFAULT_CARRY_OVER_MS);
+  if (ms <= 0 && until !== undefined) {
+    const text = env['REDIS_KEY_LAYOUT_CARRY_OVER'] ?? '';
+    throw new SettingsError(
+      `invalid value for REDIS_KEY_LAYOUT_CARRY_OVER: '${text}' (REDIS_KEY_LAYOUT_UNTIL is set: leaving the shared layout without the carry-over would reset every window in progress at that moment; unset REDIS_KEY_LAYOUT_UNTIL, or let the carry-over on)`,
+    );
+  }
+  return ms;
+}
+
+/** Reads and validates every setting once; throws SettingsError naming the variable and value. */
 export function loadSettings(env: Env = process.env): Settings {
   checkAcceptedVariables(env);
   const prometheus = listenAddress(env, 'PROMETHEUS_ADDR', ':9090');
@@ -225,6 +240,7 @@ export function loadSettings(env: Env = process.env): Settings {
   if (!prometheusPath.startsWith('/')) throw new SettingsError(`invalid value for PROMETHEUS_PATH: '${prometheusPath}' (must start with '/')`);
   const tls = grpcTls(env);
   const backend = backendSettings(env);
+  const until = layoutUntil(env);
   return Object.freeze({
     host: listenHost(env, 'HOST', '0.0.0.0'),
     port: port(env, 'PORT', 8080),
@@ -258,8 +274,8 @@ export function loadSettings(env: Env = process.env): Settings {
     ...backend,
     cacheKeyPrefix: cacheKeyPrefix(env),
     redisKeyLayout: oneOf<KeyLayout>(env, 'REDIS_KEY_LAYOUT', 'floodgate', ['floodgate', 'reference']),
-    redisKeyLayoutCarryOverMs: duration(env, 'REDIS_KEY_LAYOUT_CARRY_OVER', DEFAULT_CARRY_OVER_MS),
-    ...layoutUntil(env),
+    redisKeyLayoutCarryOverMs: carryOver(env, until.redisKeyLayoutUntilMs),
+    ...until,
     backendFailureMode: oneOf<FailureMode>(env, 'BACKEND_FAILURE_MODE', 'error', ['error', 'allow', 'deny', 'local']),
     expirationJitterMaxSeconds: int(env, 'EXPIRATION_JITTER_MAX_SECONDS', 300, 0, 86400),
     localCacheSizeInBytes: int(env, 'LOCAL_CACHE_SIZE_IN_BYTES', 0, 0, 2 ** 40),

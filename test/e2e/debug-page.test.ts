@@ -174,11 +174,14 @@ test("the page says which key layout is in force: the reference's (shared), floo
   try {
     for (const [env, shown] of [
       [{ REDIS_KEY_LAYOUT: 'reference' }, "reference: the reference's own keys, shared with envoyproxy/ratelimit (REDIS_KEY_LAYOUT=reference)"],
-      [{}, "floodgate: its own keys, carrying the reference's counts over for windows begun within 15m of start (REDIS_KEY_LAYOUT_CARRY_OVER)"],
+      [
+        {},
+        "floodgate: its own keys, carrying the reference's counts over for windows longer than a minute begun within 15m of start (REDIS_KEY_LAYOUT_CARRY_OVER)",
+      ],
       [{ REDIS_KEY_LAYOUT_CARRY_OVER: '0' }, 'floodgate: its own keys'],
       [
         { REDIS_KEY_LAYOUT: 'reference', REDIS_KEY_LAYOUT_UNTIL: '2030-01-01T03:00:00Z' },
-        "reference: the reference's own keys, shared with envoyproxy/ratelimit (REDIS_KEY_LAYOUT=reference) until 2030-01-01T03:00:00.000Z, then floodgate's own keys, the windows in progress carried over (REDIS_KEY_LAYOUT_UNTIL)",
+        "reference: the reference's own keys, shared with envoyproxy/ratelimit (REDIS_KEY_LAYOUT=reference) until 2030-01-01T03:00:00.000Z, then floodgate's own keys, the windows longer than a minute in progress carried over (REDIS_KEY_LAYOUT_UNTIL)",
       ],
     ] as const) {
       const redisApp = await startTestApp(RULES, { BACKEND_TYPE: 'redis', REDIS_URL: redis.url, ...env });

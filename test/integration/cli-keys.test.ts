@@ -102,9 +102,16 @@ test("REDIS_KEY_LAYOUT=reference (or --layout reference): the reference's keys a
     'scanned 3 keys on 1 node: 2 without TTL, 0 of unknown shape',
     '',
   ].join('\n');
-  expect(await runCli(args, { REDIS_KEY_LAYOUT: 'reference' })).toEqual({ code: 1, stdout: expected, stderr: '' });
-  expect((await runCli([...args, '--layout', 'reference'])).stdout).toBe(expected);
-  const fixed = await runCli([...args, '--layout', 'reference', '--fix']);
+  expect(await runCli([...args, '--domain', 'shop'], { REDIS_KEY_LAYOUT: 'reference' })).toEqual({ code: 1, stdout: expected, stderr: '' });
+  expect((await runCli([...args, '--layout', 'reference', '--domain', 'shop'])).stdout).toBe(expected);
+  // Without its domain known, no key is the reference's (the rules cannot be loaded here).
+  const blind = await runCli([...args, '--layout', 'reference']);
+  expect(blind.stdout).toBe(`no-ttl ${ownOrphan} (string)\nscanned 1 key on 1 node: 1 without TTL, 0 of unknown shape\n`);
+  expect(blind.stderr).toContain('--domain');
+  // --fix alone leaves a reference key as it is; --fix-reference gives it a TTL.
+  await runCli([...args, '--layout', 'reference', '--domain', 'shop', '--fix']);
+  expect(Number(await redis.command('TTL', orphan))).toBe(-1);
+  const fixed = await runCli([...args, '--layout', 'reference', '--domain', 'shop', '--fix', '--fix-reference']);
   expect(fixed.stdout).toMatch(new RegExp(`no-ttl ${orphan} \\(string, reference key\\) -> ttl \\d+s\\n`));
   const ttl = Number(await redis.command('TTL', orphan));
   // Until one hour after its hour ends (an hour's start may be a day's: up to two days then).

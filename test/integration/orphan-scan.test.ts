@@ -105,6 +105,14 @@ describe('standalone, REDIS_KEY_LAYOUT=reference', () => {
 
   test("a reference key without TTL is counted by the gauge; another application's key is not", async () => {
     await redis.command('SET', `${prefix}session_alice`, 'theirs');
+    // Other applications' keys of a reference key's shape: a domain the rules do not have, a
+    // domain-like name, and the rules' domain with window starts no minute window has now.
+    const minuteStart = Math.floor(Date.now() / 60_000) * 60;
+    await redis.command('SET', `${prefix}orders_2024_11_30`, '5');
+    await redis.command('SET', `${prefix}dx_k_v_${minuteStart}`, '5');
+    await redis.command('SET', `${prefix}d_k_v_${minuteStart + 7200}`, '5');
+    await redis.command('SET', `${prefix}d_k_v_1000000020`, '5');
+    await redis.command('SET', `${prefix}d_k_v_${minuteStart + 1}`, '5');
     await gaugeBecomes(app, 'floodgate_redis_keys_without_ttl', 0);
     const orphan = `${prefix}d_k_lost_${Math.floor(Date.now() / 60_000) * 60}`;
     await redis.command('SET', orphan, '4');

@@ -1,6 +1,7 @@
 // Issue 30: the carry-over's own bounds, on a real Redis with a recording limiter behind it: a
 // Redis that hangs costs a request its deadline, never more; concurrent first hits of one window
-// share one GET; the windows remembered are bounded, and forgetting one costs a GET, never a count.
+// share one GET; the windows remembered are bounded (exact entries, then digests), and forgetting
+// one costs a GET, never a count.
 import Redis from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DeadlineExceededError } from '../../src/base/errors';
@@ -47,7 +48,7 @@ describe('the carry-over from the reference keys: its bounds (issue 30)', () => 
     await redis?.stop();
   });
 
-  test('20 concurrent first hits of one window: one GET; 3 windows with room for 2: forgetting costs a GET again', async () => {
+  test('20 concurrent first hits of one window: one GET; room for 2 windows exactly and 20 as digests: the 23rd window makes the first cost a GET again', async () => {
     // A pinned clock in the middle of the current hour: nothing depends on how fast this runs.
     const now = Math.floor(Date.now() / 3_600_000) * 3_600_000 + 1_800_000;
     const inner = new Recording();
@@ -61,9 +62,16 @@ describe('the carry-over from the reference keys: its bounds (issue 30)', () => 
     await carry.check([check('b')], options);
     await carry.check([check('a'), check('b')], options);
     expect((await gets(redis)) - before).toBe(1);
-    // A third window does not fit: the memory is cleared, and 'a' is read again once.
+    // A third window does not fit exactly: the oldest ('a') is kept as a digest, read no more.
     await carry.check([check('c')], options);
     before = await gets(redis);
+    await carry.check([check('a')], options);
+    expect((await gets(redis)) - before).toBe(0);
+    // 2 exact + 20 digests hold 22 windows; 20 more push the oldest digest ('a') out: one GET again.
+    for (let i = 0; i < 20; i++) await carry.check([check(`x${i}`)], options);
+    before = await gets(redis);
+    await carry.check([check('c')], options);
+    expect((await gets(redis)) - before).toBe(0);
     await carry.check([check('a')], options);
     await carry.check([check('a')], options);
     expect((await gets(redis)) - before).toBe(1);

@@ -363,6 +363,16 @@ describe('REDIS_KEY_LAYOUT_UNTIL (issue 30)', () => {
     );
     expect(settingsErrorOf({ REDIS_KEY_LAYOUT_UNTIL: '1796094000' }).message).toContain('needs REDIS_KEY_LAYOUT=reference');
   });
+
+  it('is refused with REDIS_KEY_LAYOUT_CARRY_OVER=0: every window in progress at T would start afresh', () => {
+    const env = { REDIS_KEY_LAYOUT: 'reference', REDIS_KEY_LAYOUT_UNTIL: '1796094000' };
+    for (const off of ['0', '0s', '0m']) {
+      expect(settingsErrorOf({ ...env, REDIS_KEY_LAYOUT_CARRY_OVER: off }).message).toBe(
+        `invalid value for REDIS_KEY_LAYOUT_CARRY_OVER: '${off}' (REDIS_KEY_LAYOUT_UNTIL is set: leaving the shared layout without the carry-over would reset every window in progress at that moment; unset REDIS_KEY_LAYOUT_UNTIL, or let the carry-over on)`,
+      );
+    }
+    expect(loadSettings({ ...env, REDIS_KEY_LAYOUT_CARRY_OVER: '1m' }).redisKeyLayoutCarryOverMs).toBe(60_000);
+  });
 });
 
 describe('HOST, GRPC_HOST and DEBUG_HOST (issue 19, finding 3)', () => {

@@ -1,4 +1,3 @@
-import type { LimitSpec } from '../../domain/limit-spec';
 import type { CheckOptions, LimitCheck, LimitResult, Limiter } from '../limiter';
 
 /**
@@ -55,11 +54,8 @@ export class OwnKeysOnly implements Limiter {
 
 function unshared(check: LimitCheck): LimitCheck {
   if (check.spec.shareable !== true) return check;
-  const spec: LimitSpec = {
-    algorithm: check.spec.algorithm,
-    limit: check.spec.limit,
-    windowSeconds: check.spec.windowSeconds,
-    burst: check.spec.burst,
-  };
+  // Every other field of the spec kept as it is, whatever LimitSpec gains later.
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- the mark is what is taken off
+  const { shareable, ...spec } = check.spec;
   return { ...check, spec };
 }

@@ -288,6 +288,18 @@ export class RedisLimiter implements Limiter {
     return -1 - ((n * 2 + side) * SCRIPTS_PER_SLOT + scriptIndex);
   }
 
+  /**
+   * The circuit breaker of the node that serves `key` on `client` (this limiter's main or
+   * per-second client): a command sent beside the scripts (ReferenceCarryOver's GET and SET NX)
+   * asks it first and tells it the outcome, so a node that hangs is refused at once for them too.
+   */
+  breakerOfKey(client: RedisClient, key: string): CircuitBreaker {
+    const side = client === this.options.client ? 0 : 1;
+    if (!(client instanceof Cluster)) return this.breakerFor(side, 'server');
+    const slot = calculateSlot(key);
+    return this.breakerFor(side, client.slots[slot]?.[0] ?? `slot ${slot}`);
+  }
+
   private breakerFor(side: 0 | 1, node: string): CircuitBreaker {
     const breakers = this.breakers[side];
     let breaker = breakers.get(node);

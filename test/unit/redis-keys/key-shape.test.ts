@@ -5,6 +5,7 @@ import {
   counterKeyPattern,
   counterKeyShape,
   referenceKeyShape,
+  type ReferenceDomains,
   repairReferenceTtlSeconds,
   repairTtlSeconds,
 } from '../../../src/redis-keys/key-shape';
@@ -134,26 +135,58 @@ describe("referenceKeyShape: the reference's keys, of the shared layout (issue 3
   test('every key referenceWindowKey builds is recognised, with the window start and the longest unit it can be', () => {
     const counter = { domain: 'shop', entries: [{ key: 'user', value: 'a_b' }] };
     const hour = referenceWindowKey('p_', counter, 3600, Date.UTC(2026, 10, 28, 20, 30));
-    expect(referenceKeyShape('p_', hour, 'string')).toEqual({ windowStart: Date.UTC(2026, 10, 28, 20) / 1000, longestWindowSeconds: 3600 });
+    const at = Date.UTC(2026, 10, 28, 20, 30);
+    const shop: ReferenceDomains = new Map([['shop', [3600, 86_400]]]);
+    expect(referenceKeyShape('p_', hour, 'string', shop, at)).toEqual({
+      windowStart: Date.UTC(2026, 10, 28, 20) / 1000,
+      longestWindowSeconds: 3600,
+    });
     const second = referenceWindowKey('', { domain: 'd', entries: [{ key: 'k', value: '' }] }, 1, 1_764_361_801_500);
-    expect(referenceKeyShape('', second, 'string')).toEqual({ windowStart: 1_764_361_801, longestWindowSeconds: 1 });
+    expect(referenceKeyShape('', second, 'string', new Map([['d', [1]]]), 1_764_361_802_000)).toEqual({
+      windowStart: 1_764_361_801,
+      longestWindowSeconds: 1,
+    });
     // A day (the reference's days are epoch days, UTC).
     const day = referenceWindowKey('', counter, 86_400, Date.UTC(2026, 10, 28, 20));
-    expect(referenceKeyShape('', day, 'string')?.longestWindowSeconds).toBe(86_400);
+    expect(referenceKeyShape('', day, 'string', shop, at)?.longestWindowSeconds).toBe(86_400);
   });
 
   test("not the reference's: another type, another prefix, no window start, too few parts, floodgate's own keys", () => {
-    expect(referenceKeyShape('p_', 'p_shop_user_bob_1764360000', 'hash')).toBeUndefined();
-    expect(referenceKeyShape('p_', 'q_shop_user_bob_1764360000', 'string')).toBeUndefined();
-    expect(referenceKeyShape('p_', 'p_shop_user_bob_', 'string')).toBeUndefined();
-    expect(referenceKeyShape('p_', 'p_shop_1764360000', 'string')).toBeUndefined();
-    expect(referenceKeyShape('p_', 'p_session:alice', 'string')).toBeUndefined();
+    const at = Date.UTC(2025, 10, 28, 20, 30);
+    const shop: ReferenceDomains = new Map([['shop', []]]);
+    expect(referenceKeyShape('p_', 'p_shop_user_bob_1764360000', 'hash', shop, at)).toBeUndefined();
+    expect(referenceKeyShape('p_', 'q_shop_user_bob_1764360000', 'string', shop, at)).toBeUndefined();
+    expect(referenceKeyShape('p_', 'p_shop_user_bob_', 'string', shop, at)).toBeUndefined();
+    expect(referenceKeyShape('p_', 'p_shop_1764360000', 'string', shop, at)).toBeUndefined();
+    expect(referenceKeyShape('p_', 'p_session:alice', 'string', shop, at)).toBeUndefined();
     const own = counterKey(
       'p_',
       { domain: 'd', entries: [{ key: 'k', value: 'v' }] },
       { algorithm: 'fixed_window', limit: 1, windowSeconds: 60, burst: 1 },
     );
-    expect(referenceKeyShape('p_', `${own}:1764360000`, 'string')).toBeUndefined();
+    expect(referenceKeyShape('p_', `${own}:1764360000`, 'string', shop, at)).toBeUndefined();
+  });
+
+  test("not the reference's: a domain the rules do not have, a window start ahead, over a year old, or of no unit of the domain", () => {
+    const nowMs = Date.UTC(2026, 10, 28, 20, 30);
+    const hourStart = Date.UTC(2026, 10, 28, 20) / 1000;
+    const shop: ReferenceDomains = new Map([['shop', [3600]]]);
+    expect(referenceKeyShape('', `shop_user_bob_${hourStart}`, 'string', shop, nowMs)).toBeDefined();
+    // Another application's keys, one under a name that starts like a domain.
+    expect(referenceKeyShape('', 'orders_2024_11_30', 'string', shop, nowMs)).toBeUndefined();
+    expect(referenceKeyShape('', `shopping_cart_x_${hourStart}`, 'string', shop, nowMs)).toBeUndefined();
+    expect(referenceKeyShape('', `orders_2024_11_${hourStart}`, 'string', new Map(), nowMs)).toBeUndefined();
+    // A known domain with a bogus window start.
+    expect(referenceKeyShape('', `shop_user_bob_${hourStart + 7200}`, 'string', shop, nowMs)).toBeUndefined();
+    expect(referenceKeyShape('', `shop_user_bob_${hourStart - 2 * 31_536_000}`, 'string', shop, nowMs)).toBeUndefined();
+    expect(referenceKeyShape('', 'shop_user_bob_30', 'string', shop, nowMs)).toBeUndefined();
+    expect(referenceKeyShape('', `shop_user_bob_${hourStart + 60}`, 'string', shop, nowMs)).toBeUndefined(); // a minute, not an hour
+    // Domains that are prefixes of one another: each key to its own.
+    const nested: ReferenceDomains = new Map([
+      ['a', [3600]],
+      ['a_b', [60]],
+    ]);
+    expect(referenceKeyShape('', `a_b_k_v_${hourStart + 60}`, 'string', nested, nowMs)).toBeDefined();
   });
 
   test("repairReferenceTtlSeconds: until one window of the longest unit after the key's window ends, at least 1 s", () => {
