@@ -1,3 +1,4 @@
+import { redisFailure } from './redis-failure';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster } from 'ioredis';
 import { ALGORITHMS, type Algorithm } from '../../domain/algorithm';
@@ -672,15 +673,6 @@ function admitOrThrow(groups: readonly SlotGroup[]): void {
     for (const b of admitted) b.cancelProbe();
     throw new BackendUnavailableError('backend unavailable: redis did not answer recently (circuit open; probed again shortly)');
   }
-}
-
-/** The Redis client's error in an operator's words (the client's own text stays in `cause`). */
-function redisFailure(err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  if (/Stream isn't writeable|Connection is closed|ECONNREFUSED|ECONNRESET|EPIPE|ENOTCONN|ETIMEDOUT|getaddrinfo/.test(message))
-    return 'redis is not connected';
-  if (/timed? ?out/i.test(message)) return 'redis did not answer in time';
-  return `redis answered with an error: ${message}`;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { redisFailure } from './redis-failure';
 import { createHash } from 'node:crypto';
 import { BackendUnavailableError, DeadlineExceededError } from '../../base/errors';
 import { UNIT_SECONDS } from '../../domain/units';
@@ -254,8 +255,9 @@ async function guarded<T>(carry: Carry, key: string, command: () => Promise<T>):
 
 function redisUnavailable(err: unknown): BackendUnavailableError {
   if (err instanceof BackendUnavailableError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  return new BackendUnavailableError(`backend unavailable: carrying over the reference's count: ${message}`, { cause: err });
+  // The limiter's own words for the same failure: an operator (and /json's error) sees one
+  // message for Redis being away, whichever step of the request met it first.
+  return new BackendUnavailableError(`backend unavailable: ${redisFailure(err)}`, { cause: err });
 }
 
 /** `work`, or DeadlineExceededError once `deadline` (epoch ms) passes. */
