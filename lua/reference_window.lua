@@ -23,6 +23,7 @@
 -- @include lib/reference_window_step.lua
 -- @include lib/fixed_window_args.lua
 -- @include lib/not_served_here.lua
+-- @include lib/window_calls.lua
 -- @include lib/call_now.lua
 -- @include lib/read_lists.lua
 -- @include lib/read_mode.lua
@@ -74,48 +75,4 @@ else
   end
 end
 
-local out = {}
--- Counter i's count after `h` more hits (0: as it stands), answered in `out`.
-local function tally(i, h)
-  local count, reset_ms = reference_window_step(keys[i], now, windows[i], h, hit_texts[i], expiries[i])
-  out[2 * i - 1], out[2 * i] = count, reset_ms
-  return count
-end
-
--- Named, counters first..last are answered count -1 when their slot is not this node's: their
--- first command fails, before anything of them is written. (Redis 7 raises a table, Redis 6 its text.)
-local function served(run, first, last)
-  local ok, err = pcall(run, first, last)
-  if not ok then
-    if not not_served_here(type(err) == 'table' and err.err or tostring(err)) then error(err) end
-    for i = first, last do out[2 * i - 1], out[2 * i] = -1, 0 end
-  end
-end
-
-if mode ~= 'stop' then
-  local charge = mode == 'count'
-  if not named then
-    for i = 1, n do tally(i, charge and hits[i] or 0) end
-  else
-    local function tally_own(i) tally(i, charge and hits[i] or 0) end
-    for i = 1, n do served(tally_own, i, i) end
-  end
-else
-  -- Each unit (a request's counters) on its own, in order: the reference's STOP rule.
-  local over = {}
-  local function stop_unit(first, last)
-    local any_over = false
-    for i = first, last do
-      over[i] = tally(i, 0) + hits[i] > limits[i]
-      if over[i] then any_over = true end
-    end
-    for i = first, last do tally(i, (over[i] or not any_over) and hits[i] or 0) end
-  end
-  local first = 1
-  for u = 1, #ends do
-    local last = ends[u]
-    if named then served(stop_unit, first, last) else stop_unit(first, last) end
-    first = last + 1
-  end
-end
-return out
+return window_calls(function(i, h) return reference_window_step(keys[i], now, windows[i], h, hit_texts[i], expiries[i]) end, mode, named, n, hits, limits, ends)
