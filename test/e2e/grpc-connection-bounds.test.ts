@@ -7,15 +7,7 @@ import { closedForResets, partialCalls, rapidReset } from '../abuse/http2-attack
 import { residentMb } from '../helpers/process-memory';
 import { oneDescriptor, rlsClient } from '../helpers/rls-client';
 import { spawnServer, type ServerWithRules } from '../helpers/server-process';
-
-const RULES = {
-  'b.yaml': `
-domain: b
-descriptors:
-  - key: k
-    rate_limit: { unit: hour, requests_per_unit: 1000000 }
-`,
-};
+import { DOMAIN_B_RULES, domainBRequest } from '../helpers/domain-b';
 
 let server: ServerWithRules | undefined;
 afterEach(() => {
@@ -27,16 +19,9 @@ function peakMb(pid: number): number {
   return residentMb(pid);
 }
 
-/** RATELIMIT request for domain b, k=v (protobuf bytes). */
-function request(): Buffer {
-  const entry = Buffer.concat([Buffer.from([0x0a, 1]), Buffer.from('k'), Buffer.from([0x12, 1]), Buffer.from('v')]);
-  const descriptor = Buffer.concat([Buffer.from([0x0a, entry.length]), entry]);
-  return Buffer.concat([Buffer.from([0x0a, 1]), Buffer.from('b'), Buffer.from([0x12, descriptor.length]), descriptor]);
-}
-
 describe('gRPC calls that never finish (issue 18, finding 3)', () => {
   test('6 connections × 1,000 streams of 65,000 of 65,530 bytes: RSS stays < 300 MB and every stream is closed after 10 s', async () => {
-    server = await spawnServer(RULES, {});
+    server = await spawnServer(DOMAIN_B_RULES, {});
     const pid = server.proc.pid as number;
     const before = residentMb(pid);
     let peak = before;
@@ -67,7 +52,7 @@ describe('gRPC calls that never finish (issue 18, finding 3)', () => {
   }, 90_000);
 
   test('GRPC_MAX_REQUEST_RECEIVE_TIME=1s closes an unfinished stream after 1 s', async () => {
-    server = await spawnServer(RULES, { GRPC_MAX_REQUEST_RECEIVE_TIME: '1s' });
+    server = await spawnServer(DOMAIN_B_RULES, { GRPC_MAX_REQUEST_RECEIVE_TIME: '1s' });
     const result = await partialCalls({
       port: server.grpcPort,
       connections: 1,
@@ -87,7 +72,7 @@ describe('gRPC calls that never finish (issue 18, finding 3)', () => {
   }, 30_000);
 
   test('GRPC_MAX_CONCURRENT_STREAMS and GRPC_MAX_CONNECTIONS bound the streams and the connections', async () => {
-    server = await spawnServer(RULES, { GRPC_MAX_CONNECTIONS: '3', GRPC_MAX_CONCURRENT_STREAMS: '20' });
+    server = await spawnServer(DOMAIN_B_RULES, { GRPC_MAX_CONNECTIONS: '3', GRPC_MAX_CONCURRENT_STREAMS: '20' });
     const result = await partialCalls({
       port: server.grpcPort,
       connections: 5,
@@ -112,7 +97,7 @@ describe('gRPC calls that never finish (issue 18, finding 3)', () => {
 
 describe('streams a new connection may open (review of issue 26, finding 1)', () => {
   test('a connection starts at GRPC_MAX_CONCURRENT_STREAMS: Envoy sends its first burst before the SETTINGS', async () => {
-    server = await spawnServer(RULES, { GRPC_MAX_CONCURRENT_STREAMS: '40' });
+    server = await spawnServer(DOMAIN_B_RULES, { GRPC_MAX_CONCURRENT_STREAMS: '40' });
     const session = http2.connect(`http://127.0.0.1:${server.grpcPort}`);
     session.on('error', () => {});
     const timer = setTimeout(() => session.destroy(), 10_000);
@@ -126,11 +111,12 @@ describe('streams a new connection may open (review of issue 26, finding 1)', ()
 
 describe('HTTP/2 rapid reset (issue 18, finding 10)', () => {
   test('a connection that resets its calls is closed after far fewer than 1,000 resets, connection after connection', async () => {
-    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN' });
+    server = await spawnServer(DOMAIN_B_RULES, { LOG_LEVEL: 'WARN' });
     const rounds = [];
     // Reconnecting, as the issue's attacker did: each connection meets the same bound, and the
     // server keeps answering (closing a flooded connection once left node:http2 spinning).
-    for (let i = 0; i < 5; i++) rounds.push(await rapidReset({ port: server.grpcPort, calls: 3000, request: request(), timeoutMs: 20_000 }));
+    for (let i = 0; i < 5; i++)
+      rounds.push(await rapidReset({ port: server.grpcPort, calls: 3000, request: domainBRequest(), timeoutMs: 20_000 }));
     const processed = rounds.map((r) => (r.goawayLastStreamId === undefined ? undefined : (r.goawayLastStreamId + 1) / 2));
     // The work the reset calls cost: how many of them reached the counter (limit 1,000,000 an hour).
     const client = rlsClient(`127.0.0.1:${server.grpcPort}`);

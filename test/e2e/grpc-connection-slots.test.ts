@@ -8,15 +8,7 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { holdConnectionSlots } from '../abuse/http2-attacks';
 import { oneDescriptor, rlsClient } from '../helpers/rls-client';
 import { spawnServer, type ServerWithRules } from '../helpers/server-process';
-
-const RULES = {
-  'b.yaml': `
-domain: b
-descriptors:
-  - key: k
-    rate_limit: { unit: hour, requests_per_unit: 1000000 }
-`,
-};
+import { DOMAIN_B_RULES } from '../helpers/domain-b';
 
 let server: ServerWithRules | undefined;
 afterEach(() => {
@@ -70,7 +62,7 @@ const show = (t: Tally, n: number): string => `${t.ok}/${n} OK${Object.keys(t.fa
 
 describe('gRPC connection slots (issue 26, finding 2)', () => {
   test('256 raw connections holding the slots, reopened when closed: fresh clients and probes are still answered', async () => {
-    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN' });
+    server = await spawnServer(DOMAIN_B_RULES, { LOG_LEVEL: 'WARN' });
     const port = server.grpcPort;
     const idle = await freshClients(port, 7);
     const ordinary = rlsClient(`127.0.0.1:${port}`, NEW_CONNECTION);
@@ -114,7 +106,7 @@ describe('gRPC connection slots (issue 26, finding 2)', () => {
   }, 90_000);
 
   test('GRPC_MAX_FIRST_CALL_TIME closes a connection without a finished call, never a client that calls', async () => {
-    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_FIRST_CALL_TIME: '1s' });
+    server = await spawnServer(DOMAIN_B_RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_FIRST_CALL_TIME: '1s' });
     const port = server.grpcPort;
     // One HTTP/2 connection, watched: a gRPC client would reconnect unseen. Its first call
     // finishes (or at least arrives whole) before anything else happens: from then on it is a

@@ -7,15 +7,7 @@ import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import { afterEach, describe, expect, test } from 'vitest';
 import { spawnServer, type ServerWithRules } from '../helpers/server-process';
-
-const RULES = {
-  'b.yaml': `
-domain: b
-descriptors:
-  - key: k
-    rate_limit: { unit: hour, requests_per_unit: 1000000 }
-`,
-};
+import { DOMAIN_B_RULES } from '../helpers/domain-b';
 
 let server: ServerWithRules | undefined;
 afterEach(() => {
@@ -81,7 +73,7 @@ function tally(outcomes: Outcome[]): Record<string, number> {
 
 describe("Envoy's traffic on the gRPC bounds (review of issue 26)", () => {
   test('a fresh connection sending 50 calls at once, before the server SETTINGS: none refused', async () => {
-    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN' });
+    server = await spawnServer(DOMAIN_B_RULES, { LOG_LEVEL: 'WARN' });
     const rounds: Record<string, number>[] = [];
     for (let round = 0; round < 3; round++) {
       const session = http2.connect(`http://127.0.0.1:${server.grpcPort}`);
@@ -99,7 +91,7 @@ describe("Envoy's traffic on the gRPC bounds (review of issue 26)", () => {
   }, 60_000);
 
   test('calls reset exactly at their 20 ms grpc-timeout while the server stalls: the connection survives', async () => {
-    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN' });
+    server = await spawnServer(DOMAIN_B_RULES, { LOG_LEVEL: 'WARN' });
     const pid = server.proc.pid as number;
     const session = http2.connect(`http://127.0.0.1:${server.grpcPort}`);
     session.on('error', () => {});
@@ -129,7 +121,7 @@ describe("Envoy's traffic on the gRPC bounds (review of issue 26)", () => {
   }, 60_000);
 
   test('a new connection whose every call Envoy resets at its 20 ms deadline (the server stalled) is a client: kept past GRPC_MAX_FIRST_CALL_TIME', async () => {
-    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_FIRST_CALL_TIME: '1s' });
+    server = await spawnServer(DOMAIN_B_RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_FIRST_CALL_TIME: '1s' });
     const pid = server.proc.pid as number;
     const session = http2.connect(`http://127.0.0.1:${server.grpcPort}`);
     session.on('error', () => {});
@@ -158,7 +150,7 @@ describe("Envoy's traffic on the gRPC bounds (review of issue 26)", () => {
   }, 60_000);
 
   test('a full port: a new connection that has sent its first call outlasts 30 reopened connections that sent only the preface', async () => {
-    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_CONNECTIONS: '10' });
+    server = await spawnServer(DOMAIN_B_RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_CONNECTIONS: '10' });
     const port = server.grpcPort;
     const holders: net.Socket[] = [];
     const hold = async (): Promise<void> => {
@@ -200,7 +192,7 @@ describe("Envoy's traffic on the gRPC bounds (review of issue 26)", () => {
 
 describe("the request budget and a client's connection (review of issue 26, finding 6)", () => {
   test('a full budget resets the oldest unfinished call; its connection, holding little, keeps going', async () => {
-    server = await spawnServer(RULES, {
+    server = await spawnServer(DOMAIN_B_RULES, {
       LOG_LEVEL: 'WARN',
       GRPC_MAX_RECEIVE_MESSAGE_BYTES: '65536',
       GRPC_MAX_UNFINISHED_REQUEST_BYTES: '1048576',

@@ -7,29 +7,14 @@ import { afterEach, describe, expect, test } from 'vitest';
 import { closedForResets, rapidReset, type RapidResetOptions, type RapidResetResult } from '../abuse/http2-attacks';
 import { oneDescriptor, rlsClient } from '../helpers/rls-client';
 import { spawnServer, type ServerWithRules } from '../helpers/server-process';
+import { DOMAIN_B_RULES, domainBRequest } from '../helpers/domain-b';
 import { within } from '../harness/wait';
-
-const RULES = {
-  'b.yaml': `
-domain: b
-descriptors:
-  - key: k
-    rate_limit: { unit: hour, requests_per_unit: 1000000 }
-`,
-};
 
 let server: ServerWithRules | undefined;
 afterEach(() => {
   server?.cleanup();
   server = undefined;
 });
-
-/** RATELIMIT request for domain b, k=v (protobuf bytes). */
-function request(): Buffer {
-  const entry = Buffer.concat([Buffer.from([0x0a, 1]), Buffer.from('k'), Buffer.from([0x12, 1]), Buffer.from('v')]);
-  const descriptor = Buffer.concat([Buffer.from([0x0a, entry.length]), entry]);
-  return Buffer.concat([Buffer.from([0x0a, 1]), Buffer.from('b'), Buffer.from([0x12, descriptor.length]), descriptor]);
-}
 
 /** The calls the server says it processed before its GOAWAY (client streams are odd ids). */
 function processed(r: RapidResetResult): number | undefined {
@@ -46,7 +31,7 @@ async function attack(port: number, rounds: number, extra: Partial<RapidResetOpt
   const results: Round[] = [];
   for (let i = 0; i < rounds; i++) {
     const t0 = performance.now();
-    const r = await rapidReset({ port, calls: 3000, request: request(), timeoutMs: 20_000, ...extra });
+    const r = await rapidReset({ port, calls: 3000, request: domainBRequest(), timeoutMs: 20_000, ...extra });
     results.push({ ...r, seconds: (performance.now() - t0) / 1000 });
   }
   return results;
@@ -72,7 +57,7 @@ const RATE = { LOG_LEVEL: 'WARN', GRPC_MAX_RESETS_PER_SECOND: '1' };
 const mostCalls = (r: Round): number => 100 + Math.ceil(r.seconds * 1) + 100 + Math.ceil(65_536 / 36);
 describe('HTTP/2 rapid reset: the allowance holds whatever the client does (issue 26, finding 6)', () => {
   test('grpc-timeout: 1m on every call, and resets before the message: each connection closed within the allowance', async () => {
-    server = await spawnServer(RULES, RATE);
+    server = await spawnServer(DOMAIN_B_RULES, RATE);
     const port = server.grpcPort;
     // The control: the plain attack (a whole call, then RST_STREAM), on one connection.
     const plain = await attack(port, 1, {});
@@ -93,7 +78,7 @@ describe('HTTP/2 rapid reset: the allowance holds whatever the client does (issu
   }, 120_000);
 
   test('reconnecting does not renew the allowance: the peer keeps what it spent', async () => {
-    server = await spawnServer(RULES, RATE);
+    server = await spawnServer(DOMAIN_B_RULES, RATE);
     const t0 = performance.now();
     // Each call reset before its message. One call at a time (a PING's round trip
     // after each reset): what the server processed is
@@ -136,7 +121,7 @@ describe('HTTP/2 rapid reset: the allowance holds whatever the client does (issu
 // flight (RESOURCE_EXHAUSTED). The guard must close the connection without failing them.
 describe('a connection closed for resets (stop 31)', () => {
   test('the other calls in flight on it are still answered, and the GOAWAY says why', async () => {
-    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN' });
+    server = await spawnServer(DOMAIN_B_RULES, { LOG_LEVEL: 'WARN' });
     const session = http2.connect(`http://127.0.0.1:${server.grpcPort}`);
     session.on('error', () => {});
     let goaway: { code: number; lastStreamId: number; data: string } | undefined;
@@ -144,7 +129,7 @@ describe('a connection closed for resets (stop 31)', () => {
       goaway = { code, lastStreamId, data: data?.toString('latin1') ?? '' };
     });
     await new Promise((resolve) => session.once('remoteSettings', resolve));
-    const message = Buffer.concat([Buffer.from([0, 0, 0, 0, request().length]), request()]);
+    const message = Buffer.concat([Buffer.from([0, 0, 0, 0, domainBRequest().length]), domainBRequest()]);
     const headers = {
       ':method': 'POST',
       ':path': '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit',

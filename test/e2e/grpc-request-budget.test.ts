@@ -8,15 +8,7 @@ import { partialCalls } from '../abuse/http2-attacks';
 import { residentMb } from '../helpers/process-memory';
 import { oneDescriptor, rlsClient, type RlsTestClient } from '../helpers/rls-client';
 import { spawnServer, type ServerWithRules } from '../helpers/server-process';
-
-const RULES = {
-  'b.yaml': `
-domain: b
-descriptors:
-  - key: k
-    rate_limit: { unit: hour, requests_per_unit: 1000000 }
-`,
-};
+import { DOMAIN_B_RULES } from '../helpers/domain-b';
 
 let server: ServerWithRules | undefined;
 afterEach(() => {
@@ -86,7 +78,7 @@ async function attackRound(port: number, pid: number, client: RlsTestClient): Pr
 
 describe('bytes of unfinished gRPC requests (issue 26, finding 1)', () => {
   test('32 connections × 100 streams of 65,535 of 65,536 bytes, twice: RSS grows far less than their 210 MB, and a second round does not add up', async () => {
-    server = await spawnServer(RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_REQUEST_RECEIVE_TIME: '1h' });
+    server = await spawnServer(DOMAIN_B_RULES, { LOG_LEVEL: 'WARN', GRPC_MAX_REQUEST_RECEIVE_TIME: '1h' });
     const pid = server.proc.pid as number;
     const client = rlsClient(`127.0.0.1:${server.grpcPort}`);
     await client.shouldRateLimit(oneDescriptor('b', { k: 'v' }));
