@@ -133,7 +133,7 @@ export function rlsStreamHandler(deps: RlsStreamDeps): StreamHandler {
       stream.resume();
       return;
     }
-    const call = new RlsCall(stream, headers, shared);
+    const call = new RlsCall(stream as CallStream, headers, shared);
     call.start();
   };
 }
@@ -141,6 +141,34 @@ export function rlsStreamHandler(deps: RlsStreamDeps): StreamHandler {
 /** The deadline timer's callback (no closure per call). */
 function deadlineReached(call: RlsCall): void {
   call.expire();
+}
+
+/**
+ * The call a stream serves, until the stream closes. node:http2 keeps a closed stream reachable
+ * across scavenges, until the next full GC (its native handle holds it), so whatever the stream
+ * references then is copied, promoted and left for a mark-compact. A closure per call on its
+ * listeners made that the whole call: its headers, framer and message, about 2 KB a call
+ * promoted, most of the old-generation growth that paced the mark-compacts (issue 29). The
+ * listeners below are shared, `this` being the stream, and the stream lets go of its call at
+ * its close: what stays reachable is node's own stream objects.
+ */
+const CALL = Symbol('floodgate.rlsCall');
+type CallStream = ServerHttp2Stream & { [CALL]: RlsCall | undefined };
+
+function onCallData(this: CallStream, chunk: Buffer): void {
+  this[CALL]?.onData(chunk);
+}
+
+function onCallEnd(this: CallStream): void {
+  this[CALL]?.onEnd();
+}
+
+function onCallClose(this: CallStream): void {
+  const call = this[CALL];
+  if (call === undefined) return;
+  this[CALL] = undefined;
+  // A call the client resets gives its timer back at once, not at its deadline.
+  call.stopTimer();
 }
 
 /** One ShouldRateLimit call, from its HEADERS to its answer. */
@@ -153,7 +181,7 @@ class RlsCall {
   private answered = false;
 
   constructor(
-    private readonly stream: ServerHttp2Stream,
+    private readonly stream: CallStream,
     private readonly headers: IncomingHttpHeaders,
     private readonly shared: Shared,
   ) {
@@ -174,11 +202,12 @@ class RlsCall {
       // Never below 1 ms for the timer: node would print a warning per call otherwise.
       this.deadline = Date.now() + ms;
       this.timer = setTimeout(deadlineReached, ms > 1 ? ms : 1, this);
-      // A call the client resets gives its timer back at once, not at its deadline.
-      this.stream.on('close', () => this.stopTimer());
     }
-    this.stream.on('data', (chunk: Buffer) => this.onData(chunk));
-    this.stream.on('end', () => this.onEnd());
+    const stream = this.stream;
+    stream[CALL] = this;
+    stream.on('close', onCallClose);
+    stream.on('data', onCallData);
+    stream.on('end', onCallEnd);
   }
 
   expire(): void {
@@ -186,7 +215,7 @@ class RlsCall {
     this.refuse(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline exceeded');
   }
 
-  private stopTimer(): void {
+  stopTimer(): void {
     if (this.timer === undefined) return;
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -204,7 +233,7 @@ class RlsCall {
     this.stream.resume();
   }
 
-  private onData(chunk: Buffer): void {
+  onData(chunk: Buffer): void {
     if (this.answered) return;
     const outcome = this.framer.push(chunk);
     if (outcome === FRAMED) return;
@@ -218,7 +247,7 @@ class RlsCall {
     this.refuse(GrpcStatus.UNIMPLEMENTED, `Received a second request message for server streaming method ${RLS_PATH}`);
   }
 
-  private onEnd(): void {
+  onEnd(): void {
     if (this.answered) return;
     const message = this.framer.message;
     if (message === undefined) {
