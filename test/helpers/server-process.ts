@@ -7,7 +7,12 @@ import { dirname, join } from 'node:path';
 import { projectRoot } from '../../src/base/paths';
 
 /** The V8 flags the image runs the server with (NODE_OPTIONS in deploy/Dockerfile, and `npm start`). */
-export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--single-threaded-gc', '--initial-old-space-size=96', '--max-old-space-size=160'];
+export const SERVER_NODE_FLAGS: readonly string[] = [
+  '--max-semi-space-size=4',
+  '--single-threaded-gc',
+  '--initial-old-space-size=96',
+  '--max-old-space-size=160',
+];
 
 /** The built server (`dist/src/main.js`) as a real child process. */
 export interface ServerProcess {
