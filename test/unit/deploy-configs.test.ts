@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -258,10 +259,21 @@ describe('deploy/Dockerfile', () => {
     expect(runs).toMatch(/\bnpm run build\b/);
   });
 
-  it('runs node with the flags the tests run the server with, and so does npm start', () => {
+  it('runs node with the flags the tests run the server with (NODE_OPTIONS and /bin/ratelimit together), and so does npm start', () => {
     const env = runtimeStage.instructions.filter((i) => /^ENV\s/i.test(i)).join(' ');
-    expect(env).toContain(`NODE_OPTIONS="${SERVER_NODE_FLAGS.join(' ')}" `);
+    const nodeOptions = /NODE_OPTIONS="([^"]*)"/.exec(env)?.[1] ?? '';
+    const shebangFlags = /^#!\/usr\/bin\/env -S node((?: --\S+)*)\n/.exec(read('bin', 'ratelimit'))?.[1] ?? '';
+    expect([...nodeOptions.split(' '), ...shebangFlags.split(' ')].filter(Boolean).sort()).toEqual([...SERVER_NODE_FLAGS].sort());
     expect((JSON.parse(read('package.json')) as { scripts: { start: string } }).scripts.start).toContain(`node ${SERVER_NODE_FLAGS.join(' ')} `);
+  });
+
+  it('sets a NODE_OPTIONS node accepts (it refuses most V8 flags there, and the container would not start)', () => {
+    const env = runtimeStage.instructions.filter((i) => /^ENV\s/i.test(i)).join(' ');
+    const nodeOptions = /NODE_OPTIONS="([^"]*)"/.exec(env)?.[1];
+    expect(nodeOptions).toBeDefined();
+    const run = spawnSync(process.execPath, ['-e', '0'], { env: { ...process.env, NODE_OPTIONS: nodeOptions }, encoding: 'utf8' });
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
   });
 
   it('package.json asks for the Node.js line the tests run on and the image ships', () => {
@@ -283,7 +295,7 @@ describe('deploy/Dockerfile', () => {
     expect(runtimeStage.instructions.some((i) => /^RUN\s+ln -s \/app\/bin\/ratelimit \/bin\/ratelimit$/.test(i))).toBe(true);
     // The shim is executable by anyone (Envoy Gateway runs the container as 65534:65534).
     expect(statSync(repoPath('bin', 'ratelimit')).mode & 0o555).toBe(0o555);
-    expect(read('bin', 'ratelimit').startsWith('#!/usr/bin/env node\n')).toBe(true);
+    expect(read('bin', 'ratelimit').startsWith('#!/usr/bin/env -S node ')).toBe(true);
   });
 
   it('copies what the service reads at run time: dist/, proto/, lua/, package*.json', () => {
